@@ -1,0 +1,366 @@
+//! Kernel taxonomy: a rule table (ingest/rules/default.toml, extendable with `--rules`)
+//! compiled into one `RegexSet` per question, so every name is matched once and the rules
+//! stay data a reviewer can read, not `if`s scattered through the parsers.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Mutex;
+
+use regex::RegexSet;
+use serde::Deserialize;
+
+/// The shipped rule table.
+pub const DEFAULT_RULES: &str = include_str!("../rules/default.toml");
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    Kernel,
+    Memcpy,
+    Memset,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Kernel => "kernel",
+            Kind::Memcpy => "memcpy",
+            Kind::Memset => "memset",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Category {
+    Comm,
+    Gemm,
+    Attention,
+    Memcpy,
+    Memset,
+    OtherCompute,
+}
+
+impl Category {
+    pub const ALL: [Category; 6] = [
+        Category::Comm,
+        Category::Gemm,
+        Category::Attention,
+        Category::Memcpy,
+        Category::Memset,
+        Category::OtherCompute,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Category::Comm => "comm",
+            Category::Gemm => "gemm",
+            Category::Attention => "attention",
+            Category::Memcpy => "memcpy",
+            Category::Memset => "memset",
+            Category::OtherCompute => "other_compute",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Category> {
+        Category::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+}
+
+pub const COMM_OPS: [&str; 8] = [
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "all_to_all",
+    "send_recv",
+    "broadcast",
+    "reduce",
+    "other",
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum RulesError {
+    #[error("{path}: {msg}")]
+    Invalid { path: String, msg: String },
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+#[derive(Deserialize)]
+struct RuleFile {
+    version: Option<String>,
+    #[serde(default)]
+    rule: Vec<RuleRow>,
+    #[serde(default)]
+    comm_op: Vec<OpRow>,
+    #[serde(default)]
+    collective: Vec<OpRow>,
+}
+
+#[derive(Deserialize)]
+struct RuleRow {
+    kind: String,
+    pattern: String,
+    category: String,
+    #[allow(dead_code)]
+    why: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct OpRow {
+    pattern: String,
+    op: String,
+}
+
+/// What a rule applies to.
+#[derive(Debug, Clone, Copy)]
+enum KindFilter {
+    Any,
+    Only(Kind),
+}
+
+/// The compiled rule table, with a cache of names already seen.
+pub struct Classifier {
+    version: String,
+    rule_set: RegexSet,
+    rules: Vec<(KindFilter, Category)>,
+    op_set: RegexSet,
+    ops: Vec<&'static str>,
+    coll_set: RegexSet,
+    colls: Vec<&'static str>,
+    cache: Mutex<HashMap<(Kind, String), (Category, Option<&'static str>)>>,
+}
+
+impl Classifier {
+    /// The shipped table only.
+    pub fn builtin() -> Classifier {
+        Classifier::with_user_rules(None).expect("the shipped rule table compiles")
+    }
+
+    /// The shipped table, with the user's rules (tried first) when given.
+    pub fn with_user_rules(user: Option<&Path>) -> Result<Classifier, RulesError> {
+        let base = parse_file(DEFAULT_RULES, "ingest/rules/default.toml")?;
+        let mut version = base.version.clone().unwrap_or_else(|| "0".into());
+        let mut files = vec![base];
+        if let Some(p) = user {
+            let path = p.display().to_string();
+            let text = std::fs::read_to_string(p).map_err(|source| RulesError::Io {
+                path: path.clone(),
+                source,
+            })?;
+            files.insert(0, parse_file(&text, &path)?);
+            version.push_str("+user");
+        }
+        compile(files, version)
+    }
+
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    /// Category, and collective kind from the name for comm activities.
+    pub fn classify(&self, kind: Kind, name: &str) -> (Category, Option<&'static str>) {
+        if let Some(hit) = self.cache.lock().unwrap().get(&(kind, name.to_string())) {
+            return *hit;
+        }
+        let hit = self.classify_uncached(kind, name);
+        self.cache
+            .lock()
+            .unwrap()
+            .insert((kind, name.to_string()), hit);
+        hit
+    }
+
+    fn classify_uncached(&self, kind: Kind, name: &str) -> (Category, Option<&'static str>) {
+        let category = self
+            .rule_set
+            .matches(name)
+            .iter()
+            .map(|i| self.rules[i])
+            .find(|(f, _)| match f {
+                KindFilter::Any => true,
+                KindFilter::Only(k) => *k == kind,
+            })
+            .map(|(_, c)| c)
+            .unwrap_or(match kind {
+                Kind::Kernel => Category::OtherCompute,
+                Kind::Memcpy => Category::Memcpy,
+                Kind::Memset => Category::Memset,
+            });
+        let op = (category == Category::Comm).then(|| {
+            self.op_set
+                .matches(name)
+                .iter()
+                .next()
+                .map_or("other", |i| self.ops[i])
+        });
+        (category, op)
+    }
+
+    /// Collective kind from a `Collective name` arg, when it names one.
+    pub fn collective_op(&self, collective_name: &str) -> Option<&'static str> {
+        self.coll_set
+            .matches(collective_name)
+            .iter()
+            .next()
+            .map(|i| self.colls[i])
+    }
+}
+
+fn parse_file(text: &str, path: &str) -> Result<RuleFile, RulesError> {
+    toml::from_str(text).map_err(|e| RulesError::Invalid {
+        path: path.into(),
+        msg: e.to_string(),
+    })
+}
+
+fn invalid(msg: String) -> RulesError {
+    RulesError::Invalid {
+        path: "rules".into(),
+        msg,
+    }
+}
+
+fn compile(files: Vec<RuleFile>, version: String) -> Result<Classifier, RulesError> {
+    let mut patterns = Vec::new();
+    let mut rules = Vec::new();
+    let (mut op_pats, mut ops, mut coll_pats, mut colls) = (vec![], vec![], vec![], vec![]);
+    for f in files {
+        for r in f.rule {
+            let filter = match r.kind.as_str() {
+                "any" => KindFilter::Any,
+                "kernel" => KindFilter::Only(Kind::Kernel),
+                "memcpy" => KindFilter::Only(Kind::Memcpy),
+                "memset" => KindFilter::Only(Kind::Memset),
+                k => return Err(invalid(format!("unknown rule kind `{k}`"))),
+            };
+            let cat = Category::parse(&r.category)
+                .ok_or_else(|| invalid(format!("unknown category `{}`", r.category)))?;
+            patterns.push(r.pattern);
+            rules.push((filter, cat));
+        }
+        for (rows, pats, out) in [
+            (f.comm_op, &mut op_pats, &mut ops),
+            (f.collective, &mut coll_pats, &mut colls),
+        ] {
+            for o in rows {
+                let op = COMM_OPS
+                    .iter()
+                    .find(|k| **k == o.op)
+                    .ok_or_else(|| invalid(format!("unknown collective kind `{}`", o.op)))?;
+                pats.push(o.pattern);
+                out.push(*op);
+            }
+        }
+    }
+    let set = |p: Vec<String>| RegexSet::new(p).map_err(|e| invalid(e.to_string()));
+    Ok(Classifier {
+        version,
+        rule_set: set(patterns)?,
+        rules,
+        op_set: set(op_pats)?,
+        ops,
+        coll_set: set(coll_pats)?,
+        colls,
+        cache: Mutex::new(HashMap::new()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_md_families() {
+        let c = Classifier::builtin();
+        let k = |n| c.classify(Kind::Kernel, n).0;
+        assert_eq!(
+            k("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)"),
+            Category::Comm
+        );
+        assert_eq!(k("void ncclDevKernel_Generic_1(x)"), Category::Comm);
+        assert_eq!(k("rcclGenericKernel<1>"), Category::Comm);
+        assert_eq!(k("kuserbuffers_pushrecv"), Category::Comm);
+        assert_eq!(k("cross_device_reduce_2stage<bf16>"), Category::Comm);
+        assert_eq!(
+            k("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_TNT"),
+            Category::Gemm
+        );
+        assert_eq!(k("sm90_xmma_gemm_bf16bf16_bf16f32"), Category::Gemm);
+        assert_eq!(k("Cijk_Ailk_Bljk_BBS_BH_MT64x32x256"), Category::Gemm);
+        assert_eq!(k("igemm_fwd_gtcx3_nhwc_bf16"), Category::OtherCompute);
+        assert_eq!(k("flash_fwd_kernel"), Category::Attention);
+        assert_eq!(
+            k("at::native::vectorized_elementwise_kernel"),
+            Category::OtherCompute
+        );
+        assert_eq!(
+            c.classify(Kind::Memcpy, "Memcpy PtoP (Device -> Device)").0,
+            Category::Comm
+        );
+        assert_eq!(
+            c.classify(Kind::Memcpy, "Memcpy HtoD (Pinned -> Device)").0,
+            Category::Memcpy
+        );
+        assert_eq!(
+            c.classify(Kind::Kernel, "__amd_rocclr_fillBufferAligned").0,
+            Category::Memset
+        );
+    }
+
+    #[test]
+    fn collective_kinds() {
+        let c = Classifier::builtin();
+        let op = |n| c.classify(Kind::Kernel, n).1;
+        assert_eq!(
+            op("ncclKernel_AllReduce_RING_LL_Sum_float"),
+            Some("all_reduce")
+        );
+        assert_eq!(
+            op("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL"),
+            Some("reduce_scatter")
+        );
+        assert_eq!(op("ncclKernel_Reduce_RING_LL_Sum_float"), Some("reduce"));
+        assert_eq!(
+            op("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t"),
+            Some("send_recv")
+        );
+        assert_eq!(op("ncclDevKernel_Generic_1"), Some("other"));
+        assert_eq!(op("nvjet_tst"), None);
+        assert_eq!(c.collective_op("_allgather_base"), Some("all_gather"));
+        assert_eq!(c.collective_op("allreduce"), Some("all_reduce"));
+        assert_eq!(
+            c.collective_op("reduce_scatter_tensor_coalesced"),
+            Some("reduce_scatter")
+        );
+        assert_eq!(c.collective_op("wait"), None);
+    }
+
+    #[test]
+    fn user_rules_come_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.toml");
+        std::fs::write(
+            &p,
+            "[[rule]]\nkind = \"kernel\"\npattern = '^my_fused_allreduce'\ncategory = \"comm\"\n",
+        )
+        .unwrap();
+        let c = Classifier::with_user_rules(Some(&p)).unwrap();
+        assert_eq!(c.version(), "1.0+user");
+        assert_eq!(
+            c.classify(Kind::Kernel, "my_fused_allreduce_gemm").0,
+            Category::Comm
+        );
+        std::fs::write(
+            &p,
+            "[[rule]]\nkind = \"kernel\"\npattern = 'x'\ncategory = \"gpu\"\n",
+        )
+        .unwrap();
+        let err = Classifier::with_user_rules(Some(&p))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("unknown category `gpu`"), "{err}");
+    }
+}

@@ -1,0 +1,281 @@
+//! The dataset on disk: finding inputs, the manifest, and the atomic commit.
+//!
+//! Every run writes into `<out>/.staging-<pid>/` and only moves finished parts into place after
+//! all files succeeded (or, with `--keep-going`, the ones that did). A failed or interrupted
+//! run therefore leaves the previous dataset exactly as it was; the manifest is replaced last,
+//! by rename.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{IngestError, Result};
+use crate::schema::SCHEMA_VERSION;
+
+pub const MANIFEST: &str = "manifest.json";
+
+/// What aorta recognises as an input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    Kineto,
+    Jsonl,
+    /// JSON that is neither a trace nor JSONL (a summary, a config): skipped in walks.
+    NotATrace,
+}
+
+/// An input found on disk, with the run label it belongs to.
+#[derive(Debug, Clone)]
+pub struct Input {
+    pub path: PathBuf,
+    pub label: String,
+    /// Named on the command line (not found by walking a directory).
+    pub explicit: bool,
+}
+
+const TRACE_SUFFIXES: &[&str] = &[
+    ".json",
+    ".json.gz",
+    ".json.zst",
+    ".json.tmp",
+    ".jsonl",
+    ".jsonl.gz",
+    ".jsonl.zst",
+];
+
+fn is_candidate(p: &Path) -> bool {
+    let name = p
+        .file_name()
+        .map(|n| n.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    TRACE_SUFFIXES.iter().any(|s| name.ends_with(s)) && name != MANIFEST
+}
+
+/// Walks `roots` (files or directories), sorted; the label of a file is the first directory
+/// under its root (or the root's own name for files directly in it), unless `label` is given.
+pub fn discover(roots: &[PathBuf], label: Option<&str>, skip: &Path) -> Result<Vec<Input>> {
+    let mut out = Vec::new();
+    for root in roots {
+        let meta = std::fs::metadata(root).map_err(|e| IngestError::io(root, e))?;
+        if meta.is_file() {
+            let l = label
+                .map(str::to_string)
+                .unwrap_or_else(|| dir_name(root.parent()));
+            out.push(Input {
+                path: root.clone(),
+                label: l,
+                explicit: true,
+            });
+            continue;
+        }
+        let mut files = Vec::new();
+        walk(root, skip, &mut files)?;
+        files.sort();
+        for f in files {
+            let rel = f.strip_prefix(root).unwrap_or(&f);
+            let l = match label {
+                Some(l) => l.to_string(),
+                None if rel.components().count() > 1 => rel
+                    .iter()
+                    .next()
+                    .map(|c| c.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                None => dir_name(Some(root)),
+            };
+            out.push(Input {
+                path: f,
+                label: l,
+                explicit: false,
+            });
+        }
+    }
+    Ok(out)
+}
+
+fn dir_name(p: Option<&Path>) -> String {
+    let p = p
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::canonicalize(p)
+        .ok()
+        .and_then(|c| c.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "run".into())
+}
+
+fn walk(dir: &Path, skip: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    let rd = std::fs::read_dir(dir).map_err(|e| IngestError::io(dir, e))?;
+    for entry in rd {
+        let entry = entry.map_err(|e| IngestError::io(dir, e))?;
+        let p = entry.path();
+        let hidden = entry.file_name().to_string_lossy().starts_with('.');
+        let ft = entry.file_type().map_err(|e| IngestError::io(&p, e))?;
+        if hidden || same_path(&p, skip) {
+            continue;
+        }
+        if ft.is_dir() {
+            walk(&p, skip, out)?;
+        } else if is_candidate(&p) {
+            out.push(p);
+        }
+    }
+    Ok(())
+}
+
+fn same_path(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// Decides the reader: `.jsonl` by name, otherwise by content (one JSON object per line).
+pub fn detect(path: &Path) -> Result<Format> {
+    let name = path.to_string_lossy().to_ascii_lowercase();
+    if name.contains(".jsonl") {
+        return Ok(Format::Jsonl);
+    }
+    let (r, _) =
+        crate::source::open(path, Default::default()).map_err(|e| IngestError::io(path, e))?;
+    let mut head = Vec::new();
+    r.take(1 << 16)
+        .read_to_end(&mut head)
+        .map_err(|e| IngestError::io(path, e))?;
+    let first_line = head.split(|&b| b == b'\n').next().unwrap_or(&[]);
+    let one_object =
+        serde_json::from_slice::<serde_json::Value>(first_line).is_ok_and(|v| v.is_object());
+    let more = head.len() > first_line.len() + 1;
+    if one_object && more {
+        return Ok(Format::Jsonl);
+    }
+    // A whole small JSON document without events is not a trace (summary.json, configs).
+    let whole = head.len() < 1 << 16;
+    let trace = memchr::memmem::find(&head, b"\"traceEvents\"").is_some()
+        || memchr::memmem::find(&head, b"\"ph\"").is_some();
+    Ok(if whole && !trace {
+        Format::NotATrace
+    } else {
+        Format::Kineto
+    })
+}
+
+/// xxh3-128 of the file's bytes, as 32 hex digits.
+pub fn content_hash(path: &Path) -> Result<(String, u64)> {
+    let mut f = std::fs::File::open(path).map_err(|e| IngestError::io(path, e))?;
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut n = 0u64;
+    loop {
+        let k = f.read(&mut buf).map_err(|e| IngestError::io(path, e))?;
+        if k == 0 {
+            break;
+        }
+        h.update(&buf[..k]);
+        n += k as u64;
+    }
+    Ok((format!("{:032x}", h.digest128()), n))
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Entry {
+    pub source: String,
+    pub content_hash: String,
+    pub label: String,
+    pub rank: i64,
+    pub format: Format,
+    pub rules_version: String,
+    pub parts: Vec<PathBuf>,
+    pub rows: BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Manifest {
+    pub schema_version: u32,
+    pub aorta_version: String,
+    pub inputs: Vec<Entry>,
+}
+
+impl Manifest {
+    pub fn load(out: &Path) -> Result<Manifest> {
+        let p = out.join(MANIFEST);
+        let empty = Manifest {
+            schema_version: SCHEMA_VERSION,
+            aorta_version: env!("CARGO_PKG_VERSION").into(),
+            inputs: vec![],
+        };
+        match std::fs::read(&p) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(empty),
+            Err(e) => Err(IngestError::io(&p, e)),
+            Ok(b) => {
+                let m: Manifest = serde_json::from_slice(&b)
+                    .map_err(|e| IngestError::file(&p, format!("not an aorta manifest: {e}")))?;
+                if m.schema_version != SCHEMA_VERSION {
+                    return Err(IngestError::file(&p, format!(
+                        "dataset has schema v{} but this aorta writes v{SCHEMA_VERSION}: ingest into a new directory or delete it",
+                        m.schema_version
+                    )));
+                }
+                Ok(m)
+            }
+        }
+    }
+
+    pub fn get(&self, source: &str) -> Option<&Entry> {
+        self.inputs.iter().find(|e| e.source == source)
+    }
+
+    /// Writes the manifest by temp file and rename.
+    pub fn save(&mut self, out: &Path) -> Result<()> {
+        self.inputs.sort_by(|a, b| a.source.cmp(&b.source));
+        self.aorta_version = env!("CARGO_PKG_VERSION").into();
+        let p = out.join(MANIFEST);
+        let tmp = out.join(format!(".{MANIFEST}.tmp-{}", std::process::id()));
+        let text = serde_json::to_vec_pretty(self).expect("manifest serializes");
+        std::fs::write(&tmp, text).map_err(|e| IngestError::io(&tmp, e))?;
+        std::fs::rename(&tmp, &p).map_err(|e| IngestError::io(&p, e))
+    }
+}
+
+/// The staging directory of this process; stale ones of dead runs are removed first.
+pub fn staging_dir(out: &Path) -> Result<PathBuf> {
+    std::fs::create_dir_all(out).map_err(|e| IngestError::io(out, e))?;
+    if let Ok(rd) = std::fs::read_dir(out) {
+        for e in rd.flatten() {
+            if e.file_name().to_string_lossy().starts_with(".staging-") {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
+    let s = out.join(format!(".staging-{}", std::process::id()));
+    std::fs::create_dir_all(&s).map_err(|e| IngestError::io(&s, e))?;
+    Ok(s)
+}
+
+/// Moves one input's parts from staging into the dataset and removes its previous parts.
+pub fn commit(out: &Path, staging: &Path, new: &Entry, old: Option<&Entry>) -> Result<()> {
+    for rel in &new.parts {
+        let (from, to) = (staging.join(rel), out.join(rel));
+        if let Some(dir) = to.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| IngestError::io(dir, e))?;
+        }
+        std::fs::rename(&from, &to).map_err(|e| IngestError::io(&to, e))?;
+    }
+    for rel in old.map(|o| o.parts.as_slice()).unwrap_or_default() {
+        if !new.parts.contains(rel) {
+            let p = out.join(rel);
+            let _ = std::fs::remove_file(&p);
+            prune_empty(out, p.parent());
+        }
+    }
+    Ok(())
+}
+
+fn prune_empty(out: &Path, mut dir: Option<&Path>) {
+    while let Some(d) = dir {
+        if d == out || std::fs::remove_dir(d).is_err() {
+            return;
+        }
+        dir = d.parent();
+    }
+}

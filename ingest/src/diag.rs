@@ -1,0 +1,100 @@
+//! Data-quality findings: counted per file with the first example, never fixed silently.
+
+use std::collections::BTreeMap;
+
+/// Every code aorta may report, with what it means (docs/SCHEMA.md lists them).
+pub const CODES: &[(&str, &str)] = &[
+    ("kernel_without_launch", "GPU activity with no runtime call of the same correlation in the trace; its step comes from its own start against the GPU-side step spans (METRICS.md fallback)."),
+    ("outside_steps", "GPU activity or CPU op whose time lies in no `ProfilerStep#N` span although the trace has steps; its step is null."),
+    ("same_stream_overlap", "An activity starts before the previous one on the same stream ended; the earlier one's `end_ns` is clipped to the later start (`raw_end_ns` keeps the written value)."),
+    ("stream_out_of_order", "An activity starts before one already written on the same stream (more than a buffer apart); it is kept unclipped."),
+    ("negative_duration", "`dur` < 0; `end_ns` is set to `start_ns`, `raw_end_ns` keeps start + dur."),
+    ("missing_duration", "A complete (`X`) slice without `dur`; taken as 0."),
+    ("missing_timestamp", "A slice without a usable `ts`; not written."),
+    ("unknown_phase", "An event whose `ph` aorta does not know; not written."),
+    ("unparsable_value", "A field aorta reads holds a value of the wrong type; the field is null."),
+    ("skipped_category", "Slices of a category aorta has no table for (e.g. `cuda_sync`, `overhead`); counted, not written."),
+    ("rank_default", "No rank in `distributedInfo`, the file name or `--rank`; rank 0 was used."),
+    ("jsonl_non_numeric", "JSONL fields that are not numbers (strings, nulls); not written to `metrics`."),
+];
+
+#[derive(Debug, Clone)]
+pub struct Finding {
+    pub count: u64,
+    pub example: String,
+    pub offset: Option<i64>,
+}
+
+/// Findings of one file (or one window of it, merged later).
+#[derive(Debug, Default, Clone)]
+pub struct Diagnostics {
+    pub findings: BTreeMap<&'static str, Finding>,
+}
+
+impl Diagnostics {
+    /// Counts one finding; `example` is only built for the first one.
+    pub fn add(
+        &mut self,
+        code: &'static str,
+        offset: Option<i64>,
+        example: impl FnOnce() -> String,
+    ) {
+        debug_assert!(
+            CODES.iter().any(|(c, _)| *c == code),
+            "undocumented code {code}"
+        );
+        self.add_n(code, 1, offset, example);
+    }
+
+    pub fn add_n(
+        &mut self,
+        code: &'static str,
+        n: u64,
+        offset: Option<i64>,
+        example: impl FnOnce() -> String,
+    ) {
+        if n == 0 {
+            return;
+        }
+        match self.findings.get_mut(code) {
+            Some(f) => f.count += n,
+            None => {
+                let example = example();
+                self.findings.insert(
+                    code,
+                    Finding {
+                        count: n,
+                        example,
+                        offset,
+                    },
+                );
+            }
+        }
+    }
+
+    /// Adds `other`'s counts; the example with the smaller offset wins.
+    pub fn merge(&mut self, other: Diagnostics) {
+        for (code, f) in other.findings {
+            match self.findings.get_mut(code) {
+                None => {
+                    self.findings.insert(code, f);
+                }
+                Some(mine) => {
+                    mine.count += f.count;
+                    if f.offset.is_some() && (mine.offset.is_none() || f.offset < mine.offset) {
+                        mine.example = f.example;
+                        mine.offset = f.offset;
+                    }
+                }
+            }
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.findings.values().map(|f| f.count).sum()
+    }
+
+    pub fn count(&self, code: &str) -> u64 {
+        self.findings.get(code).map_or(0, |f| f.count)
+    }
+}

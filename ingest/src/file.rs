@@ -1,0 +1,262 @@
+//! One input file's job and what it produced: the per-file tables every format shares
+//! (`runs`, `steps`, `diagnostics`) are written here, once.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use crate::classify::Classifier;
+use crate::diag::Diagnostics;
+use crate::error::Result;
+use crate::kineto::links::Span;
+use crate::schema::{DIAGNOSTICS, RUNS, SCHEMA_VERSION, STEPS};
+use crate::sink::{Parts, SinkOut, StepAgg};
+use crate::writer::{write_all, Cols};
+
+/// Everything a reader needs to turn one file into parts.
+pub struct FileJob {
+    pub path: PathBuf,
+    pub label: String,
+    pub rank_flag: Option<i64>,
+    pub content_hash: String,
+    pub file_bytes: u64,
+    /// Unique name of this file's parts.
+    pub tag: String,
+    pub staging: PathBuf,
+    pub classifier: Arc<Classifier>,
+    /// Bytes read from disk so far (both passes), for progress.
+    pub progress: Arc<AtomicU64>,
+}
+
+/// Rows per table and the part files written (relative to the dataset root).
+#[derive(Debug, Clone, Default)]
+pub struct FileOutcome {
+    pub parts: Vec<PathBuf>,
+    pub rows: BTreeMap<&'static str, u64>,
+    pub events: u64,
+    pub warnings: u64,
+    pub run: String,
+    pub rank: i64,
+}
+
+/// The `runs` row being assembled.
+#[derive(Debug, Clone, Default)]
+pub struct RunInfo {
+    pub format: &'static str,
+    pub platform: &'static str,
+    pub device_name: Option<String>,
+    pub device_index: Option<i64>,
+    pub world_size: Option<i64>,
+    pub rank: i64,
+    pub rank_source: &'static str,
+    pub runtime_version: Option<String>,
+    pub base_time_ns: Option<i64>,
+    pub event_count: u64,
+    pub metric_count: u64,
+    pub diag: Diagnostics,
+}
+
+/// `rank3`, `rank-3`, `rank_03`, `worker3` in a file name.
+pub fn rank_from_name(path: &std::path::Path) -> Option<i64> {
+    let name = path.file_name()?.to_string_lossy().to_ascii_lowercase();
+    for key in ["rank", "worker"] {
+        let mut rest = name.as_str();
+        while let Some(i) = rest.find(key) {
+            rest = &rest[i + key.len()..];
+            let digits: String = rest
+                .trim_start_matches(['-', '_'])
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            if let Ok(n) = digits.parse() {
+                return Some(n);
+            }
+        }
+    }
+    None
+}
+
+impl RunInfo {
+    pub fn new(_job: &FileJob, format: &'static str) -> RunInfo {
+        RunInfo {
+            format,
+            platform: "unknown",
+            ..RunInfo::default()
+        }
+    }
+
+    /// Rank from the trace, else the file name, else `--rank`, else 0 (with a diagnostic).
+    pub fn resolve_rank(&mut self, job: &FileJob, from_trace: Option<i64>) -> i64 {
+        let (rank, source) = if let Some(r) = from_trace {
+            (r, "distributed_info")
+        } else if let Some(r) = rank_from_name(&job.path) {
+            (r, "file_name")
+        } else if let Some(r) = job.rank_flag {
+            (r, "flag")
+        } else {
+            self.diag.add("rank_default", None, || {
+                "no distributedInfo.rank, no rank in the file name, no --rank".into()
+            });
+            (0, "default")
+        };
+        self.rank = rank;
+        self.rank_source = source;
+        rank
+    }
+
+    /// Writes `steps`, `runs` and `diagnostics` and sums up the file.
+    pub fn finish(
+        mut self,
+        job: &FileJob,
+        parts: &Parts,
+        out: SinkOut,
+        cpu_spans: (&[Span], i64),
+    ) -> Result<FileOutcome> {
+        self.diag.merge(out.diag);
+        let mut outcome = FileOutcome {
+            run: parts.run.clone(),
+            rank: parts.rank,
+            events: self.event_count,
+            ..FileOutcome::default()
+        };
+        let mut written = out.written;
+        let steps = step_rows(&out.steps, cpu_spans.0, cpu_spans.1);
+        let counts = &out.counts;
+        written.extend(write_all(&STEPS, &parts.path(&STEPS), steps_batch(&steps))?);
+        let diag_rows = self.diag.total();
+        let runs = runs_batch(&self, job, counts, steps.len() as u64, diag_rows);
+        written.extend(write_all(&RUNS, &parts.path(&RUNS), runs)?);
+        written.extend(write_all(
+            &DIAGNOSTICS,
+            &parts.path(&DIAGNOSTICS),
+            diag_batch(&self.diag),
+        )?);
+        outcome.warnings = diag_rows;
+        for (path, rows) in written {
+            let rel = path
+                .strip_prefix(&parts.root)
+                .unwrap_or(&path)
+                .to_path_buf();
+            let table = rel
+                .iter()
+                .next()
+                .map(|t| t.to_string_lossy().to_string())
+                .unwrap_or_default();
+            if let Some(t) = crate::schema::table(&table) {
+                *outcome.rows.entry(t.name).or_default() += rows;
+            }
+            outcome.parts.push(rel);
+        }
+        Ok(outcome)
+    }
+}
+
+/// One row per step: CPU spans from pass 1 joined with the GPU windows from the sink.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct StepRow {
+    pub step: Option<i64>,
+    pub cpu: Option<(i64, i64)>,
+    pub gpu: StepAgg,
+}
+
+fn step_rows(aggs: &BTreeMap<Option<i64>, StepAgg>, spans: &[Span], base: i64) -> Vec<StepRow> {
+    let mut rows: BTreeMap<Option<i64>, StepRow> = BTreeMap::new();
+    for s in spans {
+        let r = rows.entry(Some(s.step)).or_insert(StepRow {
+            step: Some(s.step),
+            ..StepRow::default()
+        });
+        let (a, b) = (s.start + base, s.end + base);
+        r.cpu = Some(r.cpu.map_or((a, b), |(x, y)| (x.min(a), y.max(b))));
+    }
+    for (step, agg) in aggs {
+        rows.entry(*step)
+            .or_insert(StepRow {
+                step: *step,
+                ..StepRow::default()
+            })
+            .gpu = *agg;
+    }
+    if rows.is_empty() {
+        rows.insert(None, StepRow::default());
+    }
+    rows.into_values().collect()
+}
+
+pub fn steps_batch(rows: &[StepRow]) -> arrow_array::RecordBatch {
+    let mut b = Cols::new(&STEPS);
+    b.opt_i64("step", rows.iter().map(|r| r.step));
+    b.opt_i64("cpu_start_ns", rows.iter().map(|r| r.cpu.map(|c| c.0)));
+    b.opt_i64("cpu_end_ns", rows.iter().map(|r| r.cpu.map(|c| c.1)));
+    b.opt_i64("gpu_start_ns", rows.iter().map(|r| r.gpu.start));
+    b.opt_i64("gpu_end_ns", rows.iter().map(|r| r.gpu.end));
+    b.i64(
+        "gpu_activity_count",
+        rows.iter().map(|r| r.gpu.activities as i64),
+    );
+    b.i64("kernel_count", rows.iter().map(|r| r.gpu.kernels as i64));
+    b.finish()
+}
+
+pub fn runs_batch(
+    info: &RunInfo,
+    job: &FileJob,
+    c: &crate::sink::Counts,
+    step_count: u64,
+    diag_count: u64,
+) -> arrow_array::RecordBatch {
+    let mut b = Cols::new(&RUNS);
+    let path = job.path.display().to_string();
+    b.str("source_path", [path.as_str()]);
+    b.str("format", [info.format]);
+    b.str("platform", [info.platform]);
+    b.opt_str("device_name", [info.device_name.as_deref()]);
+    b.opt_i64("device_index", [info.device_index]);
+    b.opt_i64("world_size", [info.world_size]);
+    b.str("rank_source", [info.rank_source]);
+    b.opt_str("runtime_version", [info.runtime_version.as_deref()]);
+    b.opt_i64("base_time_ns", [info.base_time_ns]);
+    b.opt_i64("first_ns", [c.first_ns]);
+    b.opt_i64("last_ns", [c.last_ns]);
+    b.i64("event_count", [info.event_count as i64]);
+    b.i64("gpu_activity_count", [c.gpu as i64]);
+    b.i64("kernel_count", [c.kernels as i64]);
+    b.i64("cpu_op_count", [c.cpu as i64]);
+    b.i64("step_count", [step_count as i64]);
+    b.i64("metric_count", [info.metric_count as i64]);
+    b.i64("diagnostic_count", [diag_count as i64]);
+    b.i64("file_bytes", [job.file_bytes as i64]);
+    b.str("content_hash", [job.content_hash.as_str()]);
+    b.str("rules_version", [job.classifier.version()]);
+    b.str("aorta_version", [env!("CARGO_PKG_VERSION")]);
+    b.i64("schema_version", [SCHEMA_VERSION as i64]);
+    b.finish()
+}
+
+fn diag_batch(d: &Diagnostics) -> arrow_array::RecordBatch {
+    let mut b = Cols::new(&DIAGNOSTICS);
+    b.str("code", d.findings.keys().copied());
+    b.i64("count", d.findings.values().map(|f| f.count as i64));
+    b.str("example", d.findings.values().map(|f| f.example.as_str()));
+    b.opt_i64("offset", d.findings.values().map(|f| f.offset));
+    b.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rank_from_name;
+    use std::path::Path;
+
+    #[test]
+    fn ranks_in_file_names() {
+        let r = |n: &str| rank_from_name(Path::new(n));
+        assert_eq!(r("rank0.pt.trace.json.gz"), Some(0));
+        assert_eq!(r("rank-3.json.gz"), Some(3));
+        assert_eq!(r("rank_01_metrics.jsonl"), Some(1));
+        assert_eq!(r("worker7.pt.trace.json.gz"), Some(7));
+        assert_eq!(r("step_times_rank1.jsonl"), Some(1));
+        assert_eq!(r("bert-small.json.gz"), None);
+        assert_eq!(r("ranked.json"), None);
+    }
+}

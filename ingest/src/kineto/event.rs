@@ -1,0 +1,191 @@
+//! One trace event, read as raw slices: nothing is decoded until a table asks for it.
+
+use std::borrow::Cow;
+
+use crate::json::{int_from_value, us_text_to_ns, Cursor, JResult};
+
+/// The trace categories aorta distinguishes (current and legacy 2021 spellings).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cat {
+    CpuOp,
+    UserAnnotation,
+    GpuUserAnnotation,
+    Kernel,
+    Memcpy,
+    Memset,
+    Runtime,
+    Driver,
+    PythonFunction,
+    /// Anything else (flows, overhead, sync, instants…).
+    Other,
+}
+
+impl Cat {
+    pub fn of(raw: &[u8]) -> Cat {
+        match raw {
+            b"cpu_op" | b"Operator" => Cat::CpuOp,
+            b"user_annotation" => Cat::UserAnnotation,
+            b"gpu_user_annotation" => Cat::GpuUserAnnotation,
+            b"kernel" | b"Kernel" => Cat::Kernel,
+            b"gpu_memcpy" | b"Memcpy" => Cat::Memcpy,
+            b"gpu_memset" | b"Memset" => Cat::Memset,
+            b"cuda_runtime" | b"Runtime" | b"hip_runtime" => Cat::Runtime,
+            b"cuda_driver" | b"Driver" => Cat::Driver,
+            b"python_function" => Cat::PythonFunction,
+            _ => Cat::Other,
+        }
+    }
+
+    pub fn is_gpu(self) -> bool {
+        matches!(self, Cat::Kernel | Cat::Memcpy | Cat::Memset)
+    }
+}
+
+/// An event as raw JSON slices (values keep their quotes).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Ev<'a> {
+    /// Offset of the event's `{` in its window.
+    pub off: usize,
+    pub ph: &'a [u8],
+    pub cat: &'a [u8],
+    pub name: Option<&'a [u8]>,
+    pub pid: Option<&'a [u8]>,
+    pub tid: Option<&'a [u8]>,
+    pub ts: Option<&'a [u8]>,
+    pub dur: Option<&'a [u8]>,
+    pub args: Option<&'a [u8]>,
+}
+
+/// Reads the event object at the cursor (on `{`), leaving the cursor after it.
+pub fn parse<'a>(c: &mut Cursor<'a>) -> JResult<Ev<'a>> {
+    let mut ev = Ev {
+        off: c.i,
+        ..Ev::default()
+    };
+    c.expect(b'{', "expected an event object")?;
+    let mut first = true;
+    while let Some(k) = c.next_key_raw(first)? {
+        first = false;
+        match k {
+            b"ph" => ev.ph = unquote(c.skip_value()?),
+            b"cat" => ev.cat = unquote(c.skip_value()?),
+            b"name" => ev.name = Some(c.skip_value()?),
+            b"pid" => ev.pid = Some(c.skip_value()?),
+            b"tid" => ev.tid = Some(c.skip_value()?),
+            b"ts" => ev.ts = Some(c.skip_value()?),
+            b"dur" => ev.dur = Some(c.skip_value()?),
+            b"args" => ev.args = Some(c.skip_value()?),
+            _ => {
+                c.skip_value()?;
+            }
+        }
+    }
+    Ok(ev)
+}
+
+fn unquote(v: &[u8]) -> &[u8] {
+    if v.len() >= 2 && v[0] == b'"' && v[v.len() - 1] == b'"' {
+        &v[1..v.len() - 1]
+    } else {
+        v
+    }
+}
+
+/// A raw value as text: strings unescaped, other values as written.
+pub fn text(v: &[u8]) -> Option<Cow<'_, str>> {
+    if v.first() == Some(&b'"') {
+        Cursor::new(v).string().ok()
+    } else if v == b"null" {
+        None
+    } else {
+        std::str::from_utf8(v).ok().map(Cow::Borrowed)
+    }
+}
+
+/// A raw value as an integer (numbers, numeric strings, hex strings).
+pub fn int(v: &[u8]) -> Option<i64> {
+    int_from_value(v)
+}
+
+/// A raw `ts`/`dur` value (µs, number or numeric string) in exact ns.
+pub fn micros(v: &[u8]) -> Option<i64> {
+    us_text_to_ns(unquote(v))
+}
+
+/// The step number of a `ProfilerStep#N` name.
+pub fn profiler_step(name: &[u8]) -> Option<i64> {
+    let n = unquote(name);
+    n.strip_prefix(b"ProfilerStep#")
+        .and_then(crate::json::digits)
+}
+
+/// Picks the raw values of `keys` out of an `args` object in one pass.
+pub fn pick<'a, const N: usize>(args: &'a [u8], keys: &[&[u8]; N]) -> [Option<&'a [u8]>; N] {
+    let mut out = [None; N];
+    let mut c = Cursor::new(args);
+    if c.expect(b'{', "").is_err() {
+        return out;
+    }
+    let mut first = true;
+    while let Ok(Some(k)) = c.next_key_raw(first) {
+        first = false;
+        let slot = keys.iter().position(|w| *w == k);
+        match c.skip_value() {
+            Ok(v) => {
+                if let Some(i) = slot {
+                    out[i] = Some(v);
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    out
+}
+
+/// A `[x, y, z]` list of integers (grid, block).
+pub fn dim3(v: &[u8]) -> [Option<i64>; 3] {
+    let mut out = [None; 3];
+    let inner = v.strip_prefix(b"[").and_then(|v| v.strip_suffix(b"]"));
+    if let Some(inner) = inner {
+        for (slot, part) in out.iter_mut().zip(inner.split(|&b| b == b',')) {
+            *slot = int(part.trim_ascii());
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_a_kineto_kernel_event() {
+        let s = br#"{
+    "ph": "X", "cat": "kernel", "name": "void f<\"x\">()", "pid": 0, "tid": 7,
+    "ts": 4464418948386.134, "dur": 1.5,
+    "args": {"External id": 253, "stream": 7, "correlation": 377, "grid": [140, 1, 1]}
+  }, "#;
+        let mut c = Cursor::new(s);
+        let ev = parse(&mut c).unwrap();
+        assert_eq!(ev.ph, b"X");
+        assert_eq!(Cat::of(ev.cat), Cat::Kernel);
+        assert_eq!(text(ev.name.unwrap()).unwrap(), "void f<\"x\">()");
+        assert_eq!(micros(ev.ts.unwrap()), Some(4_464_418_948_386_134));
+        let [corr, ext, grid, missing] = pick(
+            ev.args.unwrap(),
+            &[b"correlation", b"External id", b"grid", b"bytes"],
+        );
+        assert_eq!(int(corr.unwrap()), Some(377));
+        assert_eq!(int(ext.unwrap()), Some(253));
+        assert_eq!(dim3(grid.unwrap()), [Some(140), Some(1), Some(1)]);
+        assert!(missing.is_none());
+        assert_eq!(&s[c.i..], b", ");
+    }
+
+    #[test]
+    fn step_names() {
+        assert_eq!(profiler_step(b"\"ProfilerStep#12\""), Some(12));
+        assert_eq!(profiler_step(b"\"ProfilerStep#x\""), None);
+        assert_eq!(profiler_step(b"\"aten::mm\""), None);
+    }
+}

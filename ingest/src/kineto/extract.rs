@@ -1,0 +1,307 @@
+//! Pass 2: events to rows, with classification and steps resolved from pass 1.
+
+use rustc_hash::FxHashMap;
+
+use super::event::{self, Cat, Ev};
+use super::links::{pid_key, Links};
+use super::stream::for_each_event;
+use crate::classify::{Category, Classifier, Kind};
+use crate::error::ParseErr;
+use crate::rows::{Batch, CollArgs, CpuCategory, CpuRow, GpuRow, StepSource};
+
+/// What every worker shares.
+pub struct Ctx<'a> {
+    pub links: &'a Links,
+    pub classifier: &'a Classifier,
+    /// Added to every trace timestamp (`baseTimeNanoseconds`, or 0 for absolute traces).
+    pub base_ns: i64,
+}
+
+/// Phases that are valid trace events but not slices aorta tabulates.
+const OTHER_PHASES: &[&[u8]] = &[
+    b"i", b"I", b"s", b"t", b"f", b"M", b"C", b"b", b"n", b"e", b"S", b"T", b"p", b"F", b"N", b"O",
+    b"D", b"P", b"R", b"(", b")",
+];
+
+const GPU_ARGS: [&[u8]; 16] = [
+    b"device",
+    b"stream",
+    b"correlation",
+    b"External id",
+    b"external id",
+    b"grid",
+    b"block",
+    b"bytes",
+    b"Collective name",
+    b"In msg nelems",
+    b"Out msg nelems",
+    b"Group size",
+    b"dtype",
+    b"Process Group Name",
+    b"Process Group Ranks",
+    b"memory bandwidth (GB/s)",
+];
+
+struct Worker<'c, 'l> {
+    ctx: &'c Ctx<'l>,
+    b: Batch,
+    /// Classification per batch-local name id and kind.
+    classes: FxHashMap<(u32, Kind), (Category, Option<&'static str>)>,
+    /// Offset of the sub-window in the stream, for diagnostics.
+    base_off: u64,
+}
+
+/// Parses one sub-window (at stream offset `base_off`) into rows.
+pub fn extract(w: &[u8], base_off: u64, ctx: &Ctx) -> Result<Batch, ParseErr> {
+    let mut wk = Worker {
+        ctx,
+        b: Batch::default(),
+        classes: FxHashMap::default(),
+        base_off,
+    };
+    for_each_event(w, |c| {
+        let ev = event::parse(c)?;
+        wk.event(&ev);
+        Ok(())
+    })
+    .map_err(|e| ParseErr::new(base_off + e.offset, e.msg))?;
+    Ok(wk.b)
+}
+
+impl Worker<'_, '_> {
+    fn offset(&self, ev: &Ev) -> Option<i64> {
+        Some((self.base_off + ev.off as u64) as i64)
+    }
+
+    fn name(&mut self, ev: &Ev) -> u32 {
+        let text = ev.name.and_then(event::text);
+        self.b.strings.id(text.as_deref().unwrap_or(""))
+    }
+
+    fn event(&mut self, ev: &Ev) {
+        if ev.ph != b"X" {
+            if !OTHER_PHASES.contains(&ev.ph) {
+                let ph = String::from_utf8_lossy(ev.ph).into_owned();
+                self.b.diag.add("unknown_phase", self.offset(ev), || {
+                    format!("ph \"{ph}\" (B/E pairs are read by the Chrome reader, not yet here)")
+                });
+            }
+            return;
+        }
+        let cat = Cat::of(ev.cat);
+        let cpu = match cat {
+            Cat::Kernel | Cat::Memcpy | Cat::Memset => None,
+            Cat::CpuOp => Some(CpuCategory::CpuOp),
+            Cat::UserAnnotation => Some(CpuCategory::UserAnnotation),
+            Cat::Runtime => Some(CpuCategory::Runtime),
+            Cat::Driver => Some(CpuCategory::Driver),
+            Cat::PythonFunction => Some(CpuCategory::PythonFunction),
+            Cat::GpuUserAnnotation => return,
+            Cat::Other => {
+                let c = String::from_utf8_lossy(ev.cat).into_owned();
+                self.b.diag.add("skipped_category", self.offset(ev), || {
+                    format!("cat \"{c}\" (first of the skipped slices)")
+                });
+                return;
+            }
+        };
+        let Some((start, raw_end)) = self.times(ev) else {
+            return;
+        };
+        match cpu {
+            None => self.gpu(ev, cat, start, raw_end),
+            Some(c) => self.cpu(ev, c, start, raw_end),
+        }
+    }
+
+    /// (start, start + dur) in absolute ns, with the duration findings.
+    fn times(&mut self, ev: &Ev) -> Option<(i64, i64)> {
+        let off = self.offset(ev);
+        let Some(ts) = ev.ts.and_then(event::micros) else {
+            self.b.diag.add("missing_timestamp", off, || {
+                "slice without a usable ts".into()
+            });
+            return None;
+        };
+        let dur = match ev.dur.map(event::micros) {
+            Some(Some(d)) => d,
+            Some(None) => {
+                let raw = String::from_utf8_lossy(ev.dur.unwrap_or_default()).into_owned();
+                self.b
+                    .diag
+                    .add("unparsable_value", off, || format!("dur {raw}"));
+                0
+            }
+            None => {
+                self.b
+                    .diag
+                    .add("missing_duration", off, || "X slice without dur".into());
+                0
+            }
+        };
+        if dur < 0 {
+            self.b
+                .diag
+                .add("negative_duration", off, || format!("dur {dur} ns"));
+        }
+        let start = ts + self.ctx.base_ns;
+        Some((start, start + dur))
+    }
+
+    fn gpu(&mut self, ev: &Ev, cat: Cat, start: i64, raw_end: i64) {
+        let kind = match cat {
+            Cat::Memcpy => Kind::Memcpy,
+            Cat::Memset => Kind::Memset,
+            _ => Kind::Kernel,
+        };
+        let a = ev
+            .args
+            .map(|a| event::pick(a, &GPU_ARGS))
+            .unwrap_or_default();
+        let name = self.name(ev);
+        let (category, name_op) = self.classify(name, kind);
+        let correlation = a[2].and_then(event::int);
+        let coll = self.coll_args(&a);
+        let comm_op = (category == Category::Comm).then(|| {
+            let arg = coll.as_ref().and_then(|c| c.collective_name);
+            arg.and_then(|id| self.ctx.classifier.collective_op(self.b.strings.get(id)))
+                .or(name_op)
+                .unwrap_or("other")
+        });
+        let (step, step_source) = self.gpu_step(ev, correlation, start);
+        let stream = a[1]
+            .and_then(event::int)
+            .or_else(|| ev.tid.and_then(stream_from_tid));
+        self.b.gpu.push(GpuRow {
+            device: a[0]
+                .and_then(event::int)
+                .or_else(|| ev.pid.and_then(event::int))
+                .unwrap_or(0),
+            stream: stream.unwrap_or(0),
+            kind,
+            name,
+            category,
+            comm_op,
+            start,
+            end: raw_end.max(start),
+            raw_end,
+            correlation,
+            external_id: a[3].or(a[4]).and_then(event::int),
+            step,
+            step_source,
+            grid: a[5].map(event::dim3).unwrap_or_default(),
+            block: a[6].map(event::dim3).unwrap_or_default(),
+            bytes: a[7].and_then(event::int),
+            coll,
+        });
+    }
+
+    fn classify(&mut self, name: u32, kind: Kind) -> (Category, Option<&'static str>) {
+        if let Some(c) = self.classes.get(&(name, kind)) {
+            return *c;
+        }
+        let c = self.ctx.classifier.classify(kind, self.b.strings.get(name));
+        self.classes.insert((name, kind), c);
+        c
+    }
+
+    fn coll_args(&mut self, a: &[Option<&[u8]>; 16]) -> Option<Box<CollArgs>> {
+        if a[8..15].iter().all(Option::is_none) {
+            return None;
+        }
+        let mut s = |v: Option<&[u8]>| v.and_then(event::text).map(|t| self.b.strings.id(&t));
+        Some(Box::new(CollArgs {
+            collective_name: s(a[8]),
+            dtype: s(a[12]),
+            process_group: s(a[13]),
+            process_group_ranks: s(a[14]),
+            in_msg_nelems: a[9].and_then(event::int),
+            out_msg_nelems: a[10].and_then(event::int),
+            group_size: a[11].and_then(event::int),
+        }))
+    }
+
+    fn gpu_step(&mut self, ev: &Ev, corr: Option<i64>, start: i64) -> (Option<i64>, StepSource) {
+        let links = self.ctx.links;
+        if let Some(step) = corr.and_then(|c| links.launch_step(c)) {
+            if step.is_none() && links.has_steps() {
+                self.outside(ev);
+            }
+            return (step, StepSource::Launch);
+        }
+        let name = ev
+            .name
+            .and_then(event::text)
+            .unwrap_or_default()
+            .into_owned();
+        self.b
+            .diag
+            .add("kernel_without_launch", self.offset(ev), || {
+                format!("{name} (correlation {corr:?})")
+            });
+        if !links.has_steps() {
+            return (None, StepSource::None);
+        }
+        let step = links.gpu_step_at(start - self.ctx.base_ns);
+        if step.is_none() {
+            self.outside(ev);
+        }
+        (step, StepSource::GpuTime)
+    }
+
+    fn outside(&mut self, ev: &Ev) {
+        let name = ev
+            .name
+            .and_then(event::text)
+            .unwrap_or_default()
+            .into_owned();
+        self.b.diag.add("outside_steps", self.offset(ev), || name);
+    }
+
+    fn cpu(&mut self, ev: &Ev, category: CpuCategory, start: i64, raw_end: i64) {
+        let name = self.name(ev);
+        let [ext, corr, dims, types] = match (category, ev.args) {
+            (CpuCategory::PythonFunction, _) | (_, None) => [None; 4],
+            (_, Some(a)) => event::pick(
+                a,
+                &[b"External id", b"correlation", b"Input Dims", b"Input type"],
+            ),
+        };
+        let pid = ev.pid.and_then(event::int);
+        let links = self.ctx.links;
+        let step = match ev.name.and_then(event::profiler_step) {
+            Some(n) if category == CpuCategory::UserAnnotation => Some(n),
+            _ => links.step_at(pid_key(ev.pid), start - self.ctx.base_ns),
+        };
+        if step.is_none() && links.has_steps() {
+            self.outside(ev);
+        }
+        let mut raw_text = |v: Option<&[u8]>| {
+            v.and_then(|v| std::str::from_utf8(v).ok())
+                .map(|t| self.b.strings.id(t))
+        };
+        let input_dims = raw_text(dims);
+        let input_types = raw_text(types);
+        self.b.cpu.push(CpuRow {
+            category,
+            name,
+            pid,
+            tid: ev.tid.and_then(event::int),
+            start,
+            end: raw_end.max(start),
+            correlation: corr.and_then(event::int),
+            external_id: ext.and_then(event::int),
+            step,
+            input_dims,
+            input_types,
+        });
+    }
+}
+
+/// A GPU stream from a `tid`: `7`, `"7"`, or legacy `"stream 7"`.
+fn stream_from_tid(tid: &[u8]) -> Option<i64> {
+    event::int(tid).or_else(|| {
+        let t = event::text(tid)?;
+        t.trim().strip_prefix("stream")?.trim().parse().ok()
+    })
+}

@@ -1,0 +1,271 @@
+//! Pass 1: what every row needs to know before it can be written.
+//!
+//! A kernel's step is the step of the runtime call that launched it, and Kineto writes the
+//! `ProfilerStep#N` spans, the runtime calls and the kernels in whatever order its buffers
+//! drained (kernels before their launches, annotations after the ops they contain, the base
+//! time after the events). So a first, light pass collects the top-level metadata, the step
+//! spans and one (correlation, step) pair per launch — 16 bytes a launch, the only memory that
+//! grows with the trace — and the second pass writes rows with everything resolved.
+
+use std::collections::HashMap;
+
+use rayon::prelude::*;
+
+use super::event::{self, Cat, Ev};
+use super::stream::{for_each_event, Visitor};
+use crate::error::ParseErr;
+
+/// A `ProfilerStep#N` span, in trace-relative ns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    pub start: i64,
+    pub end: i64,
+    pub step: i64,
+}
+
+/// The top-level keys aorta keeps.
+#[derive(Debug, Default, Clone)]
+pub struct Meta {
+    pub base_time_ns: Option<i64>,
+    pub rank: Option<i64>,
+    pub world_size: Option<i64>,
+    /// (id, name, warpSize) of every visible GPU.
+    pub devices: Vec<(i64, String, Option<i64>)>,
+    /// Version keys as written, e.g. ("cuda_runtime_version", "13000").
+    pub versions: Vec<(String, String)>,
+}
+
+const VERSION_KEYS: &[&str] = &[
+    "cuda_runtime_version",
+    "cuda_driver_version",
+    "cupti_version",
+    "roctracer_version",
+    "rocprofiler-sdk_version",
+    "hip_runtime_version",
+    "hip_driver_version",
+];
+
+impl Meta {
+    pub fn take(&mut self, key: &str, raw: &[u8]) {
+        match key {
+            "baseTimeNanoseconds" => self.base_time_ns = event::int(raw),
+            "distributedInfo" => {
+                let v: serde_json::Value = serde_json::from_slice(raw).unwrap_or_default();
+                self.rank = json_int(&v["rank"]);
+                self.world_size = json_int(&v["world_size"]);
+            }
+            "deviceProperties" => {
+                let v: serde_json::Value = serde_json::from_slice(raw).unwrap_or_default();
+                for d in v.as_array().into_iter().flatten() {
+                    let id = json_int(&d["id"]).unwrap_or(self.devices.len() as i64);
+                    let name = d["name"].as_str().unwrap_or("").to_string();
+                    self.devices.push((id, name, json_int(&d["warpSize"])));
+                }
+            }
+            k if VERSION_KEYS.contains(&k) => {
+                let text = String::from_utf8_lossy(raw).trim_matches('"').to_string();
+                self.versions.push((k.to_string(), text));
+            }
+            _ => {}
+        }
+    }
+}
+
+fn json_int(v: &serde_json::Value) -> Option<i64> {
+    v.as_i64()
+        .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+}
+
+/// Process id as a key: the integer, or a hash of a string pid.
+pub fn pid_key(raw: Option<&[u8]>) -> i64 {
+    match raw {
+        None => i64::MIN,
+        Some(r) => event::int(r).unwrap_or_else(|| {
+            r.iter().fold(0xcbf29ce484222325u64, |h, &b| {
+                (h ^ b as u64).wrapping_mul(0x100000001b3)
+            }) as i64
+        }),
+    }
+}
+
+#[derive(Default)]
+struct Partial {
+    cpu_spans: Vec<(i64, Span)>,
+    gpu_spans: Vec<Span>,
+    launches: Vec<(i64, i64, i64)>,
+}
+
+/// The result of pass 1.
+#[derive(Debug, Default)]
+pub struct Links {
+    pub meta: Meta,
+    cpu_spans: HashMap<i64, Vec<Span>>,
+    all_cpu_spans: Vec<Span>,
+    gpu_spans: Vec<Span>,
+    /// (correlation, step of the launch), sorted by correlation.
+    launch_steps: Vec<(i64, Option<i64>)>,
+    launches: Vec<(i64, i64, i64)>,
+}
+
+impl Links {
+    pub fn has_steps(&self) -> bool {
+        !self.all_cpu_spans.is_empty() || !self.gpu_spans.is_empty()
+    }
+
+    /// Every CPU step span (all processes), sorted by start.
+    pub fn cpu_spans(&self) -> &[Span] {
+        &self.all_cpu_spans
+    }
+
+    /// The step of a CPU time in process `pid` (any thread).
+    pub fn step_at(&self, pid: i64, ts: i64) -> Option<i64> {
+        let spans = self
+            .cpu_spans
+            .get(&pid)
+            .map(Vec::as_slice)
+            .unwrap_or(&self.all_cpu_spans);
+        lookup(spans, ts)
+    }
+
+    /// `Some(step)` when a runtime call with this correlation exists.
+    pub fn launch_step(&self, corr: i64) -> Option<Option<i64>> {
+        self.launch_steps
+            .binary_search_by_key(&corr, |e| e.0)
+            .ok()
+            .map(|i| self.launch_steps[i].1)
+    }
+
+    /// The fallback: a GPU time against the GPU-side step spans (CPU spans if none).
+    pub fn gpu_step_at(&self, ts: i64) -> Option<i64> {
+        if self.gpu_spans.is_empty() {
+            lookup(&self.all_cpu_spans, ts)
+        } else {
+            lookup(&self.gpu_spans, ts)
+        }
+    }
+
+    fn finish(&mut self) {
+        for spans in self.cpu_spans.values_mut() {
+            spans.sort_by_key(|s| (s.start, s.end));
+        }
+        self.all_cpu_spans = self.cpu_spans.values().flatten().copied().collect();
+        self.all_cpu_spans.sort_by_key(|s| (s.start, s.end));
+        self.gpu_spans.sort_by_key(|s| (s.start, s.end));
+        let launches = std::mem::take(&mut self.launches);
+        let mut steps: Vec<(i64, Option<i64>)> = launches
+            .into_iter()
+            .map(|(corr, ts, pid)| (corr, self.step_at(pid, ts)))
+            .collect();
+        steps.sort_by_key(|e| e.0);
+        steps.dedup_by_key(|e| e.0);
+        steps.shrink_to_fit();
+        self.launch_steps = steps;
+    }
+}
+
+/// The span containing `ts` (start ≤ ts ≤ end), preferring the latest start.
+fn lookup(spans: &[Span], ts: i64) -> Option<i64> {
+    let n = spans.partition_point(|s| s.start <= ts);
+    spans[..n]
+        .iter()
+        .rev()
+        .take(4)
+        .find(|s| ts <= s.end)
+        .map(|s| s.step)
+}
+
+/// Pass 1 as a stream visitor.
+#[derive(Default)]
+pub struct LinkPass {
+    pub links: Links,
+}
+
+impl LinkPass {
+    pub fn finish(mut self) -> Links {
+        self.links.finish();
+        self.links
+    }
+}
+
+impl Visitor for LinkPass {
+    fn meta(&mut self, key: &str, raw: &[u8]) -> Result<(), ParseErr> {
+        self.links.meta.take(key, raw);
+        Ok(())
+    }
+
+    fn window(&mut self, w: &[u8], base: u64, splits: &[usize]) -> Result<(), ParseErr> {
+        let parts: Vec<Result<Partial, ParseErr>> = sub_windows(w, splits)
+            .into_par_iter()
+            .map(|(s, off)| scan(s).map_err(|e| ParseErr::new(base + off as u64 + e.offset, e.msg)))
+            .collect();
+        for p in parts {
+            let p = p?;
+            for (pid, span) in p.cpu_spans {
+                self.links.cpu_spans.entry(pid).or_default().push(span);
+            }
+            self.links.gpu_spans.extend(p.gpu_spans);
+            self.links.launches.extend(p.launches);
+        }
+        Ok(())
+    }
+}
+
+/// The sub-slices of a window, with their offsets.
+pub fn sub_windows<'a>(w: &'a [u8], splits: &[usize]) -> Vec<(&'a [u8], usize)> {
+    let mut out = Vec::with_capacity(splits.len() + 1);
+    let mut from = 0;
+    for &s in splits.iter().chain(std::iter::once(&w.len())) {
+        if s > from {
+            out.push((&w[from..s], from));
+        }
+        from = s;
+    }
+    out
+}
+
+fn scan(w: &[u8]) -> Result<Partial, ParseErr> {
+    let mut p = Partial::default();
+    for_each_event(w, |c| {
+        let ev = event::parse(c)?;
+        if ev.ph == b"X" {
+            note(&mut p, &ev);
+        }
+        Ok(())
+    })?;
+    Ok(p)
+}
+
+fn note(p: &mut Partial, ev: &Ev) {
+    let cat = Cat::of(ev.cat);
+    let Some(ts) = ev.ts.and_then(event::micros) else {
+        return;
+    };
+    match cat {
+        Cat::UserAnnotation | Cat::GpuUserAnnotation => {
+            let Some(step) = ev.name.and_then(event::profiler_step) else {
+                return;
+            };
+            let end = ts + ev.dur.and_then(event::micros).unwrap_or(0).max(0);
+            let span = Span {
+                start: ts,
+                end,
+                step,
+            };
+            if cat == Cat::UserAnnotation {
+                p.cpu_spans.push((pid_key(ev.pid), span));
+            } else {
+                p.gpu_spans.push(span);
+            }
+        }
+        Cat::Runtime | Cat::Driver => {
+            let [corr] = ev
+                .args
+                .map(|a| event::pick(a, &[b"correlation"]))
+                .unwrap_or([None]);
+            if let Some(corr) = corr.and_then(event::int) {
+                p.launches.push((corr, ts, pid_key(ev.pid)));
+            }
+        }
+        _ => {}
+    }
+}

@@ -1,0 +1,250 @@
+//! aorta ingest: GPU profiler traces in, one Parquet dataset out.
+//!
+//! The crate is a pipeline of small stages: `dataset` finds inputs and commits output
+//! atomically; `source` opens and decompresses; each format module (`kineto`, `jsonl`) turns
+//! bytes into rows with bounded memory; `classify` applies the kernel taxonomy; `sink` and
+//! `writer` turn rows into Parquet in the one schema of `schema`.
+
+pub mod classify;
+pub mod dataset;
+pub mod diag;
+pub mod error;
+pub mod file;
+pub mod json;
+pub mod jsonl;
+pub mod kineto;
+pub mod rows;
+pub mod schema;
+pub mod sink;
+pub mod source;
+pub mod writer;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+pub use error::{IngestError, Result};
+
+use classify::Classifier;
+use dataset::{Entry, Format, Input, Manifest};
+use file::{FileJob, FileOutcome};
+
+/// How `aorta ingest` was asked to run.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub out: PathBuf,
+    pub label: Option<String>,
+    pub rank: Option<i64>,
+    pub jobs: Option<usize>,
+    pub keep_going: bool,
+    pub force: bool,
+    pub rules: Option<PathBuf>,
+}
+
+/// Shared counters a front end can poll for a progress bar.
+#[derive(Debug, Default, Clone)]
+pub struct Progress {
+    /// Bytes read from disk so far (every input is read twice: links, then rows).
+    pub read: Arc<AtomicU64>,
+    /// Expected total of `read`.
+    pub total: Arc<AtomicU64>,
+}
+
+/// What one ingest did.
+#[derive(Debug, Default)]
+pub struct Summary {
+    pub found: usize,
+    pub ingested: Vec<(PathBuf, FileOutcome)>,
+    pub skipped: Vec<PathBuf>,
+    /// Files found by walking that are JSON but not traces (e.g. a summary.json).
+    pub not_traces: Vec<PathBuf>,
+    pub failed: Vec<IngestError>,
+    pub bytes: u64,
+}
+
+impl Summary {
+    pub fn rows(&self) -> BTreeMap<&'static str, u64> {
+        let mut m = BTreeMap::new();
+        for (_, o) in &self.ingested {
+            for (t, n) in &o.rows {
+                *m.entry(*t).or_default() += n;
+            }
+        }
+        m
+    }
+
+    pub fn events(&self) -> u64 {
+        self.ingested.iter().map(|(_, o)| o.events).sum()
+    }
+
+    pub fn warnings(&self) -> u64 {
+        self.ingested.iter().map(|(_, o)| o.warnings).sum()
+    }
+}
+
+struct Planned {
+    input: Input,
+    key: String,
+    hash: String,
+    bytes: u64,
+}
+
+/// Ingests `paths` into `opts.out`. Fails on the first broken file unless `keep_going`, in
+/// which case the broken files are listed in the summary and the rest land.
+pub fn ingest(paths: &[PathBuf], opts: &Options, progress: &Progress) -> Result<Summary> {
+    let classifier = Arc::new(Classifier::with_user_rules(opts.rules.as_deref())?);
+    let inputs = dataset::discover(paths, opts.label.as_deref(), &opts.out)?;
+    let mut manifest = Manifest::load(&opts.out)?;
+    let mut summary = Summary {
+        found: inputs.len(),
+        ..Summary::default()
+    };
+    let mut todo = Vec::new();
+    for input in inputs {
+        let key = std::fs::canonicalize(&input.path)
+            .map_err(|e| IngestError::io(&input.path, e))?
+            .display()
+            .to_string();
+        let (hash, bytes) = dataset::content_hash(&input.path)?;
+        let same = manifest.get(&key).is_some_and(|e| {
+            e.content_hash == hash
+                && e.label == input.label
+                && e.rules_version == classifier.version()
+                && e.parts.iter().all(|p| opts.out.join(p).exists())
+        });
+        if same && !opts.force {
+            summary.skipped.push(input.path);
+        } else {
+            todo.push(Planned {
+                input,
+                key,
+                hash,
+                bytes,
+            });
+        }
+    }
+    let total: u64 = todo.iter().map(|p| 2 * p.bytes).sum();
+    progress
+        .total
+        .store(total, std::sync::atomic::Ordering::Relaxed);
+    let staging = dataset::staging_dir(&opts.out)?;
+    let results = run_jobs(&todo, opts, &staging, &classifier, progress);
+    let res = commit_results(
+        todo,
+        results,
+        opts,
+        &staging,
+        &classifier,
+        &mut manifest,
+        &mut summary,
+    );
+    let _ = std::fs::remove_dir_all(&staging);
+    res.map(|_| summary)
+}
+
+fn run_jobs(
+    todo: &[Planned],
+    opts: &Options,
+    staging: &std::path::Path,
+    classifier: &Arc<Classifier>,
+    progress: &Progress,
+) -> Vec<Result<(Format, FileOutcome)>> {
+    let work = || {
+        todo.par_iter()
+            .map(|p| {
+                let job = FileJob {
+                    path: p.input.path.clone(),
+                    label: p.input.label.clone(),
+                    rank_flag: opts.rank,
+                    content_hash: p.hash.clone(),
+                    file_bytes: p.bytes,
+                    tag: format!(
+                        "{:016x}",
+                        xxhash_rust::xxh3::xxh3_64(format!("{}{}", p.key, p.hash).as_bytes())
+                    ),
+                    staging: staging.to_path_buf(),
+                    classifier: classifier.clone(),
+                    progress: progress.read.clone(),
+                };
+                let format = dataset::detect(&job.path)?;
+                let out = match format {
+                    Format::Kineto => kineto::ingest(&job)?,
+                    Format::Jsonl => jsonl::ingest(&job)?,
+                    Format::NotATrace if !p.input.explicit => {
+                        return Ok((format, FileOutcome::default()))
+                    }
+                    Format::NotATrace => {
+                        return Err(IngestError::file(
+                            &job.path,
+                            "not a trace: JSON without traceEvents",
+                        ))
+                    }
+                };
+                // A file read once (JSONL) still counts twice toward the progress total.
+                if format == Format::Jsonl {
+                    progress
+                        .read
+                        .fetch_add(p.bytes, std::sync::atomic::Ordering::Relaxed);
+                }
+                Ok((format, out))
+            })
+            .collect()
+    };
+    match opts.jobs {
+        Some(n) => rayon::ThreadPoolBuilder::new()
+            .num_threads(n.max(1))
+            .build()
+            .map(|pool| pool.install(work))
+            .unwrap_or_else(|_| work()),
+        None => work(),
+    }
+}
+
+fn commit_results(
+    todo: Vec<Planned>,
+    results: Vec<Result<(Format, FileOutcome)>>,
+    opts: &Options,
+    staging: &std::path::Path,
+    classifier: &Classifier,
+    manifest: &mut Manifest,
+    summary: &mut Summary,
+) -> Result<()> {
+    let mut ok = Vec::new();
+    for (p, r) in todo.into_iter().zip(results) {
+        match r {
+            Ok(o) => ok.push((p, o)),
+            Err(e) if opts.keep_going => summary.failed.push(e),
+            Err(e) => return Err(e),
+        }
+    }
+    for (p, (format, outcome)) in ok {
+        if format == Format::NotATrace {
+            summary.not_traces.push(p.input.path);
+            continue;
+        }
+        let entry = Entry {
+            source: p.key.clone(),
+            content_hash: p.hash,
+            label: p.input.label.clone(),
+            rank: outcome.rank,
+            format,
+            rules_version: classifier.version().to_string(),
+            parts: outcome.parts.clone(),
+            rows: outcome
+                .rows
+                .iter()
+                .map(|(k, v)| (k.to_string(), *v))
+                .collect(),
+        };
+        let old = manifest.get(&p.key).cloned();
+        dataset::commit(&opts.out, staging, &entry, old.as_ref())?;
+        manifest.inputs.retain(|e| e.source != p.key);
+        manifest.inputs.push(entry);
+        summary.bytes += p.bytes;
+        summary.ingested.push((p.input.path, outcome));
+    }
+    manifest.save(&opts.out)
+}

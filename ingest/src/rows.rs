@@ -1,0 +1,155 @@
+//! Rows as the parsers produce them, before they become Arrow columns.
+//!
+//! Strings (kernel names, shapes) repeat millions of times, so rows hold `u32` ids into the
+//! batch's `Interner`; the sink re-maps them into its own table once per distinct string.
+
+use rustc_hash::FxHashMap;
+
+use crate::classify::{Category, Kind};
+use crate::diag::Diagnostics;
+
+/// Distinct strings of a batch.
+#[derive(Default, Debug)]
+pub struct Interner {
+    pub strings: Vec<String>,
+    map: FxHashMap<String, u32>,
+}
+
+impl Interner {
+    pub fn id(&mut self, s: &str) -> u32 {
+        if let Some(&i) = self.map.get(s) {
+            return i;
+        }
+        let i = self.strings.len() as u32;
+        self.strings.push(s.to_string());
+        self.map.insert(s.to_string(), i);
+        i
+    }
+
+    pub fn get(&self, i: u32) -> &str {
+        &self.strings[i as usize]
+    }
+}
+
+/// How a GPU activity got its step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepSource {
+    Launch,
+    GpuTime,
+    None,
+}
+
+impl StepSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepSource::Launch => "launch",
+            StepSource::GpuTime => "gpu_time",
+            StepSource::None => "none",
+        }
+    }
+}
+
+/// Collective metadata Kineto copies onto NCCL/RCCL kernels (rare: boxed).
+#[derive(Debug, Clone, Default)]
+pub struct CollArgs {
+    pub collective_name: Option<u32>,
+    pub in_msg_nelems: Option<i64>,
+    pub out_msg_nelems: Option<i64>,
+    pub group_size: Option<i64>,
+    pub dtype: Option<u32>,
+    pub process_group: Option<u32>,
+    pub process_group_ranks: Option<u32>,
+}
+
+#[derive(Debug, Clone)]
+pub struct GpuRow {
+    pub device: i64,
+    pub stream: i64,
+    pub kind: Kind,
+    pub name: u32,
+    pub category: Category,
+    pub comm_op: Option<&'static str>,
+    pub start: i64,
+    /// Clipped end (set by the sink).
+    pub end: i64,
+    pub raw_end: i64,
+    pub correlation: Option<i64>,
+    pub external_id: Option<i64>,
+    pub step: Option<i64>,
+    pub step_source: StepSource,
+    pub grid: [Option<i64>; 3],
+    pub block: [Option<i64>; 3],
+    pub bytes: Option<i64>,
+    pub coll: Option<Box<CollArgs>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpuCategory {
+    CpuOp,
+    UserAnnotation,
+    Runtime,
+    Driver,
+    PythonFunction,
+}
+
+impl CpuCategory {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CpuCategory::CpuOp => "cpu_op",
+            CpuCategory::UserAnnotation => "user_annotation",
+            CpuCategory::Runtime => "runtime",
+            CpuCategory::Driver => "driver",
+            CpuCategory::PythonFunction => "python_function",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct CpuRow {
+    pub category: CpuCategory,
+    pub name: u32,
+    pub pid: Option<i64>,
+    pub tid: Option<i64>,
+    pub start: i64,
+    pub end: i64,
+    pub correlation: Option<i64>,
+    pub external_id: Option<i64>,
+    pub step: Option<i64>,
+    pub input_dims: Option<u32>,
+    pub input_types: Option<u32>,
+}
+
+/// What one parser worker produced from one sub-window.
+#[derive(Default, Debug)]
+pub struct Batch {
+    pub strings: Interner,
+    pub gpu: Vec<GpuRow>,
+    pub cpu: Vec<CpuRow>,
+    pub diag: Diagnostics,
+}
+
+impl Batch {
+    /// Re-maps this batch's string ids into `into` and returns the rows.
+    pub fn remap(self, into: &mut Interner) -> (Vec<GpuRow>, Vec<CpuRow>, Diagnostics) {
+        let map: Vec<u32> = self.strings.strings.iter().map(|s| into.id(s)).collect();
+        let m = |i: u32| map[i as usize];
+        let mo = |i: Option<u32>| i.map(m);
+        let mut gpu = self.gpu;
+        for r in &mut gpu {
+            r.name = m(r.name);
+            if let Some(c) = r.coll.as_deref_mut() {
+                c.collective_name = mo(c.collective_name);
+                c.dtype = mo(c.dtype);
+                c.process_group = mo(c.process_group);
+                c.process_group_ranks = mo(c.process_group_ranks);
+            }
+        }
+        let mut cpu = self.cpu;
+        for r in &mut cpu {
+            r.name = m(r.name);
+            r.input_dims = mo(r.input_dims);
+            r.input_types = mo(r.input_types);
+        }
+        (gpu, cpu, self.diag)
+    }
+}

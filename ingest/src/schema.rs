@@ -1,0 +1,310 @@
+//! The dataset schema, defined once.
+//!
+//! Ingest writes these tables and transform reads them; docs/SCHEMA.md is generated from
+//! this module (`aorta schema --markdown`) and a test fails when the two drift. Every table is
+//! hive-partitioned as `<out>/<table>/run=<label>/rank=<r>/part-<hash>.parquet`: `run` and
+//! `rank` live in the path, not in the files, so pandas, DuckDB and polars all read the
+//! dataset without being told about duplicate columns.
+
+use std::sync::Arc;
+
+use arrow_schema::{DataType, Field, Schema};
+
+/// Bumped whenever a column is added, removed, renamed or changes meaning.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The physical type of a column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColType {
+    Int64,
+    Float64,
+    Utf8,
+}
+
+impl ColType {
+    pub fn arrow(self) -> DataType {
+        match self {
+            ColType::Int64 => DataType::Int64,
+            ColType::Float64 => DataType::Float64,
+            ColType::Utf8 => DataType::Utf8,
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            ColType::Int64 => "int64",
+            ColType::Float64 => "float64",
+            ColType::Utf8 => "string",
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct Column {
+    pub name: &'static str,
+    pub ty: ColType,
+    pub nullable: bool,
+    pub doc: &'static str,
+}
+
+#[derive(Debug)]
+pub struct Table {
+    pub name: &'static str,
+    pub doc: &'static str,
+    pub columns: &'static [Column],
+}
+
+impl Table {
+    pub fn arrow_schema(&self) -> Arc<Schema> {
+        let fields: Vec<Field> = self
+            .columns
+            .iter()
+            .map(|c| Field::new(c.name, c.ty.arrow(), c.nullable))
+            .collect();
+        Arc::new(Schema::new(fields))
+    }
+
+    pub fn column(&self, name: &str) -> Option<&Column> {
+        self.columns.iter().find(|c| c.name == name)
+    }
+}
+
+const fn req(name: &'static str, ty: ColType, doc: &'static str) -> Column {
+    Column {
+        name,
+        ty,
+        nullable: false,
+        doc,
+    }
+}
+
+const fn opt(name: &'static str, ty: ColType, doc: &'static str) -> Column {
+    Column {
+        name,
+        ty,
+        nullable: true,
+        doc,
+    }
+}
+
+use ColType::{Float64 as F64, Int64 as I64, Utf8 as S};
+
+/// The hive partition keys, present in every table's path.
+pub const PARTITION_COLUMNS: &[Column] = &[
+    req(
+        "run",
+        S,
+        "Run label: the first directory under the ingest root, or `--label`.",
+    ),
+    req(
+        "rank",
+        I64,
+        "Global rank of the process that wrote the file.",
+    ),
+];
+
+pub const RUNS: Table = Table {
+    name: "runs",
+    doc: "One row per ingested file.",
+    columns: &[
+        req("source_path", S, "Input file as given on the command line (joined with the walked path)."),
+        req("format", S, "`kineto` or `jsonl`."),
+        req("platform", S, "`cuda`, `rocm` or `unknown`, from version keys, then device name."),
+        opt("device_name", S, "Name of the GPU the rank's activities ran on (deviceProperties)."),
+        opt("device_index", I64, "Device index of the rank's GPU activities (Kineto GPU `pid`)."),
+        opt("world_size", I64, "`distributedInfo.world_size` (or JSONL `world_size`)."),
+        req("rank_source", S, "Where the rank came from: `distributed_info`, `file_name`, `flag`, `record` (JSONL field) or `default` (0, with a diagnostic)."),
+        opt("runtime_version", S, "Version keys as written, e.g. `cuda_runtime_version=13000`."),
+        opt("base_time_ns", I64, "`baseTimeNanoseconds` when the trace has relative timestamps; null when `ts` is absolute."),
+        opt("first_ns", I64, "Earliest start of any GPU activity or CPU op (Unix epoch ns)."),
+        opt("last_ns", I64, "Latest end of any GPU activity or CPU op (Unix epoch ns)."),
+        req("event_count", I64, "Events in the file (every element of `traceEvents`, or JSONL lines)."),
+        req("gpu_activity_count", I64, "Rows written to `gpu_activities`."),
+        req("kernel_count", I64, "Of those, kernels."),
+        req("cpu_op_count", I64, "Rows written to `cpu_ops`."),
+        req("step_count", I64, "Rows written to `steps`."),
+        req("metric_count", I64, "Rows written to `metrics`."),
+        req("diagnostic_count", I64, "Total findings counted in `diagnostics`."),
+        req("file_bytes", I64, "Size of the input file on disk."),
+        req("content_hash", S, "xxh3-128 of the file's bytes on disk; unchanged files are skipped on re-ingest."),
+        req("rules_version", S, "Version of the classification rule table (plus `+user` with `--rules`)."),
+        req("aorta_version", S, "Version of aorta that wrote the row."),
+        req("schema_version", I64, "Dataset schema version (this document)."),
+    ],
+};
+
+pub const GPU_ACTIVITIES: Table = Table {
+    name: "gpu_activities",
+    doc: "Kernels, memcpys and memsets, one row each. Times are Unix epoch nanoseconds.",
+    columns: &[
+        req("device", I64, "GPU index (Kineto GPU `pid` / `args.device`): a device, not a rank."),
+        req("stream", I64, "Stream id (`args.stream`, else `tid`)."),
+        req("kind", S, "`kernel`, `memcpy` or `memset` (from the trace category)."),
+        req("name", S, "Kernel or copy name as written (dictionary-encoded)."),
+        req("category", S, "`comm`, `gemm`, `attention`, `memcpy`, `memset` or `other_compute` (docs/CLASSIFICATION.md)."),
+        opt("comm_op", S, "For comm: `all_reduce`, `all_gather`, `reduce_scatter`, `all_to_all`, `send_recv`, `broadcast`, `reduce` or `other`."),
+        req("start_ns", I64, "Start, exact integer ns."),
+        req("end_ns", I64, "End, clipped to the next activity's start on the same stream (METRICS.md data quality)."),
+        req("raw_end_ns", I64, "End as the trace wrote it (start + dur), before clipping."),
+        opt("correlation", I64, "`args.correlation`: links to the launching runtime call in `cpu_ops`."),
+        opt("external_id", I64, "`args[\"External id\"]`: links to the enclosing CPU op."),
+        opt("step", I64, "Profiler step N of `ProfilerStep#N` (null when the trace has no steps)."),
+        req("step_source", S, "`launch` (runtime call's step), `gpu_time` (fallback on the activity's own start) or `none`."),
+        opt("grid_x", I64, "Grid x as written (CUDA: blocks; ROCm Kineto: blocks or work-items by launch API)."),
+        opt("grid_y", I64, "Grid y."),
+        opt("grid_z", I64, "Grid z."),
+        opt("block_x", I64, "Block x."),
+        opt("block_y", I64, "Block y."),
+        opt("block_z", I64, "Block z."),
+        opt("bytes", I64, "Bytes moved or set (memcpy/memset)."),
+        opt("collective_name", S, "`args[\"Collective name\"]` (e.g. `_allgather_base`)."),
+        opt("in_msg_nelems", I64, "`args[\"In msg nelems\"]`."),
+        opt("out_msg_nelems", I64, "`args[\"Out msg nelems\"]`."),
+        opt("group_size", I64, "`args[\"Group size\"]`."),
+        opt("dtype", S, "`args.dtype` of the collective."),
+        opt("process_group", S, "`args[\"Process Group Name\"]`."),
+        opt("process_group_ranks", S, "`args[\"Process Group Ranks\"]` as text, e.g. `[0, 1]`."),
+    ],
+};
+
+pub const CPU_OPS: Table = Table {
+    name: "cpu_ops",
+    doc: "CPU-side slices: operators, annotations, runtime/driver calls, python functions.",
+    columns: &[
+        req(
+            "category",
+            S,
+            "`cpu_op`, `user_annotation`, `runtime`, `driver` or `python_function`.",
+        ),
+        req("name", S, "Name as written (dictionary-encoded)."),
+        opt("pid", I64, "OS process id."),
+        opt("tid", I64, "OS thread id."),
+        req("start_ns", I64, "Start, exact integer ns."),
+        req("end_ns", I64, "End (start + dur)."),
+        opt(
+            "correlation",
+            I64,
+            "`args.correlation` (runtime/driver calls).",
+        ),
+        opt("external_id", I64, "`args[\"External id\"]`."),
+        opt(
+            "step",
+            I64,
+            "Step whose `ProfilerStep#N` span (same process) contains the start.",
+        ),
+        opt(
+            "input_dims",
+            S,
+            "`args[\"Input Dims\"]` as JSON text, e.g. `[[8192, 4096], [4096, 4096]]`.",
+        ),
+        opt("input_types", S, "`args[\"Input type\"]` as JSON text."),
+    ],
+};
+
+pub const STEPS: Table = Table {
+    name: "steps",
+    doc: "One row per profiler step per rank (one `null` step when the trace has none).",
+    columns: &[
+        opt(
+            "step",
+            I64,
+            "N of `ProfilerStep#N`; null for a trace without steps.",
+        ),
+        opt(
+            "cpu_start_ns",
+            I64,
+            "Start of the CPU `ProfilerStep#N` span.",
+        ),
+        opt("cpu_end_ns", I64, "End of the CPU span."),
+        opt(
+            "gpu_start_ns",
+            I64,
+            "First start of the step's GPU activities.",
+        ),
+        opt(
+            "gpu_end_ns",
+            I64,
+            "Last (clipped) end of the step's GPU activities.",
+        ),
+        req(
+            "gpu_activity_count",
+            I64,
+            "GPU activities attributed to the step.",
+        ),
+        req("kernel_count", I64, "Of those, kernels."),
+    ],
+};
+
+pub const METRICS: Table = Table {
+    name: "metrics",
+    doc: "Per-iteration JSONL logs in long form: every numeric field, flattened.",
+    columns: &[
+        opt("step", I64, "`global_step`, else `step`, else the line's index."),
+        req("key", S, "Dotted path of the field, e.g. `profile.overlap.overlap_ms.compute_comm`; list items as `ranges[3].duration_ms`."),
+        req("value", F64, "The number (booleans as 0/1)."),
+        req("line", I64, "1-based line in the file."),
+    ],
+};
+
+pub const DIAGNOSTICS: Table = Table {
+    name: "diagnostics",
+    doc: "Data-quality findings per file: counted, with the first example. Nothing is fixed silently.",
+    columns: &[
+        req("code", S, "What was found (docs/SCHEMA.md lists the codes)."),
+        req("count", I64, "How many times."),
+        req("example", S, "The first occurrence, in words."),
+        opt("offset", I64, "Byte offset (decompressed) or line of the first occurrence."),
+    ],
+};
+
+/// Every table, in the order docs/SCHEMA.md lists them.
+pub const TABLES: &[&Table] = &[
+    &RUNS,
+    &GPU_ACTIVITIES,
+    &CPU_OPS,
+    &STEPS,
+    &METRICS,
+    &DIAGNOSTICS,
+];
+
+pub fn table(name: &str) -> Option<&'static Table> {
+    TABLES.iter().copied().find(|t| t.name == name)
+}
+
+/// The column-by-column reference, as docs/SCHEMA.md carries it.
+pub fn markdown() -> String {
+    let mut s = format!(
+        "# aorta dataset schema v{SCHEMA_VERSION}\n\n\
+         Generated from `ingest/src/schema.rs` by `aorta schema --markdown`; a test fails if \
+         this file drifts.\n\n\
+         Layout: `<out>/<table>/run=<label>/rank=<r>/part-<hash>.parquet`, one part per input \
+         file and table, zstd-compressed, string columns dictionary-encoded. `<out>/manifest.json` \
+         records the schema version and every input (path, hash, label, rank, parts).\n\n\
+         Partition columns (in the path, not in the files; every reader adds them with hive \
+         partitioning):\n\n"
+    );
+    push_columns(&mut s, PARTITION_COLUMNS);
+    for t in TABLES {
+        s.push_str(&format!("\n## `{}`\n\n{}\n\n", t.name, t.doc));
+        push_columns(&mut s, t.columns);
+    }
+    s.push_str(&format!("\n## Diagnostic codes\n\n"));
+    for (code, what) in crate::diag::CODES {
+        s.push_str(&format!("- `{code}`: {what}\n"));
+    }
+    s
+}
+
+fn push_columns(s: &mut String, cols: &[Column]) {
+    s.push_str("| column | type | null | meaning |\n|---|---|---|---|\n");
+    for c in cols {
+        let null = if c.nullable { "yes" } else { "no" };
+        s.push_str(&format!(
+            "| `{}` | {} | {} | {} |\n",
+            c.name,
+            c.ty.label(),
+            null,
+            c.doc
+        ));
+    }
+}

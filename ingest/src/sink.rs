@@ -1,0 +1,279 @@
+//! Where parsed rows go: the same-stream clipping, step windows, counts, and the Parquet
+//! writers of `gpu_activities` and `cpu_ops`, flushed every `FLUSH_ROWS` so memory stays flat.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use rustc_hash::FxHashMap;
+
+use crate::classify::Kind;
+use crate::diag::Diagnostics;
+use crate::error::Result;
+use crate::rows::{Batch, CpuRow, GpuRow, Interner};
+use crate::schema::{Table, CPU_OPS, GPU_ACTIVITIES};
+use crate::writer::{Cols, TableWriter};
+
+/// Rows buffered per table before they are written as one Arrow batch.
+pub const FLUSH_ROWS: usize = 1 << 17;
+
+/// Where one input file's tables go (inside the staging directory).
+#[derive(Debug, Clone)]
+pub struct Parts {
+    pub root: PathBuf,
+    pub run: String,
+    pub rank: i64,
+    pub tag: String,
+}
+
+impl Parts {
+    pub fn rel(&self, table: &Table) -> PathBuf {
+        PathBuf::from(table.name)
+            .join(format!("run={}", self.run))
+            .join(format!("rank={}", self.rank))
+            .join(format!("part-{}.parquet", self.tag))
+    }
+
+    pub fn path(&self, table: &Table) -> PathBuf {
+        self.root.join(self.rel(table))
+    }
+}
+
+/// GPU window of one step.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StepAgg {
+    pub start: Option<i64>,
+    pub end: Option<i64>,
+    pub activities: u64,
+    pub kernels: u64,
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct Counts {
+    pub gpu: u64,
+    pub kernels: u64,
+    pub cpu: u64,
+    pub first_ns: Option<i64>,
+    pub last_ns: Option<i64>,
+    /// GPU activities per device index.
+    pub devices: BTreeMap<i64, u64>,
+}
+
+impl Counts {
+    fn span(&mut self, start: i64, end: i64) {
+        self.first_ns = Some(self.first_ns.map_or(start, |f| f.min(start)));
+        self.last_ns = Some(self.last_ns.map_or(end, |l| l.max(end)));
+    }
+}
+
+pub struct Sink {
+    strings: Interner,
+    gpu_buf: Vec<GpuRow>,
+    cpu_buf: Vec<CpuRow>,
+    gpu_w: TableWriter,
+    cpu_w: TableWriter,
+    pub diag: Diagnostics,
+    pub steps: BTreeMap<Option<i64>, StepAgg>,
+    /// Start of the last activity written per (device, stream).
+    last_written: FxHashMap<(i64, i64), i64>,
+    pub counts: Counts,
+}
+
+/// What a finished sink leaves behind.
+pub struct SinkOut {
+    pub written: Vec<(PathBuf, u64)>,
+    pub diag: Diagnostics,
+    pub steps: BTreeMap<Option<i64>, StepAgg>,
+    pub counts: Counts,
+    /// `cuda` or `rocm` from runtime API names (`cudaLaunchKernel` / `hipLaunchKernel`).
+    pub vendor_hint: Option<&'static str>,
+}
+
+/// The vendor whose runtime API names (`cuda*`/`cu*` vs `hip*`) appear in `strings`.
+fn vendor_hint(strings: &Interner) -> Option<&'static str> {
+    let api = |s: &str, p: &str| {
+        s.strip_prefix(p)
+            .and_then(|r| r.chars().next())
+            .is_some_and(|c| c.is_ascii_uppercase())
+    };
+    let (mut cuda, mut hip) = (0, 0);
+    for s in &strings.strings {
+        cuda += (api(s, "cuda") || api(s, "cu")) as u32;
+        hip += api(s, "hip") as u32;
+    }
+    match (cuda, hip) {
+        (0, 0) => None,
+        (c, h) if h > c => Some("rocm"),
+        _ => Some("cuda"),
+    }
+}
+
+impl Sink {
+    pub fn new(parts: &Parts) -> Sink {
+        Sink {
+            strings: Interner::default(),
+            gpu_buf: Vec::new(),
+            cpu_buf: Vec::new(),
+            gpu_w: TableWriter::new(&GPU_ACTIVITIES, parts.path(&GPU_ACTIVITIES)),
+            cpu_w: TableWriter::new(&CPU_OPS, parts.path(&CPU_OPS)),
+            diag: Diagnostics::default(),
+            steps: BTreeMap::new(),
+            last_written: FxHashMap::default(),
+            counts: Counts::default(),
+        }
+    }
+
+    pub fn add(&mut self, batch: Batch) -> Result<()> {
+        let (gpu, cpu, diag) = batch.remap(&mut self.strings);
+        self.diag.merge(diag);
+        self.gpu_buf.extend(gpu);
+        self.cpu_buf.extend(cpu);
+        if self.gpu_buf.len() >= FLUSH_ROWS {
+            self.flush_gpu(false)?;
+        }
+        if self.cpu_buf.len() >= FLUSH_ROWS {
+            self.flush_cpu()?;
+        }
+        Ok(())
+    }
+
+    pub fn finish(mut self) -> Result<SinkOut> {
+        self.flush_gpu(true)?;
+        self.flush_cpu()?;
+        let written = [self.gpu_w.close()?, self.cpu_w.close()?]
+            .into_iter()
+            .flatten()
+            .collect();
+        Ok(SinkOut {
+            written,
+            vendor_hint: vendor_hint(&self.strings),
+            diag: self.diag,
+            steps: self.steps,
+            counts: self.counts,
+        })
+    }
+
+    /// Sorts the buffer per stream, clips same-stream overlaps and writes all but the last
+    /// activity of each stream (kept to be clipped against the next buffer), unless `last`.
+    fn flush_gpu(&mut self, last: bool) -> Result<()> {
+        let mut rows = std::mem::take(&mut self.gpu_buf);
+        rows.sort_by_key(|r| (r.device, r.stream, r.start, r.raw_end));
+        let mut out = Vec::with_capacity(rows.len());
+        let mut it = rows.into_iter().peekable();
+        let mut prev_key = None;
+        while let Some(mut r) = it.next() {
+            let key = (r.device, r.stream);
+            if prev_key != Some(key) {
+                prev_key = Some(key);
+                if self.last_written.get(&key).is_some_and(|&w| r.start < w) {
+                    let name = self.strings.get(r.name).to_string();
+                    self.diag.add("stream_out_of_order", None, || name);
+                }
+            }
+            match it.peek() {
+                Some(next) if (next.device, next.stream) == key => {
+                    if next.start < r.end {
+                        let (ns, name) = (r.end - next.start, self.strings.get(r.name).to_string());
+                        self.diag.add("same_stream_overlap", None, || {
+                            format!(
+                                "{name} on stream {} ends {ns} ns after the next one starts",
+                                r.stream
+                            )
+                        });
+                        r.end = next.start.max(r.start);
+                    }
+                    out.push(r);
+                }
+                _ if !last => self.gpu_buf.push(r),
+                _ => out.push(r),
+            }
+        }
+        self.write_gpu(out)
+    }
+
+    fn write_gpu(&mut self, rows: Vec<GpuRow>) -> Result<()> {
+        for r in &rows {
+            self.last_written.insert((r.device, r.stream), r.start);
+            let agg = self.steps.entry(r.step).or_default();
+            agg.start = Some(agg.start.map_or(r.start, |s| s.min(r.start)));
+            agg.end = Some(agg.end.map_or(r.end, |e| e.max(r.end)));
+            agg.activities += 1;
+            let kernel = r.kind == Kind::Kernel;
+            agg.kernels += kernel as u64;
+            self.counts.kernels += kernel as u64;
+            *self.counts.devices.entry(r.device).or_default() += 1;
+            self.counts.span(r.start, r.end);
+        }
+        self.counts.gpu += rows.len() as u64;
+        let batch = gpu_batch(&rows, &self.strings);
+        self.gpu_w.write(&batch)
+    }
+
+    fn flush_cpu(&mut self) -> Result<()> {
+        let rows = std::mem::take(&mut self.cpu_buf);
+        for r in &rows {
+            self.counts.span(r.start, r.end);
+        }
+        self.counts.cpu += rows.len() as u64;
+        let batch = cpu_batch(&rows, &self.strings);
+        self.cpu_w.write(&batch)
+    }
+}
+
+fn gpu_batch(rows: &[GpuRow], s: &Interner) -> arrow_array::RecordBatch {
+    let st = |f: fn(&GpuRow) -> Option<u32>| rows.iter().map(move |r| f(r).map(|i| s.get(i)));
+    let c = |r: &GpuRow| r.coll.as_deref().cloned().unwrap_or_default();
+    let mut b = Cols::new(&GPU_ACTIVITIES);
+    b.i64("device", rows.iter().map(|r| r.device));
+    b.i64("stream", rows.iter().map(|r| r.stream));
+    b.str("kind", rows.iter().map(|r| r.kind.as_str()));
+    b.str("name", rows.iter().map(|r| s.get(r.name)));
+    b.str("category", rows.iter().map(|r| r.category.as_str()));
+    b.opt_str("comm_op", rows.iter().map(|r| r.comm_op));
+    b.i64("start_ns", rows.iter().map(|r| r.start));
+    b.i64("end_ns", rows.iter().map(|r| r.end));
+    b.i64("raw_end_ns", rows.iter().map(|r| r.raw_end));
+    b.opt_i64("correlation", rows.iter().map(|r| r.correlation));
+    b.opt_i64("external_id", rows.iter().map(|r| r.external_id));
+    b.opt_i64("step", rows.iter().map(|r| r.step));
+    b.str("step_source", rows.iter().map(|r| r.step_source.as_str()));
+    for (i, n) in ["grid_x", "grid_y", "grid_z"].into_iter().enumerate() {
+        b.opt_i64(n, rows.iter().map(|r| r.grid[i]));
+    }
+    for (i, n) in ["block_x", "block_y", "block_z"].into_iter().enumerate() {
+        b.opt_i64(n, rows.iter().map(|r| r.block[i]));
+    }
+    b.opt_i64("bytes", rows.iter().map(|r| r.bytes));
+    b.opt_str("collective_name", st(|r| r.coll.as_ref()?.collective_name));
+    b.opt_i64("in_msg_nelems", rows.iter().map(|r| c(r).in_msg_nelems));
+    b.opt_i64("out_msg_nelems", rows.iter().map(|r| c(r).out_msg_nelems));
+    b.opt_i64("group_size", rows.iter().map(|r| c(r).group_size));
+    b.opt_str("dtype", st(|r| r.coll.as_ref()?.dtype));
+    b.opt_str("process_group", st(|r| r.coll.as_ref()?.process_group));
+    b.opt_str(
+        "process_group_ranks",
+        st(|r| r.coll.as_ref()?.process_group_ranks),
+    );
+    b.finish()
+}
+
+fn cpu_batch(rows: &[CpuRow], s: &Interner) -> arrow_array::RecordBatch {
+    let mut b = Cols::new(&CPU_OPS);
+    b.str("category", rows.iter().map(|r| r.category.as_str()));
+    b.str("name", rows.iter().map(|r| s.get(r.name)));
+    b.opt_i64("pid", rows.iter().map(|r| r.pid));
+    b.opt_i64("tid", rows.iter().map(|r| r.tid));
+    b.i64("start_ns", rows.iter().map(|r| r.start));
+    b.i64("end_ns", rows.iter().map(|r| r.end));
+    b.opt_i64("correlation", rows.iter().map(|r| r.correlation));
+    b.opt_i64("external_id", rows.iter().map(|r| r.external_id));
+    b.opt_i64("step", rows.iter().map(|r| r.step));
+    b.opt_str(
+        "input_dims",
+        rows.iter().map(|r| r.input_dims.map(|i| s.get(i))),
+    );
+    b.opt_str(
+        "input_types",
+        rows.iter().map(|r| r.input_types.map(|i| s.get(i))),
+    );
+    b.finish()
+}

@@ -1,0 +1,156 @@
+//! Parquet output: one file per (input file, table), built column by column in schema order.
+//!
+//! `RecordBatch::try_new` checks every column against `schema.rs`, so a builder that drifts
+//! from the documented schema fails the first test that writes a row.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
+use parquet::arrow::arrow_writer::{ArrowWriter, ArrowWriterOptions};
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::WriterProperties;
+
+use crate::error::{IngestError, Result};
+use crate::schema::{Table, SCHEMA_VERSION};
+
+/// Columns of one batch, pushed in schema order.
+pub struct Cols {
+    table: &'static Table,
+    arrays: Vec<ArrayRef>,
+}
+
+impl Cols {
+    pub fn new(table: &'static Table) -> Cols {
+        Cols {
+            table,
+            arrays: Vec::with_capacity(table.columns.len()),
+        }
+    }
+
+    fn push(&mut self, name: &str, a: ArrayRef) {
+        let expected = self.table.columns.get(self.arrays.len()).map(|c| c.name);
+        assert_eq!(
+            expected,
+            Some(name),
+            "{}: column order drifted from schema.rs",
+            self.table.name
+        );
+        self.arrays.push(a);
+    }
+
+    pub fn i64(&mut self, name: &str, v: impl IntoIterator<Item = i64>) {
+        self.push(name, Arc::new(Int64Array::from_iter_values(v)));
+    }
+
+    pub fn opt_i64(&mut self, name: &str, v: impl IntoIterator<Item = Option<i64>>) {
+        self.push(name, Arc::new(Int64Array::from_iter(v)));
+    }
+
+    pub fn f64(&mut self, name: &str, v: impl IntoIterator<Item = f64>) {
+        self.push(name, Arc::new(Float64Array::from_iter_values(v)));
+    }
+
+    pub fn str<'a>(&mut self, name: &str, v: impl IntoIterator<Item = &'a str>) {
+        self.push(name, Arc::new(StringArray::from_iter_values(v)));
+    }
+
+    pub fn opt_str<'a>(&mut self, name: &str, v: impl IntoIterator<Item = Option<&'a str>>) {
+        self.push(name, Arc::new(StringArray::from_iter(v)));
+    }
+
+    pub fn finish(self) -> RecordBatch {
+        RecordBatch::try_new(self.table.arrow_schema(), self.arrays)
+            .unwrap_or_else(|e| panic!("{}: batch does not match schema.rs: {e}", self.table.name))
+    }
+}
+
+/// A Parquet file being written for one table.
+pub struct TableWriter {
+    pub table: &'static Table,
+    pub path: PathBuf,
+    writer: Option<ArrowWriter<File>>,
+    pub rows: u64,
+}
+
+fn properties(table: &Table) -> WriterProperties {
+    WriterProperties::builder()
+        .set_compression(Compression::ZSTD(
+            ZstdLevel::try_new(3).expect("valid level"),
+        ))
+        .set_dictionary_enabled(true)
+        .set_max_row_group_row_count(Some(1 << 20))
+        .set_created_by(format!("aorta {}", env!("CARGO_PKG_VERSION")))
+        .set_key_value_metadata(Some(vec![
+            KeyValue::new("aorta.schema_version".into(), SCHEMA_VERSION.to_string()),
+            KeyValue::new("aorta.table".into(), table.name.to_string()),
+        ]))
+        .build()
+}
+
+impl TableWriter {
+    pub fn new(table: &'static Table, path: PathBuf) -> TableWriter {
+        TableWriter {
+            table,
+            path,
+            writer: None,
+            rows: 0,
+        }
+    }
+
+    fn err(&self, source: parquet::errors::ParquetError) -> IngestError {
+        IngestError::Parquet {
+            path: self.path.display().to_string(),
+            source,
+        }
+    }
+
+    /// Appends a batch; the file is created on the first non-empty one.
+    pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        if self.writer.is_none() {
+            if let Some(dir) = self.path.parent() {
+                std::fs::create_dir_all(dir).map_err(|e| IngestError::io(dir, e))?;
+            }
+            let f = File::create(&self.path).map_err(|e| IngestError::io(&self.path, e))?;
+            // No embedded Arrow schema: readers see plain Parquet types, so every library
+            // reads the string columns as strings.
+            let opts = ArrowWriterOptions::new()
+                .with_properties(properties(self.table))
+                .with_skip_arrow_metadata(true);
+            let w = ArrowWriter::try_new_with_options(f, self.table.arrow_schema(), opts)
+                .map_err(|e| self.err(e))?;
+            self.writer = Some(w);
+        }
+        let res = self.writer.as_mut().expect("created above").write(batch);
+        res.map_err(|e| self.err(e))?;
+        self.rows += batch.num_rows() as u64;
+        Ok(())
+    }
+
+    /// Closes the file; `None` when nothing was written.
+    pub fn close(mut self) -> Result<Option<(PathBuf, u64)>> {
+        match self.writer.take() {
+            None => Ok(None),
+            Some(w) => {
+                w.close().map_err(|e| self.err(e))?;
+                Ok(Some((self.path, self.rows)))
+            }
+        }
+    }
+}
+
+/// Writes a whole small table in one go.
+pub fn write_all(
+    table: &'static Table,
+    path: &Path,
+    batch: RecordBatch,
+) -> Result<Option<(PathBuf, u64)>> {
+    let mut w = TableWriter::new(table, path.to_path_buf());
+    w.write(&batch)?;
+    w.close()
+}

@@ -1,0 +1,1 @@
+//! Self-contained HTML reports (plotly). Filled by the compare/report issue.

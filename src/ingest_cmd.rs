@@ -1,0 +1,105 @@
+//! `aorta ingest`: progress on a terminal, a closing summary, exit status.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use aorta_ingest::{Options, Progress, Summary};
+
+use crate::cli::IngestArgs;
+
+pub fn run(a: IngestArgs) -> anyhow::Result<ExitCode> {
+    let opts = Options {
+        out: a.out.clone(),
+        label: a.label,
+        rank: a.rank,
+        jobs: a.jobs,
+        keep_going: a.keep_going,
+        force: a.force,
+        rules: a.rules,
+    };
+    let progress = Progress::default();
+    let bar = (!a.quiet && std::io::stderr().is_terminal()).then(|| spawn_bar(&progress));
+    let t0 = Instant::now();
+    let res = aorta_ingest::ingest(&a.paths, &opts, &progress);
+    if let Some((bar, stop)) = bar {
+        stop.store(true, Ordering::Relaxed);
+        let _ = bar.join();
+    }
+    let summary = res?;
+    if !a.quiet {
+        print_summary(&summary, &opts, t0.elapsed());
+    }
+    for f in &summary.failed {
+        eprintln!("aorta: failed: {f}");
+    }
+    Ok(if summary.failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn spawn_bar(
+    p: &Progress,
+) -> (
+    std::thread::JoinHandle<()>,
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+) {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (p, s) = (p.clone(), stop.clone());
+    let h = std::thread::spawn(move || {
+        let bar = indicatif::ProgressBar::new(0);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} ingest [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
+        );
+        while !s.load(Ordering::Relaxed) {
+            bar.set_length(p.total.load(Ordering::Relaxed));
+            bar.set_position(p.read.load(Ordering::Relaxed));
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        bar.finish_and_clear();
+    });
+    (h, stop)
+}
+
+fn print_summary(s: &Summary, opts: &Options, took: Duration) {
+    let secs = took.as_secs_f64().max(1e-9);
+    eprintln!(
+        "ingested {} of {} files into {} ({} unchanged, {} failed) in {:.2}s, {:.0} MB/s",
+        s.ingested.len(),
+        s.found,
+        opts.out.display(),
+        s.skipped.len(),
+        s.failed.len(),
+        secs,
+        s.bytes as f64 / 1e6 / secs,
+    );
+    let rows: Vec<String> = s.rows().iter().map(|(t, n)| format!("{t} {n}")).collect();
+    eprintln!(
+        "events {}; rows: {}",
+        s.events(),
+        if rows.is_empty() {
+            "none".into()
+        } else {
+            rows.join(", ")
+        }
+    );
+    if !s.not_traces.is_empty() {
+        eprintln!(
+            "skipped {} JSON files that are not traces (no traceEvents)",
+            s.not_traces.len()
+        );
+    }
+    if s.warnings() > 0 {
+        eprintln!(
+            "data-quality findings: {} (see the diagnostics table)",
+            s.warnings()
+        );
+    }
+}

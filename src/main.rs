@@ -1,0 +1,42 @@
+//! The `aorta` command: parse arguments, dispatch to a stage crate, map errors to exit codes.
+
+mod cli;
+mod ingest_cmd;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let args = cli::Cli::parse();
+    match run(args) {
+        Ok(code) => code,
+        Err(e) => {
+            // Broken pipe (e.g. `aorta schema | head`) is not an error.
+            if e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            }) {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("aorta: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(args: cli::Cli) -> anyhow::Result<ExitCode> {
+    match args.command {
+        cli::Command::Ingest(a) => ingest_cmd::run(a),
+        cli::Command::Schema(a) => {
+            use std::io::Write;
+            let text = if a.markdown {
+                aorta_ingest::schema::markdown()
+            } else {
+                cli::schema_summary()
+            };
+            std::io::stdout().write_all(text.as_bytes())?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

@@ -1,0 +1,486 @@
+//! The real corpus, file by file, against numbers computed independently in the test
+//! (serde_json over the raw trace, hand-checked metadata, the reviewed golden table).
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap};
+
+use common::*;
+
+#[test]
+fn counts_match_an_independent_count() {
+    let Some(ds) = per_file_dataset() else { return };
+    for f in &ds.files {
+        let label = label_of(f);
+        let raw = raw_json(f);
+        let ev = events(&raw);
+        let slices = |cats: &[&str]| {
+            ev.iter()
+                .filter(|e| is_slice(e) && cats.contains(&cat(e)))
+                .count() as i64
+        };
+        let kernels = slices(&["kernel"]);
+        let gpu = slices(&["kernel", "gpu_memcpy", "gpu_memset"]);
+        let cpu = slices(&[
+            "cpu_op",
+            "user_annotation",
+            "cuda_runtime",
+            "cuda_driver",
+            "python_function",
+        ]);
+        let runs = table(ds.dir.path(), "runs", &label);
+        assert_eq!(runs.height(), 1, "{label}");
+        let one = |c: &str| i64s(&runs, c)[0].unwrap();
+        assert_eq!(one("event_count"), ev.len() as i64, "{label} events");
+        assert_eq!(one("kernel_count"), kernels, "{label} kernels");
+        assert_eq!(one("gpu_activity_count"), gpu, "{label} gpu activities");
+        assert_eq!(one("cpu_op_count"), cpu, "{label} cpu ops");
+        assert_eq!(
+            table(ds.dir.path(), "gpu_activities", &label).height() as i64,
+            gpu,
+            "{label}"
+        );
+        assert_eq!(
+            table(ds.dir.path(), "cpu_ops", &label).height() as i64,
+            cpu,
+            "{label}"
+        );
+        assert!(kernels > 0, "{label} has kernels");
+    }
+}
+
+#[test]
+fn epoch_microsecond_integers_become_exact_nanoseconds() {
+    let Some(ds) = per_file_dataset() else { return };
+    let f = ds
+        .files
+        .iter()
+        .find(|f| f.ends_with("v100_dlrm_8rank/worker0.pt.trace.json.gz"))
+        .unwrap();
+    let raw = raw_json(f);
+    // Integer µs since the epoch (2023 Kineto): serde_json keeps u64 exactly.
+    let mut want: Vec<(i64, i64)> = events(&raw)
+        .iter()
+        .filter(|e| is_slice(e) && cat(e) == "kernel")
+        .map(|e| {
+            let ts = e["ts"].as_u64().expect("integer ts") as i64;
+            (ts * 1000, (ts + e["dur"].as_u64().unwrap() as i64) * 1000)
+        })
+        .collect();
+    let df = table(ds.dir.path(), "gpu_activities", &label_of(f));
+    let kinds = strs(&df, "kind");
+    let mut got: Vec<(i64, i64)> = i64s(&df, "start_ns")
+        .into_iter()
+        .zip(i64s(&df, "raw_end_ns"))
+        .zip(kinds)
+        .filter(|(_, k)| k.as_deref() == Some("kernel"))
+        .map(|((s, e), _)| (s.unwrap(), e.unwrap()))
+        .collect();
+    want.sort();
+    got.sort();
+    assert_eq!(got, want);
+    assert!(want[0].0 > 1_600_000_000_000_000_000, "absolute epoch ns");
+}
+
+/// `"1234.567"` µs as text → ns, by string surgery (no float anywhere).
+fn text_us_to_ns(t: &str) -> i64 {
+    let (int, frac) = t.split_once('.').unwrap_or((t, ""));
+    let frac = format!("{frac:0<3}");
+    int.parse::<i64>().unwrap() * 1000 + frac[..3].parse::<i64>().unwrap()
+}
+
+#[test]
+fn relative_decimal_timestamps_add_the_base_time_exactly() {
+    let Some(ds) = per_file_dataset() else { return };
+    let f = ds
+        .files
+        .iter()
+        .find(|f| f.ends_with("h200_fsdp2/rank0.pt.trace.json.gz"))
+        .unwrap();
+    let text = String::from_utf8(
+        std::process::Command::new("gzip")
+            .arg("-dc")
+            .arg(f)
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let base: i64 = regex::Regex::new(r#""baseTimeNanoseconds": (\d+)"#)
+        .unwrap()
+        .captures(&text)
+        .unwrap()[1]
+        .parse()
+        .unwrap();
+    let re =
+        regex::Regex::new(r#""cat": "kernel", .*\n\s*"ts": ([0-9.]+), "dur": ([0-9.]+)"#).unwrap();
+    let mut want: Vec<(i64, i64)> = re
+        .captures_iter(&text)
+        .map(|c| {
+            let ts = text_us_to_ns(&c[1]);
+            (base + ts, base + ts + text_us_to_ns(&c[2]))
+        })
+        .collect();
+    let df = table(ds.dir.path(), "gpu_activities", &label_of(f));
+    let mut got: Vec<(i64, i64)> = i64s(&df, "start_ns")
+        .into_iter()
+        .zip(i64s(&df, "raw_end_ns"))
+        .zip(strs(&df, "kind"))
+        .filter(|(_, k)| k.as_deref() == Some("kernel"))
+        .map(|((s, e), _)| (s.unwrap(), e.unwrap()))
+        .collect();
+    want.sort();
+    got.sort();
+    assert_eq!(want.len(), 1416);
+    assert_eq!(got, want);
+}
+
+/// (file suffix, rank, rank source, platform, device name, device index, world size),
+/// read by hand off each file's distributedInfo / deviceProperties / version keys.
+const EXPECTED: &[(&str, i64, &str, &str, Option<&str>, i64, Option<i64>)] = &[
+    (
+        "rank0_trace_step12.json.gz",
+        0,
+        "distributed_info",
+        "cuda",
+        Some("NVIDIA H200"),
+        0,
+        Some(2),
+    ),
+    (
+        "rank1_trace_step12.json.gz",
+        1,
+        "distributed_info",
+        "cuda",
+        Some("NVIDIA H200"),
+        1,
+        Some(2),
+    ),
+    (
+        "a100_nccl/nccl_data.json.gz",
+        0,
+        "distributed_info",
+        "cuda",
+        Some("NVIDIA A100-PG509-200"),
+        0,
+        Some(2),
+    ),
+    (
+        "a100_sampled_2rank/rank-0.json.gz",
+        0,
+        "distributed_info",
+        "cuda",
+        None,
+        0,
+        Some(128),
+    ),
+    (
+        "a100_sampled_2rank/rank-1.json.gz",
+        1,
+        "distributed_info",
+        "cuda",
+        None,
+        1,
+        Some(128),
+    ),
+    (
+        "h100_models/bert-small.json.gz",
+        0,
+        "default",
+        "cuda",
+        Some("NVIDIA H100 80GB HBM3"),
+        0,
+        None,
+    ),
+    (
+        "h100_models/qwen1.5-0.5b-chat.json.gz",
+        0,
+        "default",
+        "cuda",
+        Some("NVIDIA H100 80GB HBM3"),
+        0,
+        None,
+    ),
+    (
+        "h200_fsdp2/rank0.pt.trace.json.gz",
+        0,
+        "distributed_info",
+        "cuda",
+        Some("NVIDIA H200"),
+        0,
+        Some(2),
+    ),
+    (
+        "h200_fsdp2/rank1.pt.trace.json.gz",
+        1,
+        "distributed_info",
+        "cuda",
+        Some("NVIDIA H200"),
+        1,
+        Some(2),
+    ),
+    (
+        "h200_sdma/sdma_overlap.pt.trace.json.gz",
+        0,
+        "default",
+        "cuda",
+        Some("NVIDIA H200"),
+        0,
+        None,
+    ),
+    (
+        "v100_dlrm_8rank/worker0.pt.trace.json.gz",
+        0,
+        "distributed_info",
+        "cuda",
+        Some("Tesla V100-SXM2-32GB"),
+        0,
+        Some(8),
+    ),
+    (
+        "v100_dlrm_8rank/worker3.pt.trace.json.gz",
+        3,
+        "distributed_info",
+        "cuda",
+        Some("Tesla V100-SXM2-32GB"),
+        3,
+        Some(8),
+    ),
+    (
+        "v100_dlrm_8rank/worker7.pt.trace.json.gz",
+        7,
+        "distributed_info",
+        "cuda",
+        Some("Tesla V100-SXM2-32GB"),
+        7,
+        Some(8),
+    ),
+    (
+        "mi210_gpu_only/gpu_only_trace.json.gz",
+        0,
+        "default",
+        "rocm",
+        Some("AMD Instinct MI210"),
+        1,
+        None,
+    ),
+    (
+        "mi250_minitoy/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+        0,
+        "default",
+        "rocm",
+        Some("AMD Radeon Graphics"),
+        2,
+        None,
+    ),
+    (
+        "mi300x_models/bert-small.json.gz",
+        0,
+        "default",
+        "rocm",
+        Some("AMD Instinct MI300X VF"),
+        2,
+        None,
+    ),
+    (
+        "mi300x_models/qwen1.5-0.5b-chat.json.gz",
+        0,
+        "default",
+        "rocm",
+        Some("AMD Instinct MI300X VF"),
+        2,
+        None,
+    ),
+    (
+        "mi300x_resnet_ckpt/resnet_act_checkpoint.json.gz",
+        0,
+        "distributed_info",
+        "rocm",
+        Some("AMD Instinct MI300X"),
+        2,
+        Some(8),
+    ),
+    (
+        "mi350x_aorta/smci350_200691.pt.trace.json",
+        0,
+        "default",
+        "rocm",
+        Some("AMD Instinct MI350X"),
+        0,
+        None,
+    ),
+];
+
+#[test]
+fn rank_platform_and_device_are_detected() {
+    let Some(ds) = per_file_dataset() else { return };
+    for (suffix, rank, source, platform, device, index, world) in EXPECTED {
+        let f = ds
+            .files
+            .iter()
+            .find(|f| f.to_string_lossy().ends_with(suffix))
+            .unwrap_or_else(|| panic!("{suffix}"));
+        let runs = table(ds.dir.path(), "runs", &label_of(f));
+        let s = |c: &str| strs(&runs, c)[0].clone();
+        let i = |c: &str| i64s(&runs, c)[0];
+        assert_eq!(i("rank"), Some(*rank), "{suffix}");
+        assert_eq!(s("rank_source").as_deref(), Some(*source), "{suffix}");
+        assert_eq!(s("platform").as_deref(), Some(*platform), "{suffix}");
+        assert_eq!(s("device_name").as_deref(), *device, "{suffix}");
+        assert_eq!(i("device_index"), Some(*index), "{suffix}");
+        assert_eq!(i("world_size"), *world, "{suffix}");
+    }
+}
+
+fn golden() -> HashMap<(String, String), (String, String)> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/golden/kernel_categories.csv"
+    );
+    csv::Reader::from_path(path)
+        .unwrap()
+        .records()
+        .map(|r| {
+            let r = r.unwrap();
+            (
+                (r[0].to_string(), r[1].to_string()),
+                (r[2].to_string(), r[3].to_string()),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn every_ingested_activity_has_its_reviewed_category() {
+    let Some(ds) = per_file_dataset() else { return };
+    let golden = golden();
+    let df = aorta_transform::dataset::read(ds.dir.path(), "gpu_activities").unwrap();
+    let (kind, name, cat, op, coll) = (
+        strs(&df, "kind"),
+        strs(&df, "name"),
+        strs(&df, "category"),
+        strs(&df, "comm_op"),
+        strs(&df, "collective_name"),
+    );
+    let mut seen = 0;
+    for i in 0..df.height() {
+        let key = (kind[i].clone().unwrap(), name[i].clone().unwrap());
+        let (want_cat, want_op) = golden
+            .get(&key)
+            .unwrap_or_else(|| panic!("{key:?} not in the golden table"));
+        assert_eq!(cat[i].as_deref(), Some(want_cat.as_str()), "{key:?}");
+        if coll[i].is_none() {
+            let want = (!want_op.is_empty()).then_some(want_op.as_str());
+            assert_eq!(op[i].as_deref(), want, "{key:?}");
+        }
+        seen += 1;
+    }
+    assert!(seen > 20_000);
+}
+
+#[test]
+fn rccl_generic_kernels_take_their_kind_from_the_collective_arg() {
+    let Some(ds) = per_file_dataset() else { return };
+    let f = ds
+        .files
+        .iter()
+        .find(|f| f.ends_with("resnet_act_checkpoint.json.gz"))
+        .unwrap();
+    let raw = raw_json(f);
+    let mut want: BTreeMap<String, i64> = BTreeMap::new();
+    for e in events(&raw)
+        .iter()
+        .filter(|e| is_slice(e) && cat(e) == "kernel")
+    {
+        if e["name"]
+            .as_str()
+            .unwrap()
+            .starts_with("ncclDevKernel_Generic")
+        {
+            let kind = match e["args"]["Collective name"].as_str() {
+                Some("allreduce") => "all_reduce",
+                Some("broadcast") => "broadcast",
+                Some(other) => panic!("unexpected collective {other}"),
+                None => "other",
+            };
+            *want.entry(kind.into()).or_default() += 1;
+        }
+    }
+    let df = table(ds.dir.path(), "gpu_activities", &label_of(f));
+    let mut got: BTreeMap<String, i64> = BTreeMap::new();
+    for (c, op) in strs(&df, "category").into_iter().zip(strs(&df, "comm_op")) {
+        if c.as_deref() == Some("comm") {
+            *got.entry(op.unwrap()).or_default() += 1;
+        }
+    }
+    assert!(want.values().sum::<i64>() > 0);
+    assert_eq!(got, want);
+}
+
+/// Steps of the H200 FSDP2 kernels, computed here from the raw JSON: kernel → runtime call
+/// with the same correlation → the `ProfilerStep#N` user_annotation containing its start.
+#[test]
+fn fsdp2_kernels_get_the_step_of_their_launch() {
+    let Some(ds) = per_file_dataset() else { return };
+    for r in ["rank0", "rank1"] {
+        let f = ds
+            .files
+            .iter()
+            .find(|f| f.ends_with(format!("h200_fsdp2/{r}.pt.trace.json.gz")))
+            .unwrap();
+        let raw = raw_json(f);
+        let ev = events(&raw);
+        let spans: Vec<(f64, f64, i64)> = ev
+            .iter()
+            .filter(|e| is_slice(e) && cat(e) == "user_annotation")
+            .filter_map(|e| {
+                let n = e["name"]
+                    .as_str()?
+                    .strip_prefix("ProfilerStep#")?
+                    .parse()
+                    .ok()?;
+                let ts = e["ts"].as_f64()?;
+                Some((ts, ts + e["dur"].as_f64()?, n))
+            })
+            .collect();
+        assert_eq!(spans.len(), 3);
+        let launch: HashMap<i64, f64> = ev
+            .iter()
+            .filter(|e| is_slice(e) && matches!(cat(e), "cuda_runtime" | "cuda_driver"))
+            .filter_map(|e| Some((e["args"]["correlation"].as_i64()?, e["ts"].as_f64()?)))
+            .collect();
+        let step_of = |t: f64| spans.iter().find(|s| s.0 <= t && t <= s.1).map(|s| s.2);
+        let mut want: BTreeMap<i64, Option<i64>> = BTreeMap::new();
+        for e in ev.iter().filter(|e| is_slice(e) && cat(e) == "kernel") {
+            let corr = e["args"]["correlation"].as_i64().unwrap();
+            want.insert(corr, step_of(launch[&corr]));
+        }
+        let df = table(ds.dir.path(), "gpu_activities", &label_of(f));
+        let got: BTreeMap<i64, Option<i64>> = i64s(&df, "correlation")
+            .into_iter()
+            .zip(i64s(&df, "step"))
+            .zip(strs(&df, "kind"))
+            .filter(|(_, k)| k.as_deref() == Some("kernel"))
+            .map(|((c, s), _)| (c.unwrap(), s))
+            .collect();
+        assert_eq!(got, want, "{r}");
+        let per_step: BTreeMap<Option<i64>, usize> =
+            want.values().fold(BTreeMap::new(), |mut m, s| {
+                *m.entry(*s).or_default() += 1;
+                m
+            });
+        assert_eq!(
+            per_step.keys().copied().collect::<Vec<_>>(),
+            vec![Some(3), Some(4), Some(5)],
+            "{r}"
+        );
+        let steps = table(ds.dir.path(), "steps", &label_of(f));
+        assert_eq!(i64s(&steps, "step"), vec![Some(3), Some(4), Some(5)]);
+        let counts: Vec<i64> = i64s(&steps, "kernel_count")
+            .into_iter()
+            .map(Option::unwrap)
+            .collect();
+        let want_counts: Vec<i64> = per_step.values().map(|n| *n as i64).collect();
+        assert_eq!(counts, want_counts, "{r}");
+    }
+}

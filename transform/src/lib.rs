@@ -1,0 +1,6 @@
+//! Columnar transforms over an aorta dataset (polars).
+//!
+//! This crate reads what `aorta-ingest` wrote, through the same `schema` module, so a column
+//! renamed in one place breaks the build or a test, never a user's notebook.
+
+pub mod dataset;
