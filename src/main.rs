@@ -19,7 +19,16 @@ fn main() -> ExitCode {
             }) {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("aorta: error: {e:#}");
+            // The chain, minus causes the message above already ends with (library errors
+            // print their own source: `{e:#}` would say "No such file…: No such file…").
+            let mut msg = e.to_string();
+            for cause in e.chain().skip(1) {
+                let c = cause.to_string();
+                if !msg.ends_with(&c) {
+                    msg = format!("{msg}: {c}");
+                }
+            }
+            eprintln!("aorta: error: {msg}");
             ExitCode::from(2)
         }
     }

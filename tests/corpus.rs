@@ -137,7 +137,17 @@ fn relative_decimal_timestamps_add_the_base_time_exactly() {
 
 /// (file suffix, rank, rank source, platform, device name, device index, world size),
 /// read by hand off each file's distributedInfo / deviceProperties / version keys.
-const EXPECTED: &[(&str, i64, &str, &str, Option<&str>, i64, Option<i64>)] = &[
+type Expected = (
+    &'static str,
+    i64,
+    &'static str,
+    &'static str,
+    Option<&'static str>,
+    i64,
+    Option<i64>,
+);
+
+const EXPECTED: &[Expected] = &[
     (
         "rank0_trace_step12.json.gz",
         0,
@@ -483,4 +493,36 @@ fn fsdp2_kernels_get_the_step_of_their_launch() {
         let want_counts: Vec<i64> = per_step.values().map(|n| *n as i64).collect();
         assert_eq!(counts, want_counts, "{r}");
     }
+}
+
+/// The README's first command, end to end: the whole Kineto corpus, labels from the
+/// first directory (`cuda`, `rocm`), every file landing.
+#[test]
+fn cli_ingests_the_whole_kineto_corpus_by_vendor() {
+    let Some(root) = corpus() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_aorta"))
+        .args(["ingest", "-o"])
+        .arg(dir.path())
+        .arg(root.join("kineto"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("ingested 24 of 24 files"), "{stderr}");
+    let runs = aorta_transform::dataset::read(dir.path(), "runs").unwrap();
+    let mut per_label: BTreeMap<String, (usize, Vec<String>)> = BTreeMap::new();
+    for (run, platform) in strs(&runs, "run").into_iter().zip(strs(&runs, "platform")) {
+        let e = per_label.entry(run.unwrap()).or_default();
+        e.0 += 1;
+        e.1.push(platform.unwrap());
+    }
+    // 16 CUDA traces + 2 step-time JSONL logs; 6 ROCm traces.
+    assert_eq!(per_label["cuda"].0, 18);
+    assert_eq!(per_label["rocm"].0, 6);
+    assert!(per_label["rocm"].1.iter().all(|p| p == "rocm"));
+    assert_eq!(
+        per_label["cuda"].1.iter().filter(|p| *p == "cuda").count(),
+        16
+    );
 }

@@ -65,6 +65,9 @@ impl Category {
     }
 }
 
+/// A name's category, and its collective kind when it is communication.
+pub type Class = (Category, Option<&'static str>);
+
 pub const COMM_OPS: [&str; 8] = [
     "all_reduce",
     "all_gather",
@@ -129,7 +132,7 @@ pub struct Classifier {
     ops: Vec<&'static str>,
     coll_set: RegexSet,
     colls: Vec<&'static str>,
-    cache: Mutex<HashMap<(Kind, String), (Category, Option<&'static str>)>>,
+    cache: Mutex<HashMap<(Kind, String), Class>>,
 }
 
 impl Classifier {
@@ -160,7 +163,7 @@ impl Classifier {
     }
 
     /// Category, and collective kind from the name for comm activities.
-    pub fn classify(&self, kind: Kind, name: &str) -> (Category, Option<&'static str>) {
+    pub fn classify(&self, kind: Kind, name: &str) -> Class {
         if let Some(hit) = self.cache.lock().unwrap().get(&(kind, name.to_string())) {
             return *hit;
         }
@@ -172,7 +175,7 @@ impl Classifier {
         hit
     }
 
-    fn classify_uncached(&self, kind: Kind, name: &str) -> (Category, Option<&'static str>) {
+    fn classify_uncached(&self, kind: Kind, name: &str) -> Class {
         let category = self
             .rule_set
             .matches(name)

@@ -139,9 +139,10 @@ pub fn detect(path: &Path) -> Result<Format> {
     let (r, _) =
         crate::source::open(path, Default::default()).map_err(|e| IngestError::io(path, e))?;
     let mut head = Vec::new();
-    r.take(1 << 16)
-        .read_to_end(&mut head)
-        .map_err(|e| IngestError::io(path, e))?;
+    if r.take(1 << 16).read_to_end(&mut head).is_err() {
+        // Corrupt compressed data: the trace reader reports it, with the offset where it broke.
+        return Ok(Format::Kineto);
+    }
     let first_line = head.split(|&b| b == b'\n').next().unwrap_or(&[]);
     let one_object =
         serde_json::from_slice::<serde_json::Value>(first_line).is_ok_and(|v| v.is_object());
@@ -150,7 +151,8 @@ pub fn detect(path: &Path) -> Result<Format> {
         return Ok(Format::Jsonl);
     }
     // A whole small JSON document without events is not a trace (summary.json, configs).
-    let whole = head.len() < 1 << 16;
+    // An empty (or blank) file is a trace cut off at byte 0: the reader reports it so.
+    let whole = head.len() < 1 << 16 && !head.iter().all(u8::is_ascii_whitespace);
     let trace = memchr::memmem::find(&head, b"\"traceEvents\"").is_some()
         || memchr::memmem::find(&head, b"\"ph\"").is_some();
     Ok(if whole && !trace {
@@ -232,6 +234,10 @@ impl Manifest {
         let p = out.join(MANIFEST);
         let tmp = out.join(format!(".{MANIFEST}.tmp-{}", std::process::id()));
         let text = serde_json::to_vec_pretty(self).expect("manifest serializes");
+        // A run that changed nothing leaves the file (and its mtime) alone.
+        if std::fs::read(&p).is_ok_and(|old| old == text) {
+            return Ok(());
+        }
         std::fs::write(&tmp, text).map_err(|e| IngestError::io(&tmp, e))?;
         std::fs::rename(&tmp, &p).map_err(|e| IngestError::io(&p, e))
     }

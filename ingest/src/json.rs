@@ -137,7 +137,23 @@ impl<'a> Cursor<'a> {
     pub fn string_raw(&mut self) -> JResult<(&'a [u8], bool)> {
         debug_assert_eq!(self.b.get(self.i), Some(&b'"'));
         let start = self.i + 1;
-        let mut j = start;
+        // Keys and most values are short: a plain loop beats setting up a SIMD search.
+        let short_end = (start + 24).min(self.b.len());
+        for j in start..short_end {
+            match self.b[j] {
+                b'"' => {
+                    self.i = j + 1;
+                    return Ok((&self.b[start..j], false));
+                }
+                b'\\' => return self.string_tail(start, j),
+                _ => {}
+            }
+        }
+        self.string_tail(start, short_end)
+    }
+
+    /// The rest of a string from `j` on, with `memchr2`.
+    fn string_tail(&mut self, start: usize, mut j: usize) -> JResult<(&'a [u8], bool)> {
         let mut escaped = false;
         loop {
             match memchr::memchr2(b'"', b'\\', &self.b[j..]) {
@@ -194,10 +210,25 @@ impl<'a> Cursor<'a> {
     }
 
     fn skip_nested(&mut self, start: usize) -> JResult<&'a [u8]> {
-        let mut depth = 0usize;
-        let mut j = start;
+        self.i = start + 1;
+        self.close(self.b[start], 1)?;
+        Ok(&self.b[start..self.i])
+    }
+
+    /// Skips the rest of the object whose key/value list the cursor is inside.
+    pub fn skip_rest_of_object(&mut self) -> JResult<()> {
+        self.close(b'{', 1)
+    }
+
+    /// Moves past the bracket that closes `depth` open `open` brackets. Only this bracket
+    /// pair and quotes matter (in valid JSON the other pair nests inside), so `memchr3`
+    /// jumps over numbers, blanks and the other kind of bracket in one go.
+    fn close(&mut self, open: u8, mut depth: usize) -> JResult<()> {
+        let close = if open == b'{' { b'}' } else { b']' };
         let b = self.b;
-        while j < b.len() {
+        let mut j = self.i;
+        while let Some(k) = memchr::memchr3(b'"', open, close, &b[j..]) {
+            j += k;
             match b[j] {
                 b'"' => {
                     self.i = j;
@@ -205,15 +236,14 @@ impl<'a> Cursor<'a> {
                     j = self.i;
                     continue;
                 }
-                b'{' | b'[' => depth += 1,
-                b'}' | b']' => {
+                c if c == open => depth += 1,
+                _ => {
                     depth -= 1;
                     if depth == 0 {
                         self.i = j + 1;
-                        return Ok(&b[start..self.i]);
+                        return Ok(());
                     }
                 }
-                _ => {}
             }
             j += 1;
         }

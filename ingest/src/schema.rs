@@ -288,7 +288,7 @@ pub fn markdown() -> String {
         s.push_str(&format!("\n## `{}`\n\n{}\n\n", t.name, t.doc));
         push_columns(&mut s, t.columns);
     }
-    s.push_str(&format!("\n## Diagnostic codes\n\n"));
+    s.push_str("\n## Diagnostic codes\n\n");
     for (code, what) in crate::diag::CODES {
         s.push_str(&format!("- `{code}`: {what}\n"));
     }

@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io::{self, BufReader, Read};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 
 /// Bytes handed from the reader thread to the parser at a time.
@@ -80,37 +80,79 @@ fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     Ok(n)
 }
 
-/// Chunks of the decompressed stream, produced on a separate thread.
-pub struct Chunks {
-    rx: Receiver<io::Result<Vec<u8>>>,
-    pub compression: Compression,
+/// Most bytes a decompressor produces per read call.
+pub const READ_CAP: usize = 64 << 10;
+
+/// Caps each read at `READ_CAP`: a decoder that fails drops what the failing call produced,
+/// so this bounds how far before the damage an error's offset can land.
+struct Capped<R>(R);
+
+impl<R: Read> Read for Capped<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = buf.len().min(READ_CAP);
+        self.0.read(&mut buf[..n])
+    }
+}
+
+/// The decompressed stream, appended to the caller's buffer a chunk at a time.
+///
+/// Plain files are read straight into that buffer (no copy, no thread). Compressed ones are
+/// inflated on a separate thread so decompression overlaps parsing; its buffers come back
+/// through a return channel, so steady state allocates nothing.
+pub enum Chunks {
+    Plain(Box<dyn Read + Send>),
+    Threaded {
+        rx: Receiver<io::Result<Vec<u8>>>,
+        back: SyncSender<Vec<u8>>,
+    },
 }
 
 impl Chunks {
     pub fn open(path: &Path, disk_read: Arc<AtomicU64>) -> io::Result<Chunks> {
         let (mut r, compression) = open(path, disk_read)?;
+        if compression == Compression::None {
+            return Ok(Chunks::Plain(r));
+        }
         let (tx, rx) = sync_channel(2);
+        let (back, spare) = sync_channel::<Vec<u8>>(4);
         std::thread::spawn(move || loop {
-            let mut buf = vec![0u8; CHUNK];
-            let res = read_full(&mut r, &mut buf).map(|n| {
-                buf.truncate(n);
-                buf
-            });
-            let stop = !matches!(&res, Ok(b) if !b.is_empty());
-            if tx.send(res).is_err() || stop {
-                return;
+            let mut buf = spare.try_recv().unwrap_or_default();
+            buf.clear();
+            match Capped(&mut r).take(CHUNK as u64).read_to_end(&mut buf) {
+                Ok(_) => {
+                    let stop = buf.is_empty();
+                    if tx.send(Ok(buf)).is_err() || stop {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    // The bytes inflated before the failure (read_to_end keeps them) go first,
+                    // so the error's offset is where the stream broke, not this chunk's start.
+                    if !buf.is_empty() && tx.send(Ok(buf)).is_err() {
+                        return;
+                    }
+                    let _ = tx.send(Err(e));
+                    return;
+                }
             }
         });
-        Ok(Chunks { rx, compression })
+        Ok(Chunks::Threaded { rx, back })
     }
 
-    /// The next chunk; `Ok(None)` at the end of the stream.
-    pub fn next_chunk(&mut self) -> io::Result<Option<Vec<u8>>> {
-        match self.rx.recv() {
-            Ok(Ok(b)) if b.is_empty() => Ok(None),
-            Ok(Ok(b)) => Ok(Some(b)),
-            Ok(Err(e)) => Err(e),
-            Err(_) => Ok(None),
+    /// Appends the next chunk to `buf`; `Ok(false)` at the end of the stream.
+    pub fn next_into(&mut self, buf: &mut Vec<u8>) -> io::Result<bool> {
+        match self {
+            Chunks::Plain(r) => Ok(r.take(CHUNK as u64).read_to_end(buf)? > 0),
+            Chunks::Threaded { rx, back } => match rx.recv() {
+                Ok(Ok(b)) if b.is_empty() => Ok(false),
+                Ok(Ok(b)) => {
+                    buf.extend_from_slice(&b);
+                    let _ = back.try_send(b);
+                    Ok(true)
+                }
+                Ok(Err(e)) => Err(e),
+                Err(_) => Ok(false),
+            },
         }
     }
 }

@@ -41,3 +41,24 @@ fn every_corpus_kernel_name_gets_its_reviewed_category() {
         wrong.join("\n")
     );
 }
+
+#[test]
+fn classification_md_lists_every_rule_of_the_shipped_table() {
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/CLASSIFICATION.md"
+    ))
+    .unwrap()
+    .replace("\\|", "|");
+    let table: toml::Table = aorta_ingest::classify::DEFAULT_RULES.parse().unwrap();
+    let rules = table["rule"].as_array().unwrap();
+    for r in rules {
+        let pattern = r["pattern"].as_str().unwrap();
+        assert!(
+            doc.contains(&format!("`{pattern}`")),
+            "docs/CLASSIFICATION.md lacks rule `{pattern}`"
+        );
+    }
+    let version = table["version"].as_str().unwrap();
+    assert!(doc.contains(&format!("version **{version}**")));
+}

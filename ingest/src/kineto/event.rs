@@ -58,17 +58,38 @@ pub struct Ev<'a> {
 
 /// Reads the event object at the cursor (on `{`), leaving the cursor after it.
 pub fn parse<'a>(c: &mut Cursor<'a>) -> JResult<Ev<'a>> {
+    parse_if(c, |_, _| true).map(|(ev, _)| ev)
+}
+
+/// Like `parse`, but once `ph` and `cat` are both known and `wanted(ph, cat)` says no, skips
+/// the rest of the event unread (`false` in the result). Kineto writes `ph` and `cat` first,
+/// so pass 1 reads two keys of most events.
+pub fn parse_if<'a>(
+    c: &mut Cursor<'a>,
+    wanted: impl Fn(&[u8], &[u8]) -> bool,
+) -> JResult<(Ev<'a>, bool)> {
     let mut ev = Ev {
         off: c.i,
         ..Ev::default()
     };
     c.expect(b'{', "expected an event object")?;
     let mut first = true;
+    let (mut has_ph, mut has_cat) = (false, false);
     while let Some(k) = c.next_key_raw(first)? {
         first = false;
         match k {
-            b"ph" => ev.ph = unquote(c.skip_value()?),
-            b"cat" => ev.cat = unquote(c.skip_value()?),
+            b"ph" | b"cat" => {
+                let v = unquote(c.skip_value()?);
+                if k == b"ph" {
+                    (ev.ph, has_ph) = (v, true);
+                } else {
+                    (ev.cat, has_cat) = (v, true);
+                }
+                if has_ph && has_cat && !wanted(ev.ph, ev.cat) {
+                    c.skip_rest_of_object()?;
+                    return Ok((ev, false));
+                }
+            }
             b"name" => ev.name = Some(c.skip_value()?),
             b"pid" => ev.pid = Some(c.skip_value()?),
             b"tid" => ev.tid = Some(c.skip_value()?),
@@ -80,7 +101,7 @@ pub fn parse<'a>(c: &mut Cursor<'a>) -> JResult<Ev<'a>> {
             }
         }
     }
-    Ok(ev)
+    Ok((ev, true))
 }
 
 fn unquote(v: &[u8]) -> &[u8] {

@@ -4,9 +4,8 @@ use rustc_hash::FxHashMap;
 
 use super::event::{self, Cat, Ev};
 use super::links::{pid_key, Links};
-use super::stream::for_each_event;
-use crate::classify::{Category, Classifier, Kind};
-use crate::error::ParseErr;
+use crate::classify::{Category, Class, Classifier, Kind};
+use crate::json::{Cursor, JsonError};
 use crate::rows::{Batch, CollArgs, CpuCategory, CpuRow, GpuRow, StepSource};
 
 /// What every worker shares.
@@ -42,35 +41,38 @@ const GPU_ARGS: [&[u8]; 16] = [
     b"memory bandwidth (GB/s)",
 ];
 
-struct Worker<'c, 'l> {
-    ctx: &'c Ctx<'l>,
-    b: Batch,
-    /// Classification per batch-local name id and kind.
-    classes: FxHashMap<(u32, Kind), (Category, Option<&'static str>)>,
-    /// Offset of the sub-window in the stream, for diagnostics.
-    base_off: u64,
+/// What one worker accumulates: rows, and the classification of each name it has seen.
+#[derive(Default)]
+pub struct Part {
+    pub batch: Batch,
+    classes: FxHashMap<(u32, Kind), Class>,
 }
 
-/// Parses one sub-window (at stream offset `base_off`) into rows.
-pub fn extract(w: &[u8], base_off: u64, ctx: &Ctx) -> Result<Batch, ParseErr> {
+struct Worker<'p, 'c, 'l> {
+    ctx: &'c Ctx<'l>,
+    b: &'p mut Batch,
+    classes: &'p mut FxHashMap<(u32, Kind), Class>,
+    /// Stream offset of the event, for diagnostics.
+    off: u64,
+}
+
+/// Reads the event at the cursor into `part`'s rows.
+pub fn event(ctx: &Ctx, c: &mut Cursor<'_>, part: &mut Part, off: u64) -> Result<(), JsonError> {
+    // Flows, instants and metadata are counted, never read past their `ph`.
+    let (ev, _) = event::parse_if(c, |ph, _| ph == b"X")?;
     let mut wk = Worker {
         ctx,
-        b: Batch::default(),
-        classes: FxHashMap::default(),
-        base_off,
+        b: &mut part.batch,
+        classes: &mut part.classes,
+        off,
     };
-    for_each_event(w, |c| {
-        let ev = event::parse(c)?;
-        wk.event(&ev);
-        Ok(())
-    })
-    .map_err(|e| ParseErr::new(base_off + e.offset, e.msg))?;
-    Ok(wk.b)
+    wk.event(&ev);
+    Ok(())
 }
 
-impl Worker<'_, '_> {
-    fn offset(&self, ev: &Ev) -> Option<i64> {
-        Some((self.base_off + ev.off as u64) as i64)
+impl Worker<'_, '_, '_> {
+    fn offset(&self, _ev: &Ev) -> Option<i64> {
+        Some(self.off as i64)
     }
 
     fn name(&mut self, ev: &Ev) -> u32 {
@@ -196,7 +198,7 @@ impl Worker<'_, '_> {
         });
     }
 
-    fn classify(&mut self, name: u32, kind: Kind) -> (Category, Option<&'static str>) {
+    fn classify(&mut self, name: u32, kind: Kind) -> Class {
         if let Some(c) = self.classes.get(&(name, kind)) {
             return *c;
         }

@@ -9,11 +9,10 @@
 
 use std::collections::HashMap;
 
-use rayon::prelude::*;
-
 use super::event::{self, Cat, Ev};
-use super::stream::{for_each_event, Visitor};
+use super::stream::Visitor;
 use crate::error::ParseErr;
+use crate::json::{Cursor, JsonError};
 
 /// A `ProfilerStep#N` span, in trace-relative ns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,7 +88,7 @@ pub fn pid_key(raw: Option<&[u8]>) -> i64 {
 }
 
 #[derive(Default)]
-struct Partial {
+pub struct Partial {
     cpu_spans: Vec<(i64, Span)>,
     gpu_spans: Vec<Span>,
     launches: Vec<(i64, i64, i64)>,
@@ -188,51 +187,35 @@ impl LinkPass {
 }
 
 impl Visitor for LinkPass {
+    type Part = Partial;
+
     fn meta(&mut self, key: &str, raw: &[u8]) -> Result<(), ParseErr> {
         self.links.meta.take(key, raw);
         Ok(())
     }
 
-    fn window(&mut self, w: &[u8], base: u64, splits: &[usize]) -> Result<(), ParseErr> {
-        let parts: Vec<Result<Partial, ParseErr>> = sub_windows(w, splits)
-            .into_par_iter()
-            .map(|(s, off)| scan(s).map_err(|e| ParseErr::new(base + off as u64 + e.offset, e.msg)))
-            .collect();
-        for p in parts {
-            let p = p?;
-            for (pid, span) in p.cpu_spans {
-                self.links.cpu_spans.entry(pid).or_default().push(span);
-            }
-            self.links.gpu_spans.extend(p.gpu_spans);
-            self.links.launches.extend(p.launches);
+    fn event(&self, c: &mut Cursor<'_>, part: &mut Partial, _off: u64) -> Result<(), JsonError> {
+        let (ev, read) = event::parse_if(c, |ph, cat| {
+            ph == b"X"
+                && matches!(
+                    Cat::of(cat),
+                    Cat::UserAnnotation | Cat::GpuUserAnnotation | Cat::Runtime | Cat::Driver
+                )
+        })?;
+        if read && ev.ph == b"X" {
+            note(part, &ev);
         }
         Ok(())
     }
-}
 
-/// The sub-slices of a window, with their offsets.
-pub fn sub_windows<'a>(w: &'a [u8], splits: &[usize]) -> Vec<(&'a [u8], usize)> {
-    let mut out = Vec::with_capacity(splits.len() + 1);
-    let mut from = 0;
-    for &s in splits.iter().chain(std::iter::once(&w.len())) {
-        if s > from {
-            out.push((&w[from..s], from));
+    fn take(&mut self, p: Partial) -> Result<(), ParseErr> {
+        for (pid, span) in p.cpu_spans {
+            self.links.cpu_spans.entry(pid).or_default().push(span);
         }
-        from = s;
-    }
-    out
-}
-
-fn scan(w: &[u8]) -> Result<Partial, ParseErr> {
-    let mut p = Partial::default();
-    for_each_event(w, |c| {
-        let ev = event::parse(c)?;
-        if ev.ph == b"X" {
-            note(&mut p, &ev);
-        }
+        self.links.gpu_spans.extend(p.gpu_spans);
+        self.links.launches.extend(p.launches);
         Ok(())
-    })?;
-    Ok(p)
+    }
 }
 
 fn note(p: &mut Partial, ev: &Ev) {

@@ -9,14 +9,19 @@ pub mod extract;
 pub mod links;
 pub mod stream;
 
-use rayon::prelude::*;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 
 use crate::error::{ParseErr, Result};
 use crate::file::{FileJob, FileOutcome, RunInfo};
-use crate::sink::{Parts, Sink};
+use crate::json::{Cursor, JsonError};
+use crate::rows::Batch;
+use crate::sink::{Parts, Sink, SinkOut};
 use crate::source::Chunks;
 use extract::Ctx;
-use links::{sub_windows, LinkPass, Meta};
+use links::{LinkPass, Meta};
 use stream::{Driver, Visitor};
 
 fn drive(job: &FileJob, v: &mut impl Visitor) -> Result<stream::Shape> {
@@ -25,37 +30,67 @@ fn drive(job: &FileJob, v: &mut impl Visitor) -> Result<stream::Shape> {
     Driver::new(chunks).run(v).map_err(|e| e.at(&job.path))
 }
 
+/// Pass 2. Workers parse; the rows go over a bounded channel to a writer thread that owns
+/// the `Sink`, so Parquet encoding overlaps with parsing the next window.
 struct RowPass<'a> {
     ctx: Ctx<'a>,
-    sink: Sink,
-    err: Option<crate::error::IngestError>,
+    tx: Option<SyncSender<Batch>>,
+    failed: Arc<AtomicBool>,
 }
 
 impl Visitor for RowPass<'_> {
+    type Part = extract::Part;
+
     fn meta(&mut self, _key: &str, _raw: &[u8]) -> Result<(), ParseErr> {
         Ok(())
     }
 
-    fn window(&mut self, w: &[u8], base: u64, splits: &[usize]) -> Result<(), ParseErr> {
-        let ctx = &self.ctx;
-        let batches: Vec<_> = sub_windows(w, splits)
-            .into_par_iter()
-            .map(|(s, off)| extract::extract(s, base + off as u64, ctx))
-            .collect();
-        for b in batches {
-            if let Err(e) = self.sink.add(b?) {
-                // Writing failed (disk full…): stop parsing and report it as is.
-                self.err = Some(e);
-                return Err(ParseErr::new(base, "stopped: writing the output failed"));
-            }
+    fn event(
+        &self,
+        c: &mut Cursor<'_>,
+        part: &mut extract::Part,
+        off: u64,
+    ) -> Result<(), JsonError> {
+        extract::event(&self.ctx, c, part, off)
+    }
+
+    fn take(&mut self, part: extract::Part) -> Result<(), ParseErr> {
+        let sent = self
+            .tx
+            .as_ref()
+            .is_some_and(|tx| tx.send(part.batch).is_ok());
+        if !sent || self.failed.load(Ordering::Relaxed) {
+            // The writer failed (disk full…); its own error is what gets reported.
+            return Err(ParseErr::new(0, "stopped: writing the output failed"));
         }
         Ok(())
     }
 }
 
+/// The writer thread: owns the sink until the channel closes.
+fn spawn_writer(
+    parts: Parts,
+    failed: Arc<AtomicBool>,
+) -> (SyncSender<Batch>, JoinHandle<Result<SinkOut>>) {
+    let (tx, rx) = sync_channel::<Batch>(4);
+    let handle = std::thread::spawn(move || {
+        let mut sink = Sink::new(&parts);
+        for batch in rx {
+            if let Err(e) = sink.add(batch) {
+                failed.store(true, Ordering::Relaxed);
+                return Err(e);
+            }
+        }
+        sink.finish()
+    });
+    (tx, handle)
+}
+
 pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
+    let t0 = std::time::Instant::now();
     let mut pass1 = LinkPass::default();
     let shape = drive(job, &mut pass1)?;
+    let t1 = t0.elapsed();
     let links = pass1.finish();
     let mut info = RunInfo::new(job, "kineto");
     let rank = info.resolve_rank(job, links.meta.rank);
@@ -65,21 +100,33 @@ pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
         rank,
         tag: job.tag.clone(),
     };
+    let failed = Arc::new(AtomicBool::new(false));
+    let (tx, writer) = spawn_writer(parts.clone(), failed.clone());
     let mut pass2 = RowPass {
         ctx: Ctx {
             links: &links,
             classifier: &job.classifier,
             base_ns: links.meta.base_time_ns.unwrap_or(0),
         },
-        sink: Sink::new(&parts),
-        err: None,
+        tx: Some(tx),
+        failed,
     };
     let res = drive(job, &mut pass2);
-    if let Some(e) = pass2.err.take() {
-        return Err(e);
+    let t2 = t0.elapsed();
+    drop(pass2.tx.take());
+    let out = writer.join().expect("writer thread does not panic");
+    if std::env::var_os("AORTA_TIMING").is_some() {
+        // Stage timings for benchmarking (docs/PERFORMANCE.md).
+        let t3 = t0.elapsed();
+        eprintln!(
+            "{}: links {t1:.2?}, rows {:.2?}, writer tail {:.2?}",
+            job.path.display(),
+            t2 - t1,
+            t3 - t2
+        );
     }
     res?;
-    let out = pass2.sink.finish()?;
+    let out = out?;
     describe(&mut info, &links.meta, &out, shape.events);
     let base = links.meta.base_time_ns.unwrap_or(0);
     info.finish(job, &parts, out, (links.cpu_spans(), base))

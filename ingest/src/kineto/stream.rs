@@ -1,24 +1,31 @@
 //! Streaming the top level of a Chrome/Kineto trace in bounded windows.
 //!
 //! The file is an object whose `traceEvents` array can be gigabytes long, and whose other keys
-//! (metadata) can sit before or after it. We keep one buffer of decompressed bytes, hand every
-//! run of complete events to the visitor as one window (split into sub-windows that workers
-//! parse in parallel), and drop it. Memory is the buffer plus the largest single event,
-//! whatever the file size.
+//! (metadata) can sit before or after it. We keep one buffer of decompressed bytes and parse
+//! its complete events on every worker at once: each starts at a guessed event boundary, and
+//! a guess is accepted only if the previous worker, parsing for real, stopped exactly there
+//! (otherwise that range is parsed again). No serial pre-scan for boundaries is needed.
+//! Memory is the buffer plus the largest single event, whatever the file size.
+
+use rayon::prelude::*;
 
 use crate::error::ParseErr;
 use crate::json::{Cursor, JsonError};
 use crate::source::Chunks;
 
-/// Aim for sub-windows of this many bytes, so a window splits across worker threads.
+/// Below twice this many bytes a window is parsed by one worker.
 pub const SUB_WINDOW: usize = 256 << 10;
 
-pub trait Visitor {
+pub trait Visitor: Sync {
+    /// What a worker accumulates from a run of events.
+    type Part: Send + Default;
     /// A top-level key other than `traceEvents`, with its raw JSON value.
     fn meta(&mut self, key: &str, raw: &[u8]) -> Result<(), ParseErr>;
-    /// A run of complete events: `w` holds them with their separators; `splits` are offsets
-    /// inside `w` where a new event may start; `base` is the offset of `w` in the stream.
-    fn window(&mut self, w: &[u8], base: u64, splits: &[usize]) -> Result<(), ParseErr>;
+    /// Reads the event at the cursor (on its `{`) into `part`, leaving the cursor after it;
+    /// `off` is the event's offset in the stream.
+    fn event(&self, c: &mut Cursor<'_>, part: &mut Self::Part, off: u64) -> Result<(), JsonError>;
+    /// Takes finished parts, in file order.
+    fn take(&mut self, part: Self::Part) -> Result<(), ParseErr>;
 }
 
 pub struct Driver {
@@ -57,12 +64,9 @@ impl Driver {
         if self.eof {
             return Ok(false);
         }
-        match self.chunks.next_chunk() {
-            Ok(Some(c)) => {
-                self.buf.extend_from_slice(&c);
-                Ok(true)
-            }
-            Ok(None) => {
+        match self.chunks.next_into(&mut self.buf) {
+            Ok(true) => Ok(true),
+            Ok(false) => {
                 self.eof = true;
                 Ok(false)
             }
@@ -100,7 +104,7 @@ impl Driver {
         0
     }
 
-    pub fn run(mut self, v: &mut impl Visitor) -> Result<Shape, ParseErr> {
+    pub fn run<V: Visitor>(mut self, v: &mut V) -> Result<Shape, ParseErr> {
         let (first, mut pos) = self.complete(0, "the file", |c| {
             if c.b.starts_with(b"\xEF\xBB\xBF") && c.i == 0 {
                 c.i = 3;
@@ -174,36 +178,23 @@ impl Driver {
 
     /// Streams the elements of an event array starting at `pos` (just after `[`).
     /// Returns (events, position after `]`, whether `]` was seen).
-    fn events(
+    fn events<V: Visitor>(
         &mut self,
         mut pos: usize,
-        v: &mut impl Visitor,
+        v: &mut V,
         tolerate_eof: bool,
     ) -> Result<(u64, usize, bool), ParseErr> {
         let mut count = 0u64;
         loop {
-            let scan = scan_events(&self.buf, pos, count > 0);
-            if let Some((off, msg)) = scan.error {
-                return Err(self.err(off, msg));
-            }
-            if scan.last > pos {
-                v.window(
-                    &self.buf[pos..scan.last],
-                    self.base + pos as u64,
-                    &scan.splits,
-                )?;
-            }
-            count += scan.events;
-            if let Some(end) = scan.closed_at {
+            let (n, end, last) = parse_window(v, &self.buf, pos, self.base)?;
+            count += n;
+            if let Some(end) = end {
                 return Ok((count, end, true));
             }
-            pos = self.consume(scan.last);
+            pos = self.consume(last);
             if !self.fill()? {
-                if tolerate_eof
-                    && self.buf[pos..]
-                        .iter()
-                        .all(|b| b.is_ascii_whitespace() || *b == b',')
-                {
+                let rest = &self.buf[pos..];
+                if tolerate_eof && rest.iter().all(|b| b.is_ascii_whitespace() || *b == b',') {
                     return Ok((count, self.buf.len(), false));
                 }
                 return Err(self.err(
@@ -215,92 +206,234 @@ impl Driver {
     }
 }
 
-struct Scan {
-    /// End of the last complete event.
-    last: usize,
-    splits: Vec<usize>,
-    events: u64,
-    closed_at: Option<usize>,
-    error: Option<(usize, &'static str)>,
+/// How a run of events ended.
+enum End {
+    /// Reached the next worker's range: `stop` is the first event start at or past it.
+    Limit,
+    /// The buffer ended inside an event (or between events).
+    Incomplete,
+    /// The array's `]`, and the position after it.
+    Closed(usize),
+    Error(ParseErr),
 }
 
-/// Finds the complete events in `buf[pos..]`.
-fn scan_events(buf: &[u8], pos: usize, mut need_sep: bool) -> Scan {
-    let mut s = Scan {
-        last: pos,
-        splits: Vec::new(),
+struct Chain<P> {
+    part: P,
+    events: u64,
+    /// Just after the last complete event.
+    last: usize,
+    stop: usize,
+    end: End,
+}
+
+/// Parses events from `from` (a known event boundary) until one starts at or past `limit`.
+fn chain<V: Visitor>(v: &V, buf: &[u8], from: usize, limit: usize, base: u64) -> Chain<V::Part> {
+    let mut ch = Chain {
+        part: V::Part::default(),
         events: 0,
-        closed_at: None,
-        error: None,
+        last: from,
+        stop: from,
+        end: End::Incomplete,
     };
-    let mut split_from = pos;
+    let mut c = Cursor::at(buf, from);
     loop {
-        let mut c = Cursor::at(buf, s.last);
         c.ws();
-        let Some(&b) = buf.get(c.i) else { return s };
-        if b == b']' {
-            s.closed_at = Some(c.i + 1);
-            return s;
-        }
-        if need_sep {
-            if b != b',' {
-                s.error = Some((c.i, "expected ',' or ']' between events"));
-                return s;
-            }
+        if buf.get(c.i) == Some(&b',') {
             c.i += 1;
             c.ws();
-            match buf.get(c.i) {
-                None => return s,
-                Some(b']') => {
-                    s.closed_at = Some(c.i + 1);
-                    return s;
-                }
-                _ => {}
-            }
         }
-        if buf[c.i] != b'{' {
-            s.error = Some((c.i, "expected an event object in traceEvents"));
-            return s;
+        let Some(&b) = buf.get(c.i) else { return ch };
+        if b == b']' {
+            ch.end = End::Closed(c.i + 1);
+            return ch;
         }
-        match c.skip_value() {
-            Ok(_) => {
-                s.events += 1;
-                s.last = c.i;
-                need_sep = true;
-                if s.last - split_from >= SUB_WINDOW {
-                    s.splits.push(s.last - pos);
-                    split_from = s.last;
-                }
+        let start = c.i;
+        if start >= limit {
+            ch.stop = start;
+            ch.end = End::Limit;
+            return ch;
+        }
+        if b != b'{' {
+            ch.end = End::Error(ParseErr::new(
+                base + start as u64,
+                "expected an event object in traceEvents",
+            ));
+            return ch;
+        }
+        match v.event(&mut c, &mut ch.part, base + start as u64) {
+            Ok(()) => {
+                ch.events += 1;
+                ch.last = c.i;
             }
-            Err(JsonError::Incomplete) => return s,
+            Err(JsonError::Incomplete) => return ch,
             Err(JsonError::Syntax { offset, msg }) => {
-                s.error = Some((offset, msg));
-                return s;
+                ch.end = End::Error(ParseErr::new(base + offset as u64, msg));
+                return ch;
             }
         }
     }
 }
 
-/// Calls `f` with a cursor on each event of a window (or sub-window); `f` must leave the
-/// cursor just after the event's closing brace.
-pub fn for_each_event<'a>(
-    w: &'a [u8],
-    mut f: impl FnMut(&mut Cursor<'a>) -> Result<(), JsonError>,
-) -> Result<(), ParseErr> {
-    let mut c = Cursor::new(w);
-    loop {
-        c.ws();
-        if c.i < w.len() && w[c.i] == b',' {
-            c.i += 1;
-            c.ws();
+/// Likely event starts to split `buf[pos..]` at: a `{` after `},` (pretty or minified).
+/// A guess may be wrong (the bytes could sit inside a string); `parse_window` checks each
+/// against the previous worker's real stop and re-parses when they differ.
+fn guesses(buf: &[u8], pos: usize, n: usize) -> Vec<usize> {
+    let len = buf.len().saturating_sub(pos);
+    let mut out: Vec<usize> = Vec::new();
+    for i in 1..n {
+        let t = pos + i * len / n;
+        let end = (t + (64 << 10)).min(buf.len());
+        let mut j = t;
+        while let Some(k) = memchr::memchr(b'{', &buf[j..end]) {
+            let q = j + k;
+            let before = buf[pos..q]
+                .iter()
+                .rev()
+                .copied()
+                .filter(|b| !b.is_ascii_whitespace())
+                .take(2);
+            let prev: Vec<u8> = before.collect();
+            if prev == [b',', b'}'] && out.last().is_none_or(|&l| q > l) {
+                out.push(q);
+                break;
+            }
+            j = q + 1;
         }
-        if c.i >= w.len() {
-            return Ok(());
+    }
+    out
+}
+
+/// Parses the complete events of `buf[pos..]` on all workers. Returns the number of events,
+/// the position after `]` if the array closed, and the end of the last complete event.
+fn parse_window<V: Visitor>(
+    v: &mut V,
+    buf: &[u8],
+    pos: usize,
+    base: u64,
+) -> Result<(u64, Option<usize>, usize), ParseErr> {
+    let workers = if buf.len() - pos < 2 * SUB_WINDOW {
+        1
+    } else {
+        2 * rayon::current_num_threads()
+    };
+    let g = guesses(buf, pos, workers);
+    let starts: Vec<usize> = std::iter::once(pos).chain(g.iter().copied()).collect();
+    let limits: Vec<usize> = g
+        .iter()
+        .copied()
+        .chain(std::iter::once(usize::MAX))
+        .collect();
+    let chains: Vec<Chain<V::Part>> = {
+        let shared: &V = v;
+        starts
+            .par_iter()
+            .zip(limits.par_iter())
+            .map(|(&a, &b)| chain(shared, buf, a, b, base))
+            .collect()
+    };
+    let mut events = 0;
+    let mut expected = pos;
+    for ((ch, &start), &limit) in chains.into_iter().zip(&starts).zip(&limits) {
+        // A worker that started from a wrong guess is redone from the true boundary.
+        let ch = if start == expected {
+            ch
+        } else {
+            chain(&*v, buf, expected, limit, base)
+        };
+        events += ch.events;
+        v.take(ch.part)?;
+        match ch.end {
+            End::Limit => expected = ch.stop,
+            End::Incomplete => return Ok((events, None, ch.last)),
+            End::Closed(end) => return Ok((events, Some(end), ch.last)),
+            End::Error(e) => return Err(e),
         }
-        let start = c.i;
-        f(&mut c).map_err(|e| match e {
-            JsonError::Syntax { offset, msg } => ParseErr::new(offset as u64, msg),
-            JsonError::Incomplete => ParseErr::new(start as u64, "event ends early"),
-        })?;
+    }
+    unreachable!("the last worker has no limit")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU64;
+    use std::sync::Arc;
+
+    /// Collects each event's `name`, so the result shows which boundaries were used.
+    #[derive(Default)]
+    struct Names(Vec<String>);
+
+    impl Visitor for Names {
+        type Part = Vec<String>;
+        fn meta(&mut self, _: &str, _: &[u8]) -> Result<(), ParseErr> {
+            Ok(())
+        }
+        fn event(
+            &self,
+            c: &mut Cursor<'_>,
+            part: &mut Vec<String>,
+            _: u64,
+        ) -> Result<(), JsonError> {
+            let ev = crate::kineto::event::parse(c)?;
+            // Workers that started from a wrong guess read garbage: never panic on it.
+            let name = ev
+                .name
+                .and_then(crate::kineto::event::text)
+                .unwrap_or_default();
+            part.push(name.into_owned());
+            Ok(())
+        }
+        fn take(&mut self, part: Vec<String>) -> Result<(), ParseErr> {
+            self.0.extend(part);
+            Ok(())
+        }
+    }
+
+    fn run(text: &str) -> Result<(Shape, Vec<String>), ParseErr> {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t.json");
+        std::fs::write(&p, text).unwrap();
+        let chunks = Chunks::open(&p, Arc::new(AtomicU64::new(0))).unwrap();
+        let mut v = Names::default();
+        let shape = Driver::new(chunks).run(&mut v)?;
+        Ok((shape, v.0))
+    }
+
+    #[test]
+    fn wrong_split_guesses_are_detected_and_reparsed() {
+        // Names full of `},{` and `}, {` make many split guesses land inside strings; the
+        // events must still come out exactly once each, in order.
+        let n = 60_000;
+        let want: Vec<String> = (0..n)
+            .map(|i| format!("k{i}\"}},{{\"x\":{{}}, {{\"y"))
+            .collect();
+        let events: Vec<String> = want
+            .iter()
+            .map(|w| {
+                format!(
+                    "{{\"ph\":\"X\",\"name\":{},\"args\":{{\"a\":[{{}},{{}}]}}}}",
+                    serde_json::to_string(w).unwrap()
+                )
+            })
+            .collect();
+        let text = format!(
+            "{{\"traceEvents\":[{}], \"traceName\": \"t\"}}",
+            events.join(",\n  ")
+        );
+        assert!(text.len() > 4 * SUB_WINDOW);
+        let (shape, got) = run(&text).unwrap();
+        assert_eq!(shape.events, n as u64);
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn truncated_array_reports_the_end_offset() {
+        let text =
+            "{\"traceEvents\": [\n  {\"ph\": \"X\", \"name\": \"a\"},\n  {\"ph\": \"X\", \"na";
+        let e = run(text).unwrap_err();
+        assert_eq!(e.offset, text.len() as u64);
+        assert!(e.msg.contains("after 1 events"), "{}", e.msg);
+        let (shape, got) = run("[{\"name\": \"a\"}, {\"name\": \"b\"},\n").unwrap();
+        assert!(shape.array_form && shape.unterminated);
+        assert_eq!(got, ["a", "b"]);
     }
 }
