@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    aorta_ingest::tune_allocator();
     let args = cli::Cli::parse();
     match run(args) {
         Ok(code) => code,

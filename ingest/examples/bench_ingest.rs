@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 fn main() {
+    aorta_ingest::tune_allocator();
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let jobs = args.iter().position(|a| a == "--jobs").map(|i| {
         let n = args[i + 1].parse().expect("--jobs N");
@@ -19,6 +20,13 @@ fn main() {
         force: true,
         ..Default::default()
     };
+    if std::env::var_os("AORTA_TIMING").is_some() {
+        let t = Instant::now();
+        for p in &paths {
+            aorta_ingest::dataset::content_hash(p).unwrap();
+        }
+        eprintln!("content hash alone: {:.2?}", t.elapsed());
+    }
     let t0 = Instant::now();
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(jobs.unwrap_or(0))

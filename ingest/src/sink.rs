@@ -68,6 +68,8 @@ impl Counts {
 pub struct Sink {
     strings: Interner,
     gpu_buf: Vec<GpuRow>,
+    /// Scratch for the rows a GPU flush writes.
+    gpu_out: Vec<GpuRow>,
     cpu_buf: Vec<CpuRow>,
     gpu_w: TableWriter,
     cpu_w: TableWriter,
@@ -112,6 +114,7 @@ impl Sink {
         Sink {
             strings: Interner::default(),
             gpu_buf: Vec::new(),
+            gpu_out: Vec::new(),
             cpu_buf: Vec::new(),
             gpu_w: TableWriter::new(&GPU_ACTIVITIES, parts.path(&GPU_ACTIVITIES)),
             cpu_w: TableWriter::new(&CPU_OPS, parts.path(&CPU_OPS)),
@@ -155,10 +158,12 @@ impl Sink {
     /// Sorts the buffer per stream, clips same-stream overlaps and writes all but the last
     /// activity of each stream (kept to be clipped against the next buffer), unless `last`.
     fn flush_gpu(&mut self, last: bool) -> Result<()> {
-        let mut rows = std::mem::take(&mut self.gpu_buf);
-        rows.sort_by_key(|r| (r.device, r.stream, r.start, r.raw_end));
-        let mut out = Vec::with_capacity(rows.len());
-        let mut it = rows.into_iter().peekable();
+        // Buffers are reused across flushes: fresh multi-megabyte vectors cost page faults.
+        let mut out = std::mem::take(&mut self.gpu_out);
+        let mut keep = Vec::new();
+        self.gpu_buf
+            .sort_by_key(|r| (r.device, r.stream, r.start, r.raw_end));
+        let mut it = self.gpu_buf.drain(..).peekable();
         let mut prev_key = None;
         while let Some(mut r) = it.next() {
             let key = (r.device, r.stream);
@@ -183,15 +188,20 @@ impl Sink {
                     }
                     out.push(r);
                 }
-                _ if !last => self.gpu_buf.push(r),
+                _ if !last => keep.push(r),
                 _ => out.push(r),
             }
         }
-        self.write_gpu(out)
+        drop(it);
+        self.gpu_buf.extend(keep);
+        let res = self.write_gpu(&out);
+        out.clear();
+        self.gpu_out = out;
+        res
     }
 
-    fn write_gpu(&mut self, rows: Vec<GpuRow>) -> Result<()> {
-        for r in &rows {
+    fn write_gpu(&mut self, rows: &[GpuRow]) -> Result<()> {
+        for r in rows {
             self.last_written.insert((r.device, r.stream), r.start);
             let agg = self.steps.entry(r.step).or_default();
             agg.start = Some(agg.start.map_or(r.start, |s| s.min(r.start)));
@@ -204,17 +214,17 @@ impl Sink {
             self.counts.span(r.start, r.end);
         }
         self.counts.gpu += rows.len() as u64;
-        let batch = gpu_batch(&rows, &self.strings);
+        let batch = gpu_batch(rows, &self.strings);
         self.gpu_w.write(&batch)
     }
 
     fn flush_cpu(&mut self) -> Result<()> {
-        let rows = std::mem::take(&mut self.cpu_buf);
-        for r in &rows {
+        for r in &self.cpu_buf {
             self.counts.span(r.start, r.end);
         }
-        self.counts.cpu += rows.len() as u64;
-        let batch = cpu_batch(&rows, &self.strings);
+        self.counts.cpu += self.cpu_buf.len() as u64;
+        let batch = cpu_batch(&self.cpu_buf, &self.strings);
+        self.cpu_buf.clear();
         self.cpu_w.write(&batch)
     }
 }

@@ -75,13 +75,17 @@ pub struct TableWriter {
     pub rows: u64,
 }
 
+/// Rows per Parquet row group. The writer holds one encoded row group per table in memory,
+/// so this bounds ingest memory (and readers still get large, fast row groups).
+pub const ROW_GROUP_ROWS: usize = 1 << 18;
+
 fn properties(table: &Table) -> WriterProperties {
     WriterProperties::builder()
         .set_compression(Compression::ZSTD(
             ZstdLevel::try_new(3).expect("valid level"),
         ))
         .set_dictionary_enabled(true)
-        .set_max_row_group_row_count(Some(1 << 20))
+        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
         .set_created_by(format!("aorta {}", env!("CARGO_PKG_VERSION")))
         .set_key_value_metadata(Some(vec![
             KeyValue::new("aorta.schema_version".into(), SCHEMA_VERSION.to_string()),

@@ -75,13 +75,21 @@ fn spawn_writer(
     let (tx, rx) = sync_channel::<Batch>(4);
     let handle = std::thread::spawn(move || {
         let mut sink = Sink::new(&parts);
+        let mut busy = std::time::Duration::ZERO;
         for batch in rx {
+            let t = std::time::Instant::now();
             if let Err(e) = sink.add(batch) {
                 failed.store(true, Ordering::Relaxed);
                 return Err(e);
             }
+            busy += t.elapsed();
         }
-        sink.finish()
+        let t = std::time::Instant::now();
+        let out = sink.finish();
+        if std::env::var_os("AORTA_TIMING").is_some() {
+            eprintln!("writer busy {busy:.2?}, final flush {:.2?}", t.elapsed());
+        }
+        out
     });
     (tx, handle)
 }

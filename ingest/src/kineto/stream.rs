@@ -16,7 +16,7 @@ use crate::source::Chunks;
 /// Below twice this many bytes a window is parsed by one worker.
 pub const SUB_WINDOW: usize = 256 << 10;
 
-pub trait Visitor: Sync {
+pub trait Visitor: Sync + Send {
     /// What a worker accumulates from a run of events.
     type Part: Send + Default;
     /// A top-level key other than `traceEvents`, with its raw JSON value.
@@ -185,14 +185,41 @@ impl Driver {
         tolerate_eof: bool,
     ) -> Result<(u64, usize, bool), ParseErr> {
         let mut count = 0u64;
+        let mut spare = Vec::new();
         loop {
-            let (n, end, last) = parse_window(v, &self.buf, pos, self.base)?;
+            // Parse this window while the next chunk is read (or inflated) into `spare`.
+            let (parsed, read) = {
+                let Driver {
+                    chunks,
+                    buf,
+                    base,
+                    eof,
+                } = &mut *self;
+                let (buf, base, eof) = (&*buf, *base, *eof);
+                spare.clear();
+                rayon::join(
+                    || parse_window(v, buf, pos, base),
+                    || {
+                        if eof {
+                            Ok(false)
+                        } else {
+                            chunks.next_into(&mut spare)
+                        }
+                    },
+                )
+            };
+            let read = read
+                .map_err(|e| self.err(self.buf.len(), format!("reading the input failed: {e}")));
+            let (n, end, last) = parsed?;
             count += n;
+            let more = read?;
+            self.buf.extend_from_slice(&spare);
+            self.eof |= !more;
             if let Some(end) = end {
                 return Ok((count, end, true));
             }
             pos = self.consume(last);
-            if !self.fill()? {
+            if !more {
                 let rest = &self.buf[pos..];
                 if tolerate_eof && rest.iter().all(|b| b.is_ascii_whitespace() || *b == b',') {
                     return Ok((count, self.buf.len(), false));
