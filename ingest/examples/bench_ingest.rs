@@ -20,13 +20,6 @@ fn main() {
         force: true,
         ..Default::default()
     };
-    if std::env::var_os("AORTA_TIMING").is_some() {
-        let t = Instant::now();
-        for p in &paths {
-            aorta_ingest::dataset::content_hash(p).unwrap();
-        }
-        eprintln!("content hash alone: {:.2?}", t.elapsed());
-    }
     let t0 = Instant::now();
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(jobs.unwrap_or(0))

@@ -162,6 +162,17 @@ pub fn detect(path: &Path) -> Result<Format> {
     })
 }
 
+/// Size and modification time (ns since the epoch) of a file.
+pub fn stat(path: &Path) -> Result<(u64, i64)> {
+    let m = std::fs::metadata(path).map_err(|e| IngestError::io(path, e))?;
+    let mtime = m
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos() as i64);
+    Ok((m.len(), mtime))
+}
+
 /// xxh3-128 of the file's bytes, as 32 hex digits.
 pub fn content_hash(path: &Path) -> Result<(String, u64)> {
     let mut f = std::fs::File::open(path).map_err(|e| IngestError::io(path, e))?;
@@ -183,6 +194,12 @@ pub fn content_hash(path: &Path) -> Result<(String, u64)> {
 pub struct Entry {
     pub source: String,
     pub content_hash: String,
+    /// Size and modification time when ingested: a file whose both match is hashed again
+    /// to confirm it is unchanged; any other file is hashed while it is read.
+    #[serde(default)]
+    pub file_bytes: u64,
+    #[serde(default)]
+    pub mtime_ns: i64,
     pub label: String,
     pub rank: i64,
     pub format: Format,

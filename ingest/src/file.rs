@@ -19,10 +19,12 @@ pub struct FileJob {
     pub path: PathBuf,
     pub label: String,
     pub rank_flag: Option<i64>,
-    pub content_hash: String,
+    /// Known when the file was hashed to decide whether to skip it; otherwise the reader
+    /// hashes it while reading.
+    pub content_hash: Option<String>,
+    /// The canonical path, the file's identity in the manifest.
+    pub source_key: String,
     pub file_bytes: u64,
-    /// Unique name of this file's parts.
-    pub tag: String,
     pub staging: PathBuf,
     pub classifier: Arc<Classifier>,
     /// Bytes read from disk so far (both passes), for progress.
@@ -38,6 +40,7 @@ pub struct FileOutcome {
     pub warnings: u64,
     pub run: String,
     pub rank: i64,
+    pub content_hash: String,
 }
 
 /// The `runs` row being assembled.
@@ -54,6 +57,7 @@ pub struct RunInfo {
     pub base_time_ns: Option<i64>,
     pub event_count: u64,
     pub metric_count: u64,
+    pub content_hash: String,
     pub diag: Diagnostics,
 }
 
@@ -78,12 +82,19 @@ pub fn rank_from_name(path: &std::path::Path) -> Option<i64> {
 }
 
 impl RunInfo {
-    pub fn new(_job: &FileJob, format: &'static str) -> RunInfo {
+    pub fn new(_job: &FileJob, format: &'static str, content_hash: String) -> RunInfo {
         RunInfo {
             format,
             platform: "unknown",
+            content_hash,
             ..RunInfo::default()
         }
+    }
+
+    /// The unique name of this file's parts: its identity and content.
+    pub fn tag(&self, job: &FileJob) -> String {
+        let id = format!("{}{}", job.source_key, self.content_hash);
+        format!("{:016x}", xxhash_rust::xxh3::xxh3_64(id.as_bytes()))
     }
 
     /// Rank from the trace, else the file name, else `--rank`, else 0 (with a diagnostic).
@@ -118,6 +129,7 @@ impl RunInfo {
             run: parts.run.clone(),
             rank: parts.rank,
             events: self.event_count,
+            content_hash: self.content_hash.clone(),
             ..FileOutcome::default()
         };
         let mut written = out.written;
@@ -227,7 +239,7 @@ pub fn runs_batch(
     b.i64("metric_count", [info.metric_count as i64]);
     b.i64("diagnostic_count", [diag_count as i64]);
     b.i64("file_bytes", [job.file_bytes as i64]);
-    b.str("content_hash", [job.content_hash.as_str()]);
+    b.str("content_hash", [info.content_hash.as_str()]);
     b.str("rules_version", [job.classifier.version()]);
     b.str("aorta_version", [env!("CARGO_PKG_VERSION")]);
     b.i64("schema_version", [SCHEMA_VERSION as i64]);

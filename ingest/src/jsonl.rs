@@ -76,7 +76,11 @@ pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
     let (reader, _) = crate::source::open(&job.path, job.progress.clone())
         .map_err(|e| IngestError::io(&job.path, e))?;
     let mut lines = BufReader::with_capacity(1 << 20, reader).lines();
-    let mut info = RunInfo::new(job, "jsonl");
+    let hash = match &job.content_hash {
+        Some(h) => h.clone(),
+        None => crate::dataset::content_hash(&job.path)?.0,
+    };
+    let mut info = RunInfo::new(job, "jsonl", hash);
     let mut pending: Vec<(u64, Value)> = Vec::new();
     // The rank (and so the output path) comes from the first record.
     let first = next_record(job, &mut lines, 0)?;
@@ -92,7 +96,7 @@ pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
         root: job.staging.clone(),
         run: job.label.clone(),
         rank,
-        tag: job.tag.clone(),
+        tag: info.tag(job),
     };
     pending.extend(first);
     let mut w = TableWriter::new(&METRICS, parts.path(&METRICS));

@@ -101,8 +101,10 @@ impl Summary {
 struct Planned {
     input: Input,
     key: String,
-    hash: String,
+    /// Known only for files that looked unchanged (same size and mtime) and were hashed.
+    hash: Option<String>,
     bytes: u64,
+    mtime_ns: i64,
 }
 
 /// Ingests `paths` into `opts.out`. Fails on the first broken file unless `keep_going`, in
@@ -121,14 +123,20 @@ pub fn ingest(paths: &[PathBuf], opts: &Options, progress: &Progress) -> Result<
             .map_err(|e| IngestError::io(&input.path, e))?
             .display()
             .to_string();
-        let (hash, bytes) = dataset::content_hash(&input.path)?;
-        let same = manifest.get(&key).is_some_and(|e| {
-            e.content_hash == hash
+        let (bytes, mtime_ns) = dataset::stat(&input.path)?;
+        let known = manifest.get(&key).filter(|e| {
+            e.file_bytes == bytes
+                && e.mtime_ns == mtime_ns
                 && e.label == input.label
                 && e.rules_version == classifier.version()
                 && e.parts.iter().all(|p| opts.out.join(p).exists())
         });
-        if same && !opts.force {
+        // Same size and mtime: confirm with the content hash before skipping.
+        let hash = match known {
+            Some(_) if !opts.force => Some(dataset::content_hash(&input.path)?.0),
+            _ => None,
+        };
+        if hash.is_some() && known.map(|e| &e.content_hash) == hash.as_ref() {
             summary.skipped.push(input.path);
         } else {
             todo.push(Planned {
@@ -136,6 +144,7 @@ pub fn ingest(paths: &[PathBuf], opts: &Options, progress: &Progress) -> Result<
                 key,
                 hash,
                 bytes,
+                mtime_ns,
             });
         }
     }
@@ -173,11 +182,8 @@ fn run_jobs(
                     label: p.input.label.clone(),
                     rank_flag: opts.rank,
                     content_hash: p.hash.clone(),
+                    source_key: p.key.clone(),
                     file_bytes: p.bytes,
-                    tag: format!(
-                        "{:016x}",
-                        xxhash_rust::xxh3::xxh3_64(format!("{}{}", p.key, p.hash).as_bytes())
-                    ),
                     staging: staging.to_path_buf(),
                     classifier: classifier.clone(),
                     progress: progress.read.clone(),
@@ -240,7 +246,9 @@ fn commit_results(
         }
         let entry = Entry {
             source: p.key.clone(),
-            content_hash: p.hash,
+            content_hash: outcome.content_hash.clone(),
+            file_bytes: p.bytes,
+            mtime_ns: p.mtime_ns,
             label: p.input.label.clone(),
             rank: outcome.rank,
             format,

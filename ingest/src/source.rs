@@ -6,7 +6,7 @@ use std::io::{self, BufReader, Read};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// Bytes handed from the reader thread to the parser at a time.
 pub const CHUNK: usize = 4 << 20;
@@ -30,24 +30,48 @@ impl Compression {
     }
 }
 
-/// Counts bytes read from the file on disk.
+/// The content hash of a file, fed by whichever pass reads its bytes from disk.
+pub type Hasher = Arc<Mutex<xxhash_rust::xxh3::Xxh3>>;
+
+/// Counts (and optionally hashes) bytes read from the file on disk.
 struct Counting<R> {
     inner: R,
     read: Arc<AtomicU64>,
+    hash: Option<Hasher>,
 }
 
 impl<R: Read> Read for Counting<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.inner.read(buf)?;
         self.read.fetch_add(n as u64, Ordering::Relaxed);
+        if let Some(h) = &self.hash {
+            h.lock().expect("hasher not poisoned").update(&buf[..n]);
+        }
         Ok(n)
     }
+}
+
+/// xxh3-128 of what a `Hasher` saw, as 32 hex digits.
+pub fn digest(h: &Hasher) -> String {
+    format!(
+        "{:032x}",
+        h.lock().expect("hasher not poisoned").digest128()
+    )
 }
 
 /// A decompressing reader over a file.
 pub fn open(
     path: &Path,
     disk_read: Arc<AtomicU64>,
+) -> io::Result<(Box<dyn Read + Send>, Compression)> {
+    open_hashed(path, disk_read, None)
+}
+
+/// Like `open`, feeding the on-disk bytes to `hash` as they are read.
+pub fn open_hashed(
+    path: &Path,
+    disk_read: Arc<AtomicU64>,
+    hash: Option<Hasher>,
 ) -> io::Result<(Box<dyn Read + Send>, Compression)> {
     let mut f = File::open(path)?;
     let mut head = [0u8; 4];
@@ -57,6 +81,7 @@ pub fn open(
     let counted = Counting {
         inner: f,
         read: disk_read,
+        hash,
     };
     let r: Box<dyn Read + Send> = match comp {
         Compression::None => Box::new(counted),
@@ -108,8 +133,12 @@ pub enum Chunks {
 }
 
 impl Chunks {
-    pub fn open(path: &Path, disk_read: Arc<AtomicU64>) -> io::Result<Chunks> {
-        let (mut r, compression) = open(path, disk_read)?;
+    pub fn open(
+        path: &Path,
+        disk_read: Arc<AtomicU64>,
+        hash: Option<Hasher>,
+    ) -> io::Result<Chunks> {
+        let (mut r, compression) = open_hashed(path, disk_read, hash)?;
         if compression == Compression::None {
             return Ok(Chunks::Plain(r));
         }

@@ -19,13 +19,13 @@ use crate::file::{FileJob, FileOutcome, RunInfo};
 use crate::json::{Cursor, JsonError};
 use crate::rows::Batch;
 use crate::sink::{Parts, Sink, SinkOut};
-use crate::source::Chunks;
+use crate::source::{digest, Chunks, Hasher};
 use extract::Ctx;
 use links::{LinkPass, Meta};
 use stream::{Driver, Visitor};
 
-fn drive(job: &FileJob, v: &mut impl Visitor) -> Result<stream::Shape> {
-    let chunks = Chunks::open(&job.path, job.progress.clone())
+fn drive(job: &FileJob, v: &mut impl Visitor, hash: Option<Hasher>) -> Result<stream::Shape> {
+    let chunks = Chunks::open(&job.path, job.progress.clone(), hash)
         .map_err(|e| crate::error::IngestError::io(&job.path, e))?;
     Driver::new(chunks).run(v).map_err(|e| e.at(&job.path))
 }
@@ -97,16 +97,22 @@ fn spawn_writer(
 pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
     let t0 = std::time::Instant::now();
     let mut pass1 = LinkPass::default();
-    let shape = drive(job, &mut pass1)?;
+    // A new file is hashed by pass 1 as it reads, not by a separate read.
+    let hasher = job.content_hash.is_none().then(Hasher::default);
+    let shape = drive(job, &mut pass1, hasher.clone())?;
+    let content_hash = match (&job.content_hash, &hasher) {
+        (Some(h), _) => h.clone(),
+        (None, h) => digest(h.as_ref().expect("hasher set above")),
+    };
     let t1 = t0.elapsed();
     let links = pass1.finish();
-    let mut info = RunInfo::new(job, "kineto");
+    let mut info = RunInfo::new(job, "kineto", content_hash);
     let rank = info.resolve_rank(job, links.meta.rank);
     let parts = Parts {
         root: job.staging.clone(),
         run: job.label.clone(),
         rank,
-        tag: job.tag.clone(),
+        tag: info.tag(job),
     };
     let failed = Arc::new(AtomicBool::new(false));
     let (tx, writer) = spawn_writer(parts.clone(), failed.clone());
@@ -119,7 +125,7 @@ pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
         tx: Some(tx),
         failed,
     };
-    let res = drive(job, &mut pass2);
+    let res = drive(job, &mut pass2, None);
     let t2 = t0.elapsed();
     drop(pass2.tx.take());
     let out = writer.join().expect("writer thread does not panic");

@@ -419,7 +419,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("t.json");
         std::fs::write(&p, text).unwrap();
-        let chunks = Chunks::open(&p, Arc::new(AtomicU64::new(0))).unwrap();
+        let chunks = Chunks::open(&p, Arc::new(AtomicU64::new(0)), None).unwrap();
         let mut v = Names::default();
         let shape = Driver::new(chunks).run(&mut v)?;
         Ok((shape, v.0))
