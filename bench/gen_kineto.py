@@ -37,6 +37,7 @@ Usage:
       --out OUT.json [--gzip] [--gzip-level 6] [--gap-us 1000]
 """
 
+import os
 import argparse
 import gzip
 import json
@@ -44,7 +45,9 @@ import re
 import sys
 import time
 
-DEFAULT_SOURCE = "/work/shared/data/kineto/cuda/h200_fsdp2/rank0.pt.trace.json.gz"
+DEFAULT_SOURCE = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data", "kineto", "cuda", "h200_fsdp2", "rank0.pt.trace.json.gz"
+)
 
 # One pass over an event's text picks out every field that changes per replica.
 FIELD_RE = re.compile(
