@@ -52,11 +52,7 @@ fn counts_match_an_independent_count() {
 #[test]
 fn epoch_microsecond_integers_become_exact_nanoseconds() {
     let Some(ds) = per_file_dataset() else { return };
-    let f = ds
-        .files
-        .iter()
-        .find(|f| f.ends_with("v100_dlrm_8rank/worker0.pt.trace.json.gz"))
-        .unwrap();
+    let f = ds.file("v100_dlrm_8rank/worker0.pt.trace.json.gz");
     let raw = raw_json(f);
     // Integer µs since the epoch (2023 Kineto): serde_json keeps u64 exactly.
     let mut want: Vec<(i64, i64)> = events(&raw)
@@ -68,16 +64,8 @@ fn epoch_microsecond_integers_become_exact_nanoseconds() {
         })
         .collect();
     let df = table(ds.dir.path(), "gpu_activities", &label_of(f));
-    let kinds = strs(&df, "kind");
-    let mut got: Vec<(i64, i64)> = i64s(&df, "start_ns")
-        .into_iter()
-        .zip(i64s(&df, "raw_end_ns"))
-        .zip(kinds)
-        .filter(|(_, k)| k.as_deref() == Some("kernel"))
-        .map(|((s, e), _)| (s.unwrap(), e.unwrap()))
-        .collect();
+    let got = kernel_spans(&df);
     want.sort();
-    got.sort();
     assert_eq!(got, want);
     assert!(want[0].0 > 1_600_000_000_000_000_000, "absolute epoch ns");
 }
@@ -92,11 +80,7 @@ fn text_us_to_ns(t: &str) -> i64 {
 #[test]
 fn relative_decimal_timestamps_add_the_base_time_exactly() {
     let Some(ds) = per_file_dataset() else { return };
-    let f = ds
-        .files
-        .iter()
-        .find(|f| f.ends_with("h200_fsdp2/rank0.pt.trace.json.gz"))
-        .unwrap();
+    let f = ds.file("h200_fsdp2/rank0.pt.trace.json.gz");
     let text = String::from_utf8(
         std::process::Command::new("gzip")
             .arg("-dc")
@@ -122,15 +106,8 @@ fn relative_decimal_timestamps_add_the_base_time_exactly() {
         })
         .collect();
     let df = table(ds.dir.path(), "gpu_activities", &label_of(f));
-    let mut got: Vec<(i64, i64)> = i64s(&df, "start_ns")
-        .into_iter()
-        .zip(i64s(&df, "raw_end_ns"))
-        .zip(strs(&df, "kind"))
-        .filter(|(_, k)| k.as_deref() == Some("kernel"))
-        .map(|((s, e), _)| (s.unwrap(), e.unwrap()))
-        .collect();
+    let got = kernel_spans(&df);
     want.sort();
-    got.sort();
     assert_eq!(want.len(), 1416);
     assert_eq!(got, want);
 }
@@ -325,11 +302,7 @@ const EXPECTED: &[Expected] = &[
 fn rank_platform_and_device_are_detected() {
     let Some(ds) = per_file_dataset() else { return };
     for (suffix, rank, source, platform, device, index, world) in EXPECTED {
-        let f = ds
-            .files
-            .iter()
-            .find(|f| f.to_string_lossy().ends_with(suffix))
-            .unwrap_or_else(|| panic!("{suffix}"));
+        let f = ds.file(suffix);
         let runs = table(ds.dir.path(), "runs", &label_of(f));
         let s = |c: &str| strs(&runs, c)[0].clone();
         let i = |c: &str| i64s(&runs, c)[0];
@@ -391,11 +364,7 @@ fn every_ingested_activity_has_its_reviewed_category() {
 #[test]
 fn rccl_generic_kernels_take_their_kind_from_the_collective_arg() {
     let Some(ds) = per_file_dataset() else { return };
-    let f = ds
-        .files
-        .iter()
-        .find(|f| f.ends_with("resnet_act_checkpoint.json.gz"))
-        .unwrap();
+    let f = ds.file("resnet_act_checkpoint.json.gz");
     let raw = raw_json(f);
     let mut want: BTreeMap<String, i64> = BTreeMap::new();
     for e in events(&raw)
@@ -433,11 +402,7 @@ fn rccl_generic_kernels_take_their_kind_from_the_collective_arg() {
 fn fsdp2_kernels_get_the_step_of_their_launch() {
     let Some(ds) = per_file_dataset() else { return };
     for r in ["rank0", "rank1"] {
-        let f = ds
-            .files
-            .iter()
-            .find(|f| f.ends_with(format!("h200_fsdp2/{r}.pt.trace.json.gz")))
-            .unwrap();
+        let f = ds.file(&format!("h200_fsdp2/{r}.pt.trace.json.gz"));
         let raw = raw_json(f);
         let ev = events(&raw);
         let spans: Vec<(f64, f64, i64)> = ev

@@ -60,6 +60,29 @@ pub struct PerFile {
     pub files: Vec<PathBuf>,
 }
 
+impl PerFile {
+    /// The corpus file whose path ends with `suffix`.
+    pub fn file(&self, suffix: &str) -> &PathBuf {
+        self.files
+            .iter()
+            .find(|f| f.to_string_lossy().ends_with(suffix))
+            .unwrap_or_else(|| panic!("no corpus file {suffix}"))
+    }
+}
+
+/// (start_ns, raw_end_ns) of the kernels of a `gpu_activities` frame, sorted.
+pub fn kernel_spans(df: &DataFrame) -> Vec<(i64, i64)> {
+    let mut v: Vec<(i64, i64)> = i64s(df, "start_ns")
+        .into_iter()
+        .zip(i64s(df, "raw_end_ns"))
+        .zip(strs(df, "kind"))
+        .filter(|(_, k)| k.as_deref() == Some("kernel"))
+        .map(|((s, e), _)| (s.unwrap(), e.unwrap()))
+        .collect();
+    v.sort();
+    v
+}
+
 /// Every corpus trace ingested once, each under its own run label (see `label_of`).
 pub fn per_file_dataset() -> Option<&'static PerFile> {
     static DS: OnceLock<Option<PerFile>> = OnceLock::new();
