@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The runs recorded in docs/WORKLOADS.md: 2 ranks (one process per GPU), overlapped and
+# --serial, on the device machine. Usage: workloads/scripts/gpu_runs.sh OUTDIR
+set -u
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
+BIN=${BIN:-./target/release/aorta-overlap-bench}
+OUT=${1:-/tmp/overlap-bench}
+WS=${WORLD_SIZE:-2}
+mkdir -p "$OUT"
+nvidia-smi -L
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1
+
+# run NAME ARGS...: WS ranks of the bench, each on its own GPU; prints the command lines.
+run() {
+  local name=$1; shift
+  local rdv="/tmp/aorta-rdv-$name-$$"
+  rm -f "$rdv"
+  local pids=() rc=0
+  for ((r = 0; r < WS; r++)); do
+    echo "+ RANK=$r WORLD_SIZE=$WS $BIN $* --rendezvous $rdv --out $OUT/$name"
+    RANK=$r WORLD_SIZE=$WS timeout 180 "$BIN" "$@" --rendezvous "$rdv" --out "$OUT/$name" &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+  echo "== $name rc=$rc"
+}
+
+COMMON=(--m 4096 --n 4096 --k 4096 --dtype bf16 --iters 20 --warmup 5 --gemms-per-iter 4 --collectives-per-iter 2)
+run allreduce_overlap "${COMMON[@]}" --collective all-reduce --bytes 67108864
+run allreduce_serial "${COMMON[@]}" --collective all-reduce --bytes 67108864 --serial
+run allgather_overlap "${COMMON[@]}" --collective all-gather --bytes 67108864
+run reducescatter_overlap "${COMMON[@]}" --collective reduce-scatter --bytes 67108864
+run fp16_overlap --m 4096 --n 4096 --k 4096 --dtype fp16 --iters 10 --warmup 3 --collective all-reduce --bytes 67108864
+run fp32_overlap --m 2048 --n 2048 --k 2048 --dtype fp32 --iters 10 --warmup 3 --collective all-reduce --bytes 16777216
+ls -la "$OUT"/*

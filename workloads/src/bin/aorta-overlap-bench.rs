@@ -1,0 +1,184 @@
+//! `aorta-overlap-bench`: GEMMs on a compute stream, NCCL collectives on a comm stream, one
+//! process per GPU; writes a Chrome trace and the Python aorta JSONL per rank.
+//!
+//! ```sh
+//! RANK=0 WORLD_SIZE=2 aorta-overlap-bench --rendezvous /tmp/id --out out &
+//! RANK=1 WORLD_SIZE=2 aorta-overlap-bench --rendezvous /tmp/id --out out
+//! ```
+
+use anyhow::{anyhow, bail, Context, Result};
+use aorta_workloads::config::{BenchConfig, Collective, Dtype};
+use clap::Parser;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "aorta-overlap-bench",
+    version,
+    about = "GEMMs on a compute stream overlapped with NCCL collectives on a comm stream; \
+             one process per GPU (env RANK, WORLD_SIZE, optional LOCAL_RANK)"
+)]
+struct Args {
+    /// GEMM rows of A and C.
+    #[arg(long, default_value_t = 4096)]
+    m: usize,
+    /// GEMM columns of B and C.
+    #[arg(long, default_value_t = 4096)]
+    n: usize,
+    /// GEMM inner dimension.
+    #[arg(long, default_value_t = 4096)]
+    k: usize,
+    /// Collective message size in bytes (the full tensor; all-gather output, reduce-scatter input).
+    #[arg(long, default_value_t = 64 << 20)]
+    bytes: usize,
+    #[arg(long, value_enum, default_value_t = Dtype::Bf16)]
+    dtype: Dtype,
+    #[arg(long, value_enum, default_value_t = Collective::AllReduce)]
+    collective: Collective,
+    /// Timed iterations.
+    #[arg(long, default_value_t = 20)]
+    iters: usize,
+    /// Untimed iterations first.
+    #[arg(long, default_value_t = 5)]
+    warmup: usize,
+    /// GEMMs per iteration.
+    #[arg(long, default_value_t = 4)]
+    gemms_per_iter: usize,
+    /// Collectives per iteration.
+    #[arg(long, default_value_t = 2)]
+    collectives_per_iter: usize,
+    /// Start the collectives only after the iteration's GEMMs (overlap ≈ 0).
+    #[arg(long)]
+    serial: bool,
+    /// Output directory (rank{r}.trace.json, rank_{r:02}_metrics.jsonl).
+    #[arg(long, default_value = "overlap-bench-out")]
+    out: PathBuf,
+    /// File through which rank 0 hands the NCCL unique id to the others (must not exist yet;
+    /// rank 0 removes it once all ranks joined). Required when WORLD_SIZE > 1.
+    #[arg(long)]
+    rendezvous: Option<PathBuf>,
+    /// GPU to use (default: LOCAL_RANK, else RANK modulo the visible device count).
+    #[arg(long)]
+    device: Option<usize>,
+    /// Seconds a rank waits for the rendezvous file.
+    #[arg(long, default_value_t = 120)]
+    timeout_s: u64,
+}
+
+fn env_usize(name: &str) -> Result<Option<usize>> {
+    match std::env::var(name) {
+        Ok(v) => v
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| anyhow!("{name}={v:?} is not a non-negative integer")),
+        Err(_) => Ok(None),
+    }
+}
+
+fn main() -> ExitCode {
+    match real_main() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("aorta-overlap-bench: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn real_main() -> Result<()> {
+    let args = Args::parse();
+    let cfg = BenchConfig {
+        m: args.m,
+        n: args.n,
+        k: args.k,
+        bytes: args.bytes,
+        dtype: args.dtype,
+        collective: args.collective,
+        iters: args.iters,
+        warmup: args.warmup,
+        gemms_per_iter: args.gemms_per_iter,
+        collectives_per_iter: args.collectives_per_iter,
+        serial: args.serial,
+        rank: env_usize("RANK")?.unwrap_or(0),
+        world_size: env_usize("WORLD_SIZE")?.unwrap_or(1),
+    };
+    cfg.validate()?;
+    if cfg.world_size > 1 && args.rendezvous.is_none() {
+        bail!("WORLD_SIZE > 1 needs --rendezvous FILE (a path all ranks can see)");
+    }
+    run_cuda(&cfg, &args)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn run_cuda(_: &BenchConfig, _: &Args) -> Result<()> {
+    bail!("built without the `cuda` feature: no GPU backend");
+}
+
+#[cfg(feature = "cuda")]
+fn run_cuda(cfg: &BenchConfig, args: &Args) -> Result<()> {
+    use aorta_workloads::cuda::{self, CudaBackend};
+    use aorta_workloads::output;
+    use aorta_workloads::Backend;
+    use std::time::Duration;
+
+    cuda::probe()?;
+    let count = cuda::device_count()?;
+    let device = match (args.device, env_usize("LOCAL_RANK")?) {
+        (Some(d), _) | (None, Some(d)) => d,
+        (None, None) => cfg.rank % count,
+    };
+    if device >= count {
+        bail!("GPU {device} requested but only {count} visible");
+    }
+    let id = match &args.rendezvous {
+        Some(p) => cuda::rendezvous(p, cfg.rank, Duration::from_secs(args.timeout_s))?,
+        None => {
+            cudarc::nccl::result::get_uniqueid().map_err(|e| anyhow!("ncclGetUniqueId: {e:?}"))?
+        }
+    };
+    let mut b = CudaBackend::new(cfg, device, id)?;
+    if cfg.rank == 0 {
+        if let Some(p) = &args.rendezvous {
+            // Every rank has joined (ncclCommInitRank is collective): the id is spent.
+            let _ = std::fs::remove_file(p);
+        }
+    }
+    let (iters, base_time_ns) = aorta_workloads::bench::run(&mut b, cfg)?;
+    let info = output::RunInfo {
+        device,
+        device_name: b.device_name(),
+        base_time_ns,
+    };
+    let lines = output::metrics_lines(cfg, &iters);
+    let (trace, jsonl) = output::write_outputs(&args.out, cfg, &info, &iters, &lines)
+        .context("writing the outputs")?;
+    let s = output::summary(cfg, &lines, &iters);
+    println!(
+        "rank {}/{} GPU {} ({}): {} {} B {} x{} | {} x{} {}: iter {:.3} ms, compute {:.3} ms, \
+         comm {:.3} ms, overlap {:.3} ms ({:.1}% of comm), GEMM {:.1} TFLOP/s, collective \
+         algbw {:.1} GB/s -> {}, {}",
+        cfg.rank,
+        cfg.world_size,
+        device,
+        info.device_name,
+        cfg.collective.op(),
+        cfg.bytes,
+        cfg.dtype.name(),
+        cfg.collectives_per_iter,
+        cfg.gemm_name(),
+        cfg.gemms_per_iter,
+        if cfg.serial { "serial" } else { "overlapped" },
+        s.iter_ms,
+        s.compute_ms,
+        s.comm_ms,
+        s.overlap_ms,
+        100.0 * s.overlap_ratio,
+        s.gemm_tflops,
+        s.coll_algbw_gbs,
+        trace.display(),
+        jsonl.display(),
+    );
+    Ok(())
+}
