@@ -1,209 +1,14 @@
-//! `aorta ingest` from the outside: broken inputs, exit codes, one-line errors with a byte
-//! offset (or line), atomic commits, unchanged-input skipping, and the help text.
+//! `aorta ingest` from the outside: broken inputs: exit codes and one-line errors with a
+//! byte offset (or line), and nothing written.
 //!
 //! Every expected offset is computed here from the fixture itself, never copied from the
 //! tool's output.
 
+mod common;
+
+use common::cli::*;
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-const AORTA: &str = env!("CARGO_BIN_EXE_aorta");
-const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data");
-const BROKEN_TMP: &str = "broken/truncated_tmp_style.pt.trace.json.tmp";
-const SDMA: &str = "kineto/cuda/h200_sdma/sdma_overlap.pt.trace.json.gz";
-const METRICS_JSONL: &str = "jsonl/rank_00_metrics.jsonl";
-const FSDP2_RANK0: &str = "kineto/cuda/h200_fsdp2/rank0.pt.trace.json.gz";
-
-/// The shared corpus, or `None` (test skipped) when it is absent outside CI.
-fn corpus() -> Option<PathBuf> {
-    let p = PathBuf::from(CORPUS);
-    if p.join(BROKEN_TMP).exists() && p.join(SDMA).exists() {
-        return Some(p);
-    }
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!(
-            "trace corpus missing at {CORPUS} (CI=true: it must be checked out beside the project)"
-        );
-    }
-    eprintln!("skipping: trace corpus missing at {CORPUS}");
-    None
-}
-
-fn aorta(args: &[&std::ffi::OsStr]) -> Output {
-    Command::new(AORTA)
-        .args(args)
-        .env_remove("RUST_BACKTRACE")
-        .output()
-        .expect("aorta runs")
-}
-
-fn ingest(paths: &[&Path], out: &Path, extra: &[&str]) -> Output {
-    let mut args: Vec<&std::ffi::OsStr> = vec!["ingest".as_ref()];
-    args.extend(paths.iter().map(|p| p.as_os_str()));
-    args.push("-o".as_ref());
-    args.push(out.as_os_str());
-    args.extend(extra.iter().map(std::ffi::OsStr::new));
-    aorta(&args)
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn code(o: &Output) -> i32 {
-    o.status
-        .code()
-        .expect("aorta exited normally (not killed by a signal)")
-}
-
-/// Asserts stderr is exactly one line starting with `aorta: error: <path>: <loc>: ` and
-/// holds no panic; returns the message after the location.
-fn one_error_line(o: &Output, path: &Path, loc: &str) -> String {
-    let err = stderr(o);
-    assert!(!err.contains("panicked"), "aorta panicked:\n{err}");
-    let lines: Vec<&str> = err.lines().collect();
-    assert_eq!(lines.len(), 1, "expected one error line, got:\n{err}");
-    let prefix = format!("aorta: error: {}: {loc}: ", path.display());
-    assert!(
-        lines[0].starts_with(&prefix),
-        "expected the error to start with\n  {prefix}\ngot\n  {}",
-        lines[0]
-    );
-    let msg = &lines[0][prefix.len()..];
-    // No cause printed twice ("corrupt deflate stream: corrupt deflate stream").
-    let parts: Vec<&str> = msg.split(": ").collect();
-    assert!(
-        parts.windows(2).all(|w| w[0] != w[1]),
-        "a cause is repeated in: {}",
-        lines[0]
-    );
-    msg.to_string()
-}
-
-/// The `N` of `aorta: error: <path>: byte N: ...`.
-fn byte_offset(o: &Output, path: &Path) -> u64 {
-    let err = stderr(o);
-    let prefix = format!("aorta: error: {}: byte ", path.display());
-    let rest = err
-        .lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .unwrap_or_else(|| panic!("no `{prefix}N:` line in stderr:\n{err}"));
-    let n = rest.split(':').next().unwrap();
-    n.parse()
-        .unwrap_or_else(|_| panic!("`{n}` is not a byte offset in:\n{err}"))
-}
-
-/// Every file under `dir` (hidden ones included), relative path → bytes.
-fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
-        let Ok(rd) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for e in rd {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                walk(root, &p, out);
-            } else {
-                out.insert(
-                    p.strip_prefix(root).unwrap().to_path_buf(),
-                    std::fs::read(&p).unwrap(),
-                );
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(dir, dir, &mut out);
-    out
-}
-
-/// Every file under `dir`: relative path → (bytes, mtime, inode). A file rewritten by
-/// temp-file-and-rename gets a new inode even when bytes and (coarse) mtime match.
-fn snapshot_meta(dir: &Path) -> BTreeMap<PathBuf, (Vec<u8>, std::time::SystemTime, u64)> {
-    snapshot(dir)
-        .into_iter()
-        .map(|(rel, bytes)| {
-            let m = std::fs::metadata(dir.join(&rel)).unwrap();
-            #[cfg(unix)]
-            let ino = std::os::unix::fs::MetadataExt::ino(&m);
-            #[cfg(not(unix))]
-            let ino = 0;
-            (rel, (bytes, m.modified().unwrap(), ino))
-        })
-        .collect()
-}
-
-/// Entries directly in `dir` whose names start with `prefix`.
-fn entries_starting(dir: &Path, prefix: &str) -> Vec<String> {
-    std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with(prefix))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// A failed run on a fresh output directory must leave no file at all behind.
-fn assert_nothing_written(out: &Path) {
-    let files = snapshot(out);
-    assert!(
-        files.is_empty(),
-        "a failed ingest wrote into {}: {:?}",
-        out.display(),
-        files.keys().collect::<Vec<_>>()
-    );
-}
-
-fn gunzip(bytes: &[u8]) -> Vec<u8> {
-    let mut v = Vec::new();
-    flate2::read::MultiGzDecoder::new(bytes)
-        .read_to_end(&mut v)
-        .unwrap();
-    v
-}
-
-fn gzip(bytes: &[u8], level: flate2::Compression) -> Vec<u8> {
-    let mut e = flate2::write::GzEncoder::new(Vec::new(), level);
-    e.write_all(bytes).unwrap();
-    e.finish().unwrap()
-}
-
-fn manifest_sources(out: &Path) -> Vec<String> {
-    let text = std::fs::read(out.join("manifest.json")).expect("manifest.json written");
-    let m: serde_json::Value = serde_json::from_slice(&text).unwrap();
-    m["inputs"]
-        .as_array()
-        .expect("manifest has an inputs array")
-        .iter()
-        .map(|e| e["source"].as_str().unwrap().to_string())
-        .collect()
-}
-
-fn parquet_files(dir: &Path) -> Vec<PathBuf> {
-    snapshot(dir)
-        .into_keys()
-        .filter(|p| p.extension().is_some_and(|x| x == "parquet"))
-        .collect()
-}
-
-/// The complete events of a trace cut off after an event's `},`: counted by closing the
-/// array and object by hand and parsing with serde_json.
-fn complete_events(truncated: &[u8]) -> usize {
-    let text = String::from_utf8_lossy(truncated);
-    let body = text
-        .trim_end()
-        .strip_suffix(',')
-        .expect("ends after an event's comma");
-    let v: serde_json::Value =
-        serde_json::from_str(&format!("{body}]}}")).expect("closes into JSON");
-    v["traceEvents"]
-        .as_array()
-        .expect("traceEvents array")
-        .len()
-}
+use std::path::PathBuf;
 
 // ---------------------------------------------------------------------------------------------
 // 1. The broken Kineto `.tmp` a crashed writer leaves.
@@ -312,6 +117,20 @@ fn keep_going_lands_the_good_file_and_lists_the_broken_one() {
 // ---------------------------------------------------------------------------------------------
 // 2. Broken inputs of every kind: one line, the file, where, exit 2, nothing written.
 
+/// Writes `bytes` as `name`, ingests it alone, and checks the failure: exit 2, one error line
+/// naming the file at `loc` (e.g. `byte 5000`) whose message contains `what`, nothing written.
+fn fails_alone(name: &str, bytes: &[u8], loc: &str, what: &str) {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join(name);
+    std::fs::write(&path, bytes).unwrap();
+    let out = tmp.path().join("out");
+    let o = ingest(&[&path], &out, &[]);
+    assert_eq!(code(&o), 2, "stderr:\n{}", stderr(&o));
+    let msg = one_error_line(&o, &path, loc);
+    assert!(msg.contains(what), "{msg}");
+    assert_nothing_written(&out);
+}
+
 #[test]
 fn json_cut_mid_token_fails_at_the_cut() {
     let Some(data) = corpus() else { return };
@@ -322,15 +141,12 @@ fn json_cut_mid_token_fails_at_the_cut() {
     let e = serde_json::from_slice::<serde_json::Value>(cut).unwrap_err();
     assert_eq!(e.classify(), serde_json::error::Category::Eof, "{e}");
 
-    let tmp = tempfile::tempdir().unwrap();
-    let path = tmp.path().join("cut.pt.trace.json");
-    std::fs::write(&path, cut).unwrap();
-    let out = tmp.path().join("out");
-    let o = ingest(&[&path], &out, &[]);
-    assert_eq!(code(&o), 2, "stderr:\n{}", stderr(&o));
-    let msg = one_error_line(&o, &path, "byte 5000");
-    assert!(msg.contains("unexpected end of file"), "{msg}");
-    assert_nothing_written(&out);
+    fails_alone(
+        "cut.pt.trace.json",
+        cut,
+        "byte 5000",
+        "unexpected end of file",
+    );
 }
 
 /// Decodes as much of a one-member (possibly corrupt) gzip as the deflate data allows,
@@ -509,18 +325,15 @@ fn gzip_with_bad_checksum_fails_at_the_end_of_the_stream() {
 
 #[test]
 fn trace_events_not_an_array() {
-    let tmp = tempfile::tempdir().unwrap();
-    let path = tmp.path().join("five.json");
     let text = r#"{"traceEvents": 5}"#;
-    std::fs::write(&path, text).unwrap();
-    let out = tmp.path().join("out");
-    let o = ingest(&[&path], &out, &[]);
-    assert_eq!(code(&o), 2, "stderr:\n{}", stderr(&o));
     // The offending value is the `5`.
     let at = text.find('5').unwrap();
-    let msg = one_error_line(&o, &path, &format!("byte {at}"));
-    assert!(msg.contains("traceEvents is not an array"), "{msg}");
-    assert_nothing_written(&out);
+    fails_alone(
+        "five.json",
+        text.as_bytes(),
+        &format!("byte {at}"),
+        "traceEvents is not an array",
+    );
 }
 
 /// Ingests a one-file trace that must succeed; returns its diagnostics as code → count and
@@ -567,202 +380,23 @@ fn wrongly_typed_timestamp_is_a_diagnostic_not_an_error() {
 
 #[test]
 fn empty_file_fails_at_byte_zero() {
-    let tmp = tempfile::tempdir().unwrap();
-    let path = tmp.path().join("empty.pt.trace.json");
-    std::fs::write(&path, b"").unwrap();
-    let out = tmp.path().join("out");
-    let o = ingest(&[&path], &out, &[]);
-    assert_eq!(code(&o), 2, "stderr:\n{}", stderr(&o));
     // Its length, the only place there is.
-    let msg = one_error_line(&o, &path, "byte 0");
-    assert!(msg.contains("unexpected end of file"), "{msg}");
-    assert_nothing_written(&out);
+    fails_alone(
+        "empty.pt.trace.json",
+        b"",
+        "byte 0",
+        "unexpected end of file",
+    );
 }
 
 #[test]
 fn jsonl_with_broken_second_line_names_the_line() {
-    let tmp = tempfile::tempdir().unwrap();
-    let path = tmp.path().join("rank_00_metrics.jsonl");
-    std::fs::write(
-        &path,
-        "{\"step\": 1, \"loss\": 0.5}\n{\"step\": 2, \"loss\": \n{\"step\": 3, \"loss\": 0.25}\n",
-    )
-    .unwrap();
-    let out = tmp.path().join("out");
-    let o = ingest(&[&path], &out, &[]);
-    assert_eq!(code(&o), 2, "stderr:\n{}", stderr(&o));
-    let msg = one_error_line(&o, &path, "line 2");
-    assert!(msg.contains("not JSON"), "{msg}");
-    assert_nothing_written(&out);
-}
-
-// ---------------------------------------------------------------------------------------------
-// 3. Atomicity: a failed run leaves the previous dataset byte for byte.
-
-#[test]
-fn failed_run_leaves_previous_dataset_identical() {
-    let Some(data) = corpus() else { return };
-    let tmp = tempfile::tempdir().unwrap();
-    let input = tmp.path().join("runA");
-    std::fs::create_dir(&input).unwrap();
-    let trace = input.join("sdma_overlap.pt.trace.json.gz");
-    std::fs::copy(data.join(SDMA), &trace).unwrap();
-    std::fs::copy(
-        data.join(METRICS_JSONL),
-        input.join("rank_00_metrics.jsonl"),
-    )
-    .unwrap();
-    let out = tmp.path().join("D");
-
-    let o = ingest(&[&input], &out, &[]);
-    assert_eq!(code(&o), 0, "stderr:\n{}", stderr(&o));
-    let before = snapshot(&out);
-    assert!(before.contains_key(Path::new("manifest.json")));
-    assert!(before.len() > 5, "{:?}", before.keys().collect::<Vec<_>>());
-
-    // The trace changes (still valid: one more event first) and a broken file appears.
-    let mut text = gunzip(&std::fs::read(&trace).unwrap());
-    let key = text
-        .windows(13)
-        .position(|w| w == b"\"traceEvents\"")
-        .expect("traceEvents");
-    let open = key + text[key..].iter().position(|&b| b == b'[').unwrap() + 1;
-    let extra = br#"{"ph": "X", "cat": "cpu_op", "name": "aorta::added", "pid": 1, "tid": 1, "ts": 1.0, "dur": 1.0}, "#;
-    text.splice(open..open, extra.iter().copied());
-    assert!(serde_json::from_slice::<serde_json::Value>(&text).is_ok());
-    std::fs::write(&trace, gzip(&text, flate2::Compression::default())).unwrap();
-    let broken = input.join("truncated_tmp_style.pt.trace.json.tmp");
-    std::fs::copy(data.join(BROKEN_TMP), &broken).unwrap();
-
-    let o = ingest(&[&input], &out, &[]);
-    assert_eq!(code(&o), 2, "stderr:\n{}", stderr(&o));
-    let len = std::fs::metadata(&broken).unwrap().len();
-    one_error_line(&o, &broken, &format!("byte {len}"));
-
-    let after = snapshot(&out);
-    assert_eq!(
-        before.keys().collect::<Vec<_>>(),
-        after.keys().collect::<Vec<_>>(),
-        "the failed run changed the set of files (leftover staging or temp files included)"
+    let text =
+        "{\"step\": 1, \"loss\": 0.5}\n{\"step\": 2, \"loss\": \n{\"step\": 3, \"loss\": 0.25}\n";
+    fails_alone(
+        "rank_00_metrics.jsonl",
+        text.as_bytes(),
+        "line 2",
+        "not JSON",
     );
-    for (rel, bytes) in &before {
-        assert!(
-            after[rel] == *bytes,
-            "{} changed after a failed run",
-            rel.display()
-        );
-    }
-    assert!(entries_starting(&out, ".staging-").is_empty());
-
-    // Sanity: the change alone would have been ingested (the run above failed for the
-    // broken file, not because nothing was to do).
-    std::fs::remove_file(&broken).unwrap();
-    let o = ingest(&[&input], &out, &[]);
-    let err = stderr(&o);
-    assert_eq!(code(&o), 0, "stderr:\n{err}");
-    assert!(err.contains("ingested 1 of 2 files"), "{err}");
-    assert!(err.contains("(1 unchanged, 0 failed)"), "{err}");
-    assert_ne!(
-        std::fs::read(out.join("manifest.json")).unwrap(),
-        before[Path::new("manifest.json")]
-    );
-}
-
-// ---------------------------------------------------------------------------------------------
-// 4. Re-runs skip unchanged inputs and write nothing; --force re-reads them.
-
-#[test]
-fn rerun_writes_nothing_and_force_reingests() {
-    let Some(data) = corpus() else { return };
-    let tmp = tempfile::tempdir().unwrap();
-    let input = tmp.path().join("in");
-    std::fs::create_dir(&input).unwrap();
-    std::fs::copy(data.join(SDMA), input.join("sdma_overlap.pt.trace.json.gz")).unwrap();
-    std::fs::copy(
-        data.join(METRICS_JSONL),
-        input.join("rank_00_metrics.jsonl"),
-    )
-    .unwrap();
-    let out = tmp.path().join("D");
-
-    let o = ingest(&[&input], &out, &[]);
-    let err = stderr(&o);
-    assert_eq!(code(&o), 0, "stderr:\n{err}");
-    assert!(err.contains("ingested 2 of 2 files"), "{err}");
-    assert!(err.contains("(0 unchanged, 0 failed)"), "{err}");
-    let first = snapshot_meta(&out);
-    // Coarse file-system clocks: make a rewrite visible in mtime as well as inode.
-    std::thread::sleep(std::time::Duration::from_millis(50));
-
-    let o = ingest(&[&input], &out, &[]);
-    let err = stderr(&o);
-    assert_eq!(code(&o), 0, "stderr:\n{err}");
-    assert!(err.contains("ingested 0 of 2 files"), "{err}");
-    assert!(err.contains("(2 unchanged, 0 failed)"), "{err}");
-    let second = snapshot_meta(&out);
-    assert_eq!(
-        first.keys().collect::<Vec<_>>(),
-        second.keys().collect::<Vec<_>>(),
-        "a no-op run changed the set of files"
-    );
-    for (rel, (bytes, mtime, ino)) in &first {
-        let (b2, m2, i2) = &second[rel];
-        assert!(
-            b2 == bytes,
-            "{} changed bytes on a no-op run",
-            rel.display()
-        );
-        assert_eq!(
-            (m2, i2),
-            (mtime, ino),
-            "{} was rewritten on a no-op run",
-            rel.display()
-        );
-    }
-
-    let o = ingest(&[&input], &out, &["--force"]);
-    let err = stderr(&o);
-    assert_eq!(code(&o), 0, "stderr:\n{err}");
-    assert!(err.contains("ingested 2 of 2 files"), "{err}");
-    assert!(err.contains("(0 unchanged, 0 failed)"), "{err}");
-    // Same inputs, same parts: no duplicates, no orphans, still two manifest entries.
-    let third = snapshot(&out);
-    assert_eq!(
-        first.keys().collect::<Vec<_>>(),
-        third.keys().collect::<Vec<_>>()
-    );
-    assert_eq!(manifest_sources(&out).len(), 2);
-}
-
-// ---------------------------------------------------------------------------------------------
-// 5. Help and usage.
-
-#[test]
-fn ingest_help_shows_examples() {
-    let o = aorta(&["ingest".as_ref(), "--help".as_ref()]);
-    assert_eq!(code(&o), 0);
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(out.contains("Usage: aorta ingest"), "{out}");
-    assert!(out.contains("\nExamples:\n"), "{out}");
-    assert!(out.contains("aorta ingest traces/ --keep-going"), "{out}");
-    assert!(
-        out.contains("Exit status: 0 ok, 1 some files failed (--keep-going), 2 error."),
-        "{out}"
-    );
-}
-
-#[test]
-fn no_arguments_is_usage_and_exit_2() {
-    let o = aorta(&[]);
-    assert_eq!(code(&o), 2);
-    assert!(o.stdout.is_empty());
-    let err = stderr(&o);
-    assert!(err.contains("Usage: aorta <COMMAND>"), "{err}");
-    assert!(err.contains("ingest"), "{err}");
-
-    let o = aorta(&["ingest".as_ref()]);
-    assert_eq!(code(&o), 2);
-    let err = stderr(&o);
-    assert!(err.contains("Usage: aorta ingest"), "{err}");
-    assert!(err.contains("<PATHS>"), "{err}");
 }

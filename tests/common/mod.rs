@@ -153,3 +153,4 @@ pub fn cat(e: &serde_json::Value) -> &str {
 pub fn is_slice(e: &serde_json::Value) -> bool {
     e["ph"] == "X"
 }
+pub mod cli;

@@ -88,35 +88,41 @@ pub fn run<B: Backend>(b: &mut B, cfg: &BenchConfig) -> Result<(Vec<IterTiming>,
     Ok((out, base_time_ns))
 }
 
+/// Enqueues `op` on `stream` between two timing events.
+fn timed<B: Backend>(
+    b: &mut B,
+    stream: Stream,
+    kind: OpKind,
+    op: impl FnOnce(&mut B) -> Result<()>,
+) -> Result<PendingOp<B::Event>> {
+    let start = b.record(stream)?;
+    op(b)?;
+    let end = b.record(stream)?;
+    Ok(PendingOp {
+        kind,
+        stream,
+        start,
+        end,
+    })
+}
+
 fn iteration<B: Backend>(b: &mut B, cfg: &BenchConfig) -> Result<PendingIter<B::Event>> {
     let start = b.record(Stream::Compute)?;
     b.wait(Stream::Comm, &start)?;
     let mut ops = Vec::with_capacity(cfg.gemms_per_iter + cfg.collectives_per_iter);
     for _ in 0..cfg.gemms_per_iter {
-        let s = b.record(Stream::Compute)?;
-        b.gemm(Stream::Compute)?;
-        let e = b.record(Stream::Compute)?;
-        ops.push(PendingOp {
-            kind: OpKind::Gemm,
-            stream: Stream::Compute,
-            start: s,
-            end: e,
-        });
+        ops.push(timed(b, Stream::Compute, OpKind::Gemm, |b| {
+            b.gemm(Stream::Compute)
+        })?);
     }
     if cfg.serial {
         let done = b.record(Stream::Compute)?;
         b.wait(Stream::Comm, &done)?;
     }
     for _ in 0..cfg.collectives_per_iter {
-        let s = b.record(Stream::Comm)?;
-        b.collective(Stream::Comm)?;
-        let e = b.record(Stream::Comm)?;
-        ops.push(PendingOp {
-            kind: OpKind::Collective,
-            stream: Stream::Comm,
-            start: s,
-            end: e,
-        });
+        ops.push(timed(b, Stream::Comm, OpKind::Collective, |b| {
+            b.collective(Stream::Comm)
+        })?);
     }
     let comm_done = b.record(Stream::Comm)?;
     b.wait(Stream::Compute, &comm_done)?;
