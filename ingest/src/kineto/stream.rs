@@ -213,12 +213,14 @@ impl Driver {
             let (n, end, last) = parsed?;
             count += n;
             let more = read?;
-            self.buf.extend_from_slice(&spare);
             self.eof |= !more;
             if let Some(end) = end {
+                self.buf.extend_from_slice(&spare);
                 return Ok((count, end, true));
             }
+            // Drop the parsed bytes first, so only the unparsed tail moves, not the new chunk.
             pos = self.consume(last);
+            self.buf.extend_from_slice(&spare);
             if !more {
                 let rest = &self.buf[pos..];
                 if tolerate_eof && rest.iter().all(|b| b.is_ascii_whitespace() || *b == b',') {
