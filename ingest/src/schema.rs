@@ -109,7 +109,7 @@ pub const RUNS: Table = Table {
     columns: &[
         req("source_path", S, "Input file as given on the command line (joined with the walked path)."),
         req("format", S, "`kineto` or `jsonl`."),
-        req("platform", S, "`cuda`, `rocm` or `unknown`, from version keys, then device name."),
+        req("platform", S, "`cuda`, `rocm` or `unknown`: from version keys, else the device name, else warp size, else the runtime API names in the trace (`cuda*`/`hip*`)."),
         opt("device_name", S, "Name of the GPU the rank's activities ran on (deviceProperties)."),
         opt("device_index", I64, "Device index of the rank's GPU activities (Kineto GPU `pid`)."),
         opt("world_size", I64, "`distributedInfo.world_size` (or JSONL `world_size`)."),
