@@ -10,7 +10,7 @@ use std::path::Path;
 /// Total length of the intersection of two interval sets, by merging each and walking both
 /// (written here, independent of aorta's code).
 fn overlap_ns(mut a: Vec<(i64, i64)>, mut b: Vec<(i64, i64)>) -> i64 {
-    fn merge(v: &mut Vec<(i64, i64)>) -> Vec<(i64, i64)> {
+    fn merge(v: &mut [(i64, i64)]) -> Vec<(i64, i64)> {
         v.sort();
         let mut out: Vec<(i64, i64)> = Vec::new();
         for &(s, e) in v.iter() {
