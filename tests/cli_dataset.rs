@@ -3,24 +3,30 @@
 mod common;
 
 use common::cli::*;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 // ---------------------------------------------------------------------------------------------
 // 3. Atomicity: a failed run leaves the previous dataset byte for byte.
 
-#[test]
-fn failed_run_leaves_previous_dataset_identical() {
-    let Some(data) = corpus() else { return };
-    let tmp = tempfile::tempdir().unwrap();
-    let input = tmp.path().join("runA");
+/// `DIR/NAME/` holding the SDMA trace and the aorta JSONL from the corpus.
+fn trace_and_jsonl(data: &Path, dir: &Path, name: &str) -> PathBuf {
+    let input = dir.join(name);
     std::fs::create_dir(&input).unwrap();
-    let trace = input.join("sdma_overlap.pt.trace.json.gz");
-    std::fs::copy(data.join(SDMA), &trace).unwrap();
+    std::fs::copy(data.join(SDMA), input.join("sdma_overlap.pt.trace.json.gz")).unwrap();
     std::fs::copy(
         data.join(METRICS_JSONL),
         input.join("rank_00_metrics.jsonl"),
     )
     .unwrap();
+    input
+}
+
+#[test]
+fn failed_run_leaves_previous_dataset_identical() {
+    let Some(data) = corpus() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let input = trace_and_jsonl(&data, tmp.path(), "runA");
+    let trace = input.join("sdma_overlap.pt.trace.json.gz");
     let out = tmp.path().join("D");
 
     let o = ingest(&[&input], &out, &[]);
@@ -84,14 +90,7 @@ fn failed_run_leaves_previous_dataset_identical() {
 fn rerun_writes_nothing_and_force_reingests() {
     let Some(data) = corpus() else { return };
     let tmp = tempfile::tempdir().unwrap();
-    let input = tmp.path().join("in");
-    std::fs::create_dir(&input).unwrap();
-    std::fs::copy(data.join(SDMA), input.join("sdma_overlap.pt.trace.json.gz")).unwrap();
-    std::fs::copy(
-        data.join(METRICS_JSONL),
-        input.join("rank_00_metrics.jsonl"),
-    )
-    .unwrap();
+    let input = trace_and_jsonl(&data, tmp.path(), "in");
     let out = tmp.path().join("D");
 
     let o = ingest(&[&input], &out, &[]);
