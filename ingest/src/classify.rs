@@ -145,14 +145,15 @@ impl Classifier {
     pub fn with_user_rules(user: Option<&Path>) -> Result<Classifier, RulesError> {
         let base = parse_file(DEFAULT_RULES, "ingest/rules/default.toml")?;
         let mut version = base.version.clone().unwrap_or_else(|| "0".into());
-        let mut files = vec![base];
+        let mut files = vec![("ingest/rules/default.toml".to_string(), base)];
         if let Some(p) = user {
             let path = p.display().to_string();
             let text = std::fs::read_to_string(p).map_err(|source| RulesError::Io {
                 path: path.clone(),
                 source,
             })?;
-            files.insert(0, parse_file(&text, &path)?);
+            let user = parse_file(&text, &path)?;
+            files.insert(0, (path, user));
             version.push_str("+user");
         }
         compile(files, version)
@@ -212,24 +213,42 @@ impl Classifier {
 }
 
 fn parse_file(text: &str, path: &str) -> Result<RuleFile, RulesError> {
-    toml::from_str(text).map_err(|e| RulesError::Invalid {
-        path: path.into(),
-        msg: e.to_string(),
+    toml::from_str(text).map_err(|e| {
+        let line = e.span().map(|s| text[..s.start].matches('\n').count() + 1);
+        let at = line.map(|l| format!("line {l}: ")).unwrap_or_default();
+        invalid(path, format!("{at}{}", e.message().trim()))
     })
 }
 
-fn invalid(msg: String) -> RulesError {
+fn invalid(path: &str, msg: String) -> RulesError {
     RulesError::Invalid {
-        path: "rules".into(),
+        path: path.into(),
         msg,
     }
 }
 
-fn compile(files: Vec<RuleFile>, version: String) -> Result<Classifier, RulesError> {
+/// Checks one pattern on its own, so an error names the file and the pattern on one line.
+fn pattern(path: &str, p: String) -> Result<String, RulesError> {
+    match regex::Regex::new(&p) {
+        Ok(_) => Ok(p),
+        Err(e) => {
+            let why = e.to_string();
+            let why = why
+                .lines()
+                .last()
+                .unwrap_or("")
+                .trim_start_matches("error: ");
+            Err(invalid(path, format!("pattern `{p}`: {why}")))
+        }
+    }
+}
+
+fn compile(files: Vec<(String, RuleFile)>, version: String) -> Result<Classifier, RulesError> {
     let mut patterns = Vec::new();
     let mut rules = Vec::new();
     let (mut op_pats, mut ops, mut coll_pats, mut colls) = (vec![], vec![], vec![], vec![]);
-    for f in files {
+    for (path, f) in files {
+        let invalid = |msg| invalid(&path, msg);
         for r in f.rule {
             let filter = match r.kind.as_str() {
                 "any" => KindFilter::Any,
@@ -240,7 +259,7 @@ fn compile(files: Vec<RuleFile>, version: String) -> Result<Classifier, RulesErr
             };
             let cat = Category::parse(&r.category)
                 .ok_or_else(|| invalid(format!("unknown category `{}`", r.category)))?;
-            patterns.push(r.pattern);
+            patterns.push(pattern(&path, r.pattern)?);
             rules.push((filter, cat));
         }
         for (rows, pats, out) in [
@@ -252,12 +271,12 @@ fn compile(files: Vec<RuleFile>, version: String) -> Result<Classifier, RulesErr
                     .iter()
                     .find(|k| **k == o.op)
                     .ok_or_else(|| invalid(format!("unknown collective kind `{}`", o.op)))?;
-                pats.push(o.pattern);
+                pats.push(pattern(&path, o.pattern)?);
                 out.push(*op);
             }
         }
     }
-    let set = |p: Vec<String>| RegexSet::new(p).map_err(|e| invalid(e.to_string()));
+    let set = |p: Vec<String>| RegexSet::new(p).map_err(|e| invalid("rules", e.to_string()));
     Ok(Classifier {
         version,
         rule_set: set(patterns)?,
@@ -365,5 +384,19 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(err.contains("unknown category `gpu`"), "{err}");
+        std::fs::write(
+            &p,
+            "[[rule]]\nkind = \"kernel\"\npattern = '('\ncategory = \"comm\"\n",
+        )
+        .unwrap();
+        let err = Classifier::with_user_rules(Some(&p))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.starts_with(&p.display().to_string()), "{err}");
+        assert!(
+            err.contains("pattern `(`: unclosed group") && !err.contains('\n'),
+            "{err}"
+        );
     }
 }
