@@ -170,15 +170,17 @@ impl Sink {
             if prev_key != Some(key) {
                 prev_key = Some(key);
                 if self.last_written.get(&key).is_some_and(|&w| r.start < w) {
-                    let name = self.strings.get(r.name).to_string();
-                    self.diag.add("stream_out_of_order", None, || name);
+                    let strings = &self.strings;
+                    self.diag
+                        .add("stream_out_of_order", None, || strings.get(r.name).into());
                 }
             }
             match it.peek() {
                 Some(next) if (next.device, next.stream) == key => {
                     if next.start < r.end {
-                        let (ns, name) = (r.end - next.start, self.strings.get(r.name).to_string());
+                        let (ns, strings) = (r.end - next.start, &self.strings);
                         self.diag.add("same_stream_overlap", None, || {
+                            let name = strings.get(r.name);
                             format!(
                                 "{name} on stream {} ends {ns} ns after the next one starts",
                                 r.stream

@@ -71,7 +71,8 @@ pub fn event(ctx: &Ctx, c: &mut Cursor<'_>, part: &mut Part, off: u64) -> Result
 }
 
 impl Worker<'_, '_, '_> {
-    fn offset(&self, _ev: &Ev) -> Option<i64> {
+    /// Where the current event starts, for diagnostics.
+    fn offset(&self) -> Option<i64> {
         Some(self.off as i64)
     }
 
@@ -83,8 +84,8 @@ impl Worker<'_, '_, '_> {
     fn event(&mut self, ev: &Ev) {
         if ev.ph != b"X" {
             if !OTHER_PHASES.contains(&ev.ph) {
-                let ph = String::from_utf8_lossy(ev.ph).into_owned();
-                self.b.diag.add("unknown_phase", self.offset(ev), || {
+                let ph = String::from_utf8_lossy(ev.ph);
+                self.b.diag.add("unknown_phase", self.offset(), || {
                     format!("ph \"{ph}\" (B/E pairs are read by the Chrome reader, not yet here)")
                 });
             }
@@ -100,8 +101,8 @@ impl Worker<'_, '_, '_> {
             Cat::PythonFunction => Some(CpuCategory::PythonFunction),
             Cat::GpuUserAnnotation => return,
             Cat::Other => {
-                let c = String::from_utf8_lossy(ev.cat).into_owned();
-                self.b.diag.add("skipped_category", self.offset(ev), || {
+                self.b.diag.add("skipped_category", self.offset(), || {
+                    let c = String::from_utf8_lossy(ev.cat);
                     format!("cat \"{c}\" (first of the skipped slices)")
                 });
                 return;
@@ -118,7 +119,7 @@ impl Worker<'_, '_, '_> {
 
     /// (start, start + dur) in absolute ns, with the duration findings.
     fn times(&mut self, ev: &Ev) -> Option<(i64, i64)> {
-        let off = self.offset(ev);
+        let off = self.offset();
         let Some(ts) = ev.ts.and_then(event::micros) else {
             self.b.diag.add("missing_timestamp", off, || {
                 "slice without a usable ts".into()
@@ -128,10 +129,12 @@ impl Worker<'_, '_, '_> {
         let dur = match ev.dur.map(event::micros) {
             Some(Some(d)) => d,
             Some(None) => {
-                let raw = String::from_utf8_lossy(ev.dur.unwrap_or_default()).into_owned();
-                self.b
-                    .diag
-                    .add("unparsable_value", off, || format!("dur {raw}"));
+                self.b.diag.add("unparsable_value", off, || {
+                    format!(
+                        "dur {}",
+                        String::from_utf8_lossy(ev.dur.unwrap_or_default())
+                    )
+                });
                 0
             }
             None => {
@@ -231,16 +234,9 @@ impl Worker<'_, '_, '_> {
             }
             return (step, StepSource::Launch);
         }
-        let name = ev
-            .name
-            .and_then(event::text)
-            .unwrap_or_default()
-            .into_owned();
-        self.b
-            .diag
-            .add("kernel_without_launch", self.offset(ev), || {
-                format!("{name} (correlation {corr:?})")
-            });
+        self.b.diag.add("kernel_without_launch", self.offset(), || {
+            format!("{} (correlation {corr:?})", name_text(ev))
+        });
         if !links.has_steps() {
             return (None, StepSource::None);
         }
@@ -252,12 +248,10 @@ impl Worker<'_, '_, '_> {
     }
 
     fn outside(&mut self, ev: &Ev) {
-        let name = ev
-            .name
-            .and_then(event::text)
-            .unwrap_or_default()
-            .into_owned();
-        self.b.diag.add("outside_steps", self.offset(ev), || name);
+        // Examples are built for the first finding only: these fire on hot paths.
+        self.b
+            .diag
+            .add("outside_steps", self.offset(), || name_text(ev));
     }
 
     fn cpu(&mut self, ev: &Ev, category: CpuCategory, start: i64, raw_end: i64) {
@@ -298,6 +292,14 @@ impl Worker<'_, '_, '_> {
             input_types,
         });
     }
+}
+
+/// An event's name as text, for diagnostics.
+fn name_text(ev: &Ev) -> String {
+    ev.name
+        .and_then(event::text)
+        .unwrap_or_default()
+        .into_owned()
 }
 
 /// A GPU stream from a `tid`: `7`, `"7"`, or legacy `"stream 7"`.
