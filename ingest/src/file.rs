@@ -82,7 +82,7 @@ pub fn rank_from_name(path: &std::path::Path) -> Option<i64> {
 }
 
 impl RunInfo {
-    pub fn new(_job: &FileJob, format: &'static str, content_hash: String) -> RunInfo {
+    pub fn new(format: &'static str, content_hash: String) -> RunInfo {
         RunInfo {
             format,
             platform: "unknown",

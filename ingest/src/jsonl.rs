@@ -80,7 +80,7 @@ pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
         Some(h) => h.clone(),
         None => crate::dataset::content_hash(&job.path)?.0,
     };
-    let mut info = RunInfo::new(job, "jsonl", hash);
+    let mut info = RunInfo::new("jsonl", hash);
     let mut pending: Vec<(u64, Value)> = Vec::new();
     // The rank (and so the output path) comes from the first record.
     let first = next_record(job, &mut lines, 0)?;

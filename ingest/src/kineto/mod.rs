@@ -106,7 +106,7 @@ pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
     };
     let t1 = t0.elapsed();
     let links = pass1.finish();
-    let mut info = RunInfo::new(job, "kineto", content_hash);
+    let mut info = RunInfo::new("kineto", content_hash);
     let rank = info.resolve_rank(job, links.meta.rank);
     let parts = Parts {
         root: job.staging.clone(),

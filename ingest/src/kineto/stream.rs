@@ -153,27 +153,20 @@ impl Driver {
         Ok(shape)
     }
 
-    fn expect_end(&mut self, pos: usize) -> Result<(), ParseErr> {
-        let (_, p) = self
-            .complete(pos, "the file", |c| {
-                c.ws();
-                if c.i < c.b.len() {
-                    Ok(())
-                } else {
-                    Err(JsonError::Incomplete)
-                }
-            })
-            .or_else(|e| {
-                if self.eof {
-                    Ok(((), self.buf.len()))
-                } else {
-                    Err(e)
-                }
-            })?;
-        if p < self.buf.len() {
-            return Err(self.err(p, "unexpected data after the end of the trace object"));
+    /// Only blanks may follow the top-level object, up to the end of the stream.
+    fn expect_end(&mut self, mut pos: usize) -> Result<(), ParseErr> {
+        loop {
+            if let Some(k) = self.buf[pos..]
+                .iter()
+                .position(|b| !b.is_ascii_whitespace())
+            {
+                return Err(self.err(pos + k, "unexpected data after the end of the trace object"));
+            }
+            pos = self.consume(self.buf.len());
+            if !self.fill()? {
+                return Ok(());
+            }
         }
-        Ok(())
     }
 
     /// Streams the elements of an event array starting at `pos` (just after `[`).
@@ -452,6 +445,19 @@ mod tests {
         let (shape, got) = run(&text).unwrap();
         assert_eq!(shape.events, n as u64);
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn only_blanks_may_follow_the_trace_object() {
+        assert_eq!(run("{\"traceEvents\": []}\n\n").unwrap().0.events, 0);
+        let text = "{\"traceEvents\": [{\"name\": \"a\"}]} \n x";
+        let e = run(text).unwrap_err();
+        assert_eq!(e.offset, text.find('x').unwrap() as u64);
+        assert!(
+            e.msg.contains("after the end of the trace object"),
+            "{}",
+            e.msg
+        );
     }
 
     #[test]
