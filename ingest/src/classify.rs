@@ -132,7 +132,8 @@ pub struct Classifier {
     ops: Vec<&'static str>,
     coll_set: RegexSet,
     colls: Vec<&'static str>,
-    cache: Mutex<HashMap<(Kind, String), Class>>,
+    /// Names already classified, one map per `Kind` (looked up by `&str`, no allocation).
+    cache: [Mutex<HashMap<String, Class>>; 3],
 }
 
 impl Classifier {
@@ -165,14 +166,15 @@ impl Classifier {
 
     /// Category, and collective kind from the name for comm activities.
     pub fn classify(&self, kind: Kind, name: &str) -> Class {
-        if let Some(hit) = self.cache.lock().unwrap().get(&(kind, name.to_string())) {
+        let cache = &self.cache[kind as usize];
+        if let Some(hit) = cache.lock().expect("cache not poisoned").get(name) {
             return *hit;
         }
         let hit = self.classify_uncached(kind, name);
-        self.cache
+        cache
             .lock()
-            .unwrap()
-            .insert((kind, name.to_string()), hit);
+            .expect("cache not poisoned")
+            .insert(name.to_string(), hit);
         hit
     }
 
@@ -285,7 +287,7 @@ fn compile(files: Vec<(String, RuleFile)>, version: String) -> Result<Classifier
         ops,
         coll_set: set(coll_pats)?,
         colls,
-        cache: Mutex::new(HashMap::new()),
+        cache: Default::default(),
     })
 }
 
