@@ -4,3 +4,4 @@
 //! renamed in one place breaks the build or a test, never a user's notebook.
 
 pub mod dataset;
+pub mod sweep;

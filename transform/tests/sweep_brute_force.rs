@@ -1,0 +1,170 @@
+//! The sweep against the definition itself: on small ranges every nanosecond is marked with
+//! the classes and streams running in it, and every metric is a count of marked nanoseconds.
+
+use aorta_transform::sweep::{self, Act, Class, COMM_OPS};
+use proptest::prelude::*;
+
+const SPAN: i64 = 80;
+
+fn act() -> impl Strategy<Value = Act> {
+    // Small ranges make overlapping, nested, touching and zero-length intervals common.
+    (
+        0..SPAN - 16,
+        0i64..16,
+        0usize..6,
+        0u8..COMM_OPS.len() as u8,
+        0u32..9,
+    )
+        .prop_map(|(start, len, class, op, stream)| Act {
+            start,
+            end: start + len,
+            class: Class::ALL[class],
+            op,
+            stream,
+        })
+}
+
+/// Per nanosecond: which classes, kinds and streams are running.
+struct Marks {
+    class: Vec<[bool; 6]>,
+    op: Vec<[bool; COMM_OPS.len()]>,
+    stream: Vec<[bool; 9]>,
+}
+
+fn mark(acts: &[Act]) -> Marks {
+    let n = SPAN as usize;
+    let mut m = Marks {
+        class: vec![[false; 6]; n],
+        op: vec![[false; COMM_OPS.len()]; n],
+        stream: vec![[false; 9]; n],
+    };
+    for a in acts {
+        for t in a.start..a.end {
+            let t = t as usize;
+            m.class[t][a.class as usize] = true;
+            m.stream[t][a.stream as usize] = true;
+            if a.class == Class::Comm {
+                m.op[t][a.op as usize] = true;
+            }
+        }
+    }
+    m
+}
+
+fn count(m: &Marks, f: impl Fn(usize) -> bool) -> i64 {
+    (0..m.class.len()).filter(|&t| f(t)).count() as i64
+}
+
+fn expected(acts: &[Act]) -> sweep::Metrics {
+    let m = mark(acts);
+    let c = |t: usize, k: Class| m.class[t][k as usize];
+    let comm = |t| c(t, Class::Comm);
+    let gemm = |t| c(t, Class::Gemm);
+    let compute = |t| gemm(t) || c(t, Class::Attention) || c(t, Class::OtherCompute);
+    let memcpy = |t| c(t, Class::Memcpy);
+    let mut ops = [sweep::OpTime::default(); COMM_OPS.len()];
+    for (k, op) in ops.iter_mut().enumerate() {
+        op.count = acts
+            .iter()
+            .filter(|a| a.class == Class::Comm && a.op as usize == k)
+            .count() as i64;
+        op.comm_ns = count(&m, |t| m.op[t][k]);
+        op.exposed_comm_ns = count(&m, |t| m.op[t][k] && !compute(t));
+    }
+    let memcpy_ns = count(&m, memcpy);
+    sweep::Metrics {
+        window_start_ns: acts.iter().map(|a| a.start).min().unwrap_or(0),
+        window_end_ns: acts.iter().map(|a| a.end).max().unwrap_or(0),
+        activity_count: acts.len() as i64,
+        comm_ns: count(&m, comm),
+        gemm_ns: count(&m, gemm),
+        compute_ns: count(&m, compute),
+        busy_ns: count(&m, |t| m.class[t].iter().any(|&x| x)),
+        memcpy_ns,
+        gemm_comm_overlap_ns: count(&m, |t| gemm(t) && comm(t)),
+        compute_comm_overlap_ns: count(&m, |t| compute(t) && comm(t)),
+        gemm_memcpy_overlap_ns: count(&m, |t| gemm(t) && memcpy(t)),
+        exposed_memcpy_ns: count(&m, |t| memcpy(t) && !compute(t) && !comm(t)),
+        ops,
+    }
+}
+
+fn expected_streams(acts: &[Act]) -> sweep::StreamView {
+    let m = mark(acts);
+    let mut v = sweep::StreamView::default();
+    for s in 0..9u32 {
+        let n = acts.iter().filter(|a| a.stream == s).count() as i64;
+        if n > 0 {
+            v.busy.push((s, n, count(&m, |t| m.stream[t][s as usize])));
+        }
+    }
+    for a in 0..9usize {
+        for b in a + 1..9 {
+            let ov = count(&m, |t| m.stream[t][a] && m.stream[t][b]);
+            if ov > 0 {
+                v.pairs.push((a as u32, b as u32, ov));
+            }
+        }
+    }
+    v
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn sweep_equals_per_nanosecond_marking(mut acts in prop::collection::vec(act(), 0..40)) {
+        sweep::sort_by_start(&mut acts);
+        let got = sweep::window(&acts);
+        let want = expected(&acts);
+        prop_assert_eq!(&got, &want);
+        // The derived metrics, from the marked counts.
+        prop_assert_eq!(got.exposed_comm_ns(), count(&mark(&acts), |t| {
+            let c = mark(&acts).class[t];
+            c[0] && !(c[1] || c[2] || c[3])
+        }));
+        prop_assert_eq!(got.idle_ns(), want.window_ns() - want.busy_ns);
+        prop_assert_eq!(sweep::streams(&acts), expected_streams(&acts));
+    }
+
+    #[test]
+    fn ratios_follow_their_definitions(mut acts in prop::collection::vec(act(), 0..40)) {
+        sweep::sort_by_start(&mut acts);
+        let m = expected(&acts);
+        let got = sweep::window(&acts);
+        let min = m.gemm_ns.min(m.comm_ns);
+        let want = (min > 0).then(|| m.gemm_comm_overlap_ns as f64 / min as f64);
+        prop_assert_eq!(got.overlap_ratio(), want);
+        let want = (m.comm_ns > 0).then(|| 100.0 * m.compute_comm_overlap_ns as f64 / m.comm_ns as f64);
+        prop_assert_eq!(got.comm_overlap_pct(), want);
+        let want = (m.compute_ns > 0).then(|| m.compute_comm_overlap_ns as f64 / m.compute_ns as f64);
+        prop_assert_eq!(got.compute_overlap_ratio(), want);
+    }
+}
+
+#[test]
+fn nested_and_touching_by_hand() {
+    // gemm [0,10) holds comm [2,4); comm [10,15) touches it; memcpy [12,20) half under comm.
+    let a = |start, end, class, stream| Act {
+        start,
+        end,
+        class,
+        op: 0,
+        stream,
+    };
+    let mut acts = vec![
+        a(0, 10, Class::Gemm, 0),
+        a(2, 4, Class::Comm, 1),
+        a(10, 15, Class::Comm, 1),
+        a(12, 20, Class::Memcpy, 2),
+    ];
+    sweep::sort_by_start(&mut acts);
+    let m = sweep::window(&acts);
+    assert_eq!(
+        (m.comm_ns, m.gemm_ns, m.busy_ns, m.window_ns()),
+        (7, 10, 20, 20)
+    );
+    assert_eq!((m.gemm_comm_overlap_ns, m.exposed_comm_ns()), (2, 5));
+    assert_eq!(m.overlap_ratio(), Some(2.0 / 7.0));
+    assert_eq!((m.memcpy_ns, m.exposed_memcpy_ns), (8, 5));
+}
