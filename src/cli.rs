@@ -21,8 +21,67 @@ pub enum Command {
     /// Read traces (Kineto .json/.json.gz/.json.zst, per-iteration JSONL) into a Parquet dataset.
     #[command(after_help = INGEST_EXAMPLES)]
     Ingest(IngestArgs),
+    /// GEMM/communication overlap per rank, step and collective kind; writes the overlap tables.
+    #[command(after_help = OVERLAP_EXAMPLES)]
+    Overlap(OverlapArgs),
     /// Print the dataset schema (tables and columns).
     Schema(SchemaArgs),
+}
+
+const OVERLAP_EXAMPLES: &str = "\
+Examples:
+  aorta overlap                          # every run of ./aorta-data: ranks x steps, totals
+  aorta overlap ds --run cuda            # one run of the dataset in ds/
+  aorta overlap --by rank                # one row per rank (the whole window)
+  aorta overlap --by collective          # comm and exposed comm per collective kind
+  aorta overlap --json > overlap.json    # for CI: rows and the run summary as JSON
+  aorta overlap --by step --format csv   # the overlap_steps rows as CSV
+
+Unions are taken across all streams of a rank. A step's window is [first start, last end] of
+the activities attributed to it; the whole window covers every step. Ratios: overlap_ratio =
+gemm∩comm / min(gemm, comm); comm_overlap_pct = 100 × compute∩comm / comm; compute_overlap_ratio
+= compute∩comm / compute. The run summary gives median and p10–p90 over steps and over ranks.
+The tables overlap_steps, overlap_ranks, overlap_collectives, overlap_streams and
+overlap_stream_pairs are (re)written into the dataset for the runs shown (docs/OVERLAP.md).";
+
+/// What one row of `aorta overlap` output is.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum By {
+    /// One row per rank and step, with a total row per rank.
+    Step,
+    /// One row per rank: the whole window.
+    Rank,
+    /// One row per rank, step and collective kind, with the rank totals.
+    Collective,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// Aligned text, milliseconds.
+    Table,
+    /// One JSON document: the rows (ns) and the run summary.
+    Json,
+    /// CSV of the rows (ns), one header line.
+    Csv,
+}
+
+#[derive(Args, Debug)]
+pub struct OverlapArgs {
+    /// Dataset directory (written by `aorta ingest`).
+    #[arg(default_value = "aorta-data")]
+    pub dataset: PathBuf,
+    /// Only this run (default: every run of the dataset).
+    #[arg(long, value_name = "L")]
+    pub run: Option<String>,
+    /// Rows per step, per rank, or per collective kind.
+    #[arg(long, value_enum, default_value_t = By::Step)]
+    pub by: By,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Same as `--format json`.
+    #[arg(long, conflicts_with = "format")]
+    pub json: bool,
 }
 
 const INGEST_EXAMPLES: &str = "\

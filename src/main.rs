@@ -2,6 +2,8 @@
 
 mod cli;
 mod ingest_cmd;
+mod overlap_cmd;
+mod overlap_table;
 
 use std::process::ExitCode;
 
@@ -38,6 +40,7 @@ fn main() -> ExitCode {
 fn run(args: cli::Cli) -> anyhow::Result<ExitCode> {
     match args.command {
         cli::Command::Ingest(a) => ingest_cmd::run(a),
+        cli::Command::Overlap(a) => overlap_cmd::run(a),
         cli::Command::Schema(a) => {
             use std::io::Write;
             let text = if a.markdown {

@@ -39,7 +39,7 @@ impl ColType {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 pub struct Column {
     pub name: &'static str,
     pub ty: ColType,
@@ -257,6 +257,104 @@ pub const DIAGNOSTICS: Table = Table {
     ],
 };
 
+/// The overlap metrics of one window, shared by `overlap_steps` and `overlap_ranks`
+/// (../shared/docs/METRICS.md; docs/OVERLAP.md says them in words).
+macro_rules! overlap_metric_columns {
+    () => {
+        [
+            opt("window_start_ns", I64, "Window start: first start of the window's GPU activities (null for JSONL)."),
+            opt("window_end_ns", I64, "Window end: last (clipped) end of the window's GPU activities (null for JSONL)."),
+            opt("window_ns", I64, "`window_end_ns` − `window_start_ns` (JSONL: `profile.total_ms`)."),
+            req("activity_count", I64, "GPU activities in the window (JSONL: 0)."),
+            opt("comm_ns", I64, "Time at least one communication kernel runs: \\|U(comm)\\| across all streams."),
+            opt("gemm_ns", I64, "\\|U(gemm)\\|."),
+            opt("compute_ns", I64, "\\|U(compute)\\|, compute = gemm ∪ attention ∪ other_compute (JSONL: `per_stream_ms.compute`)."),
+            opt("busy_ns", I64, "\\|U(any GPU activity)\\|."),
+            opt("idle_ns", I64, "`window_ns` − `busy_ns`."),
+            opt("memcpy_ns", I64, "\\|U(memcpy)\\|."),
+            opt("gemm_comm_overlap_ns", I64, "\\|U(gemm) ∩ U(comm)\\|."),
+            opt("compute_comm_overlap_ns", I64, "\\|U(compute) ∩ U(comm)\\| (JSONL: `overlap_ms.compute_comm`)."),
+            opt("exposed_comm_ns", I64, "`comm_ns` − `compute_comm_overlap_ns`: communication with no compute kernel running."),
+            opt("overlap_ratio", F64, "`gemm_comm_overlap_ns` / min(`gemm_ns`, `comm_ns`) (TP-overlap-tuner); null when the min is 0."),
+            opt("comm_overlap_pct", F64, "100 × `compute_comm_overlap_ns` / `comm_ns` (Holistic Trace Analysis); null when `comm_ns` is 0."),
+            opt("compute_overlap_ratio", F64, "`compute_comm_overlap_ns` / `compute_ns` (the Python aorta report); null when `compute_ns` is 0."),
+            opt("gemm_memcpy_overlap_ns", I64, "\\|U(gemm) ∩ U(memcpy)\\|."),
+            opt("exposed_memcpy_ns", I64, "\\|U(memcpy)\\| − \\|U(memcpy) ∩ (U(compute) ∪ U(comm))\\|."),
+        ]
+    };
+}
+
+const OVERLAP_METRICS: [Column; 18] = overlap_metric_columns!();
+
+/// Two leading columns, then the overlap metrics.
+const fn with_metrics(first: Column, second: Column) -> [Column; OVERLAP_METRICS.len() + 2] {
+    let mut out = [first; OVERLAP_METRICS.len() + 2];
+    out[1] = second;
+    let mut i = 0;
+    while i < OVERLAP_METRICS.len() {
+        out[i + 2] = OVERLAP_METRICS[i];
+        i += 1;
+    }
+    out
+}
+
+const STEP_COLUMNS: [Column; OVERLAP_METRICS.len() + 2] = with_metrics(
+    opt("step", I64, "Step (ProfilerStep N, or the JSONL `global_step`); null for a trace without steps or activities outside every step."),
+    req("source", S, "`trace` (GPU activities) or `jsonl` (the Python aorta `profile.overlap.*` metrics)."),
+);
+
+const RANK_COLUMNS: [Column; OVERLAP_METRICS.len() + 2] = with_metrics(
+    req("step_count", I64, "Steps in the rank's whole window (a null step counts as one)."),
+    req("source", S, "`trace` or `jsonl`; JSONL ranks sum their steps."),
+);
+
+pub const OVERLAP_STEPS: Table = Table {
+    name: "overlap_steps",
+    doc: "Written by `aorta overlap`: the overlap metrics per rank and step. A step's window is [first start, last end] of the activities attributed to it; unions are across all streams of the rank.",
+    columns: &STEP_COLUMNS,
+};
+
+pub const OVERLAP_RANKS: Table = Table {
+    name: "overlap_ranks",
+    doc: "Written by `aorta overlap`: the same metrics per rank over the whole window (every step, the last one included).",
+    columns: &RANK_COLUMNS,
+};
+
+pub const OVERLAP_COLLECTIVES: Table = Table {
+    name: "overlap_collectives",
+    doc: "Written by `aorta overlap`: communication per collective kind, per step (`level` = `step`) and per rank (`level` = `rank`).",
+    columns: &[
+        req("level", S, "`step` (one step's window) or `rank` (the whole window; `step` is null)."),
+        opt("step", I64, "The step, for `level` = `step`."),
+        req("comm_op", S, "Collective kind: `all_reduce`, `all_gather`, `reduce_scatter`, `all_to_all`, `send_recv`, `broadcast`, `reduce` or `other`."),
+        req("activity_count", I64, "Comm activities of this kind (JSONL: 0)."),
+        req("comm_ns", I64, "\\|U(comm of this kind)\\| (JSONL: `per_stream_ms` of the `allreduce`/`reducescatter` stream)."),
+        req("exposed_comm_ns", I64, "`comm_ns` − \\|U(comm of this kind) ∩ U(compute)\\| (JSONL: minus `overlap_ms.compute_<stream>`)."),
+    ],
+};
+
+pub const OVERLAP_STREAMS: Table = Table {
+    name: "overlap_streams",
+    doc: "Written by `aorta overlap`: busy time per stream and step, the Python aorta `per_stream_ms`.",
+    columns: &[
+        opt("step", I64, "The step (as in `overlap_steps`)."),
+        req("stream", S, "Stream id as text (`7`), or the Python aorta stream name (`compute`, `allreduce`, …)."),
+        req("activity_count", I64, "GPU activities on the stream in the step (JSONL: 0)."),
+        req("busy_ns", I64, "\\|U(activities on the stream)\\|."),
+    ],
+};
+
+pub const OVERLAP_STREAM_PAIRS: Table = Table {
+    name: "overlap_stream_pairs",
+    doc: "Written by `aorta overlap`: time two streams are busy together, per step (the Python aorta `overlap_ms`, for every pair); pairs that never overlap are left out.",
+    columns: &[
+        opt("step", I64, "The step."),
+        req("stream", S, "First stream (the smaller id)."),
+        req("other_stream", S, "Second stream."),
+        req("overlap_ns", I64, "\\|U(stream) ∩ U(other_stream)\\|."),
+    ],
+};
+
 /// Every table, in the order docs/SCHEMA.md lists them.
 pub const TABLES: &[&Table] = &[
     &RUNS,
@@ -267,8 +365,21 @@ pub const TABLES: &[&Table] = &[
     &DIAGNOSTICS,
 ];
 
+/// Tables computed from the ingested ones (`aorta overlap`), written in the same layout.
+pub const DERIVED_TABLES: &[&Table] = &[
+    &OVERLAP_STEPS,
+    &OVERLAP_RANKS,
+    &OVERLAP_COLLECTIVES,
+    &OVERLAP_STREAMS,
+    &OVERLAP_STREAM_PAIRS,
+];
+
 pub fn table(name: &str) -> Option<&'static Table> {
-    TABLES.iter().copied().find(|t| t.name == name)
+    TABLES
+        .iter()
+        .chain(DERIVED_TABLES)
+        .copied()
+        .find(|t| t.name == name)
 }
 
 /// The column-by-column reference, as docs/SCHEMA.md carries it.
@@ -285,6 +396,15 @@ pub fn markdown() -> String {
     );
     push_columns(&mut s, PARTITION_COLUMNS);
     for t in TABLES {
+        s.push_str(&format!("\n## `{}`\n\n{}\n\n", t.name, t.doc));
+        push_columns(&mut s, t.columns);
+    }
+    s.push_str(
+        "\n# Derived tables\n\nWritten by `aorta overlap` into the same dataset and layout \
+         (`<out>/<table>/run=<label>/rank=<r>/part-overlap.parquet`), replaced run by run. \
+         docs/OVERLAP.md explains the metrics.\n",
+    );
+    for t in DERIVED_TABLES {
         s.push_str(&format!("\n## `{}`\n\n{}\n\n", t.name, t.doc));
         push_columns(&mut s, t.columns);
     }

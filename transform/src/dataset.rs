@@ -13,6 +13,11 @@ pub enum DatasetError {
     UnknownTable(String),
     #[error("{path}: {source}")]
     Polars { path: PathBuf, source: PolarsError },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// The polars type of a schema column.
@@ -95,4 +100,104 @@ pub fn read(root: &Path, table: &str) -> Result<DataFrame, DatasetError> {
             path: root.join(table),
             source,
         })
+}
+
+/// Replaces, in each named derived table, the partitions of `runs` with the rows of its frame
+/// (hive layout, one `part-overlap.parquet` per run and rank).
+///
+/// Every part is written under `<root>/.overlap-tmp-<pid>/` first; only when all are written
+/// are the old `run=<label>` directories moved aside and the new ones renamed into place, so a
+/// failure leaves the previous tables as they were.
+pub fn replace_runs(
+    root: &Path,
+    runs: &[String],
+    tables: &[(&str, &DataFrame)],
+) -> Result<(), DatasetError> {
+    if !root.join(aorta_ingest::dataset::MANIFEST).exists() {
+        return Err(DatasetError::NotADataset(root.to_path_buf()));
+    }
+    let tmp = root.join(format!(".overlap-tmp-{}", std::process::id()));
+    let res = stage(&tmp, runs, tables).and_then(|()| swap(root, &tmp, runs, tables));
+    let _ = std::fs::remove_dir_all(&tmp);
+    res
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> DatasetError + '_ {
+    move |source| DatasetError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Writes every (table, run, rank) part under `tmp/new/`.
+fn stage(tmp: &Path, runs: &[String], tables: &[(&str, &DataFrame)]) -> Result<(), DatasetError> {
+    for &(name, df) in tables {
+        let t = schema::table(name).ok_or_else(|| DatasetError::UnknownTable(name.into()))?;
+        let file_cols: Vec<&str> = t.columns.iter().map(|c| c.name).collect();
+        let polars = |source| DatasetError::Polars {
+            path: tmp.join(name),
+            source,
+        };
+        for part in df
+            .partition_by_stable(["run", "rank"], true)
+            .map_err(polars)?
+        {
+            let run = part
+                .column("run")
+                .map_err(polars)?
+                .str()
+                .map_err(polars)?
+                .get(0);
+            let rank = part
+                .column("rank")
+                .map_err(polars)?
+                .i64()
+                .map_err(polars)?
+                .get(0);
+            let (Some(run), Some(rank)) = (run, rank) else {
+                continue;
+            };
+            if !runs.iter().any(|r| r == run) {
+                continue;
+            }
+            let dir = tmp.join(format!("new/{name}/run={run}/rank={rank}"));
+            std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+            let path = dir.join("part-overlap.parquet");
+            let mut out = part.select(file_cols.iter().copied()).map_err(polars)?;
+            let file = std::fs::File::create(&path).map_err(io_err(&path))?;
+            ParquetWriter::new(file)
+                .with_compression(ParquetCompression::Zstd(None))
+                .finish(&mut out)
+                .map_err(polars)?;
+        }
+    }
+    Ok(())
+}
+
+/// Moves the old partitions of `runs` aside and the staged ones into place.
+fn swap(
+    root: &Path,
+    tmp: &Path,
+    runs: &[String],
+    tables: &[(&str, &DataFrame)],
+) -> Result<(), DatasetError> {
+    for &(name, _) in tables {
+        for run in runs {
+            let rel = format!("{name}/run={run}");
+            let (live, old, new) = (
+                root.join(&rel),
+                tmp.join(format!("old/{rel}")),
+                tmp.join(format!("new/{rel}")),
+            );
+            if live.exists() {
+                std::fs::create_dir_all(old.parent().unwrap()).map_err(io_err(&old))?;
+                std::fs::rename(&live, &old).map_err(io_err(&live))?;
+            }
+            if new.exists() {
+                std::fs::create_dir_all(live.parent().unwrap()).map_err(io_err(&live))?;
+                std::fs::rename(&new, &live).map_err(io_err(&live))?;
+            }
+        }
+    }
+    Ok(())
 }

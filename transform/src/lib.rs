@@ -4,4 +4,8 @@
 //! renamed in one place breaks the build or a test, never a user's notebook.
 
 pub mod dataset;
+pub mod jsonl;
+pub mod overlap;
+pub mod rows;
+pub mod summary;
 pub mod sweep;

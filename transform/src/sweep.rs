@@ -65,15 +65,17 @@ pub fn comm_op_index(s: Option<&str>) -> u8 {
         .unwrap_or(other) as u8
 }
 
-/// One GPU activity: `[start, end)` in ns, its class, collective kind (comm only) and the
-/// index of its stream among the rank's streams.
+/// One GPU activity: `[start, end)` in ns, its class, collective kind (comm only), and the
+/// indices of its stream and step among the rank's streams and steps (24 bytes: the sort
+/// moves these).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Act {
     pub start: i64,
     pub end: i64,
     pub class: Class,
     pub op: u8,
-    pub stream: u32,
+    pub stream: u16,
+    pub step: u32,
 }
 
 /// Total length of a list of sorted disjoint segments.
@@ -262,9 +264,9 @@ pub fn window(acts: &[Act]) -> Metrics {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StreamView {
     /// (stream index, activity count, busy ns), for every stream with an activity.
-    pub busy: Vec<(u32, i64, i64)>,
+    pub busy: Vec<(u16, i64, i64)>,
     /// (stream a, stream b, overlap ns) with a < b, for pairs that overlap (> 0 ns).
-    pub pairs: Vec<(u32, u32, i64)>,
+    pub pairs: Vec<(u16, u16, i64)>,
 }
 
 /// The per-stream view of one window; `acts` sorted by start.
@@ -283,14 +285,14 @@ pub fn streams(acts: &[Act]) -> StreamView {
     let used: Vec<usize> = (0..n).filter(|&i| counts[i] > 0).collect();
     let busy = used
         .iter()
-        .map(|&i| (i as u32, counts[i], unions[i].len_ns()))
+        .map(|&i| (i as u16, counts[i], unions[i].len_ns()))
         .collect();
     let mut pairs = Vec::new();
     for (x, &i) in used.iter().enumerate() {
         for &j in &used[x + 1..] {
             let ov = intersection(unions[i].segments(), unions[j].segments());
             if ov > 0 {
-                pairs.push((i as u32, j as u32, ov));
+                pairs.push((i as u16, j as u16, ov));
             }
         }
     }
@@ -302,4 +304,43 @@ pub fn streams(acts: &[Act]) -> StreamView {
 /// scratch.
 pub fn sort_by_start(acts: &mut [Act]) {
     acts.sort_by_key(|a| a.start);
+}
+
+/// Everything `aorta overlap` computes for one rank.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RankResult {
+    /// The whole window: every activity of the rank.
+    pub whole: Metrics,
+    /// Per step index (`Act::step`, 0..steps): the step's window and its per-stream view.
+    pub steps: Vec<(Metrics, StreamView)>,
+}
+
+/// Sorts `acts` by start and computes the whole window and every step of `0..steps`.
+pub fn rank(acts: &mut [Act], steps: usize) -> RankResult {
+    sort_by_start(acts);
+    let whole = window(acts);
+    let per_step = split_steps(acts, steps)
+        .iter()
+        .map(|a| (window(a), streams(a)))
+        .collect();
+    RankResult {
+        whole,
+        steps: per_step,
+    }
+}
+
+/// Partitions start-sorted activities by step index, keeping start order within each step.
+fn split_steps(acts: &[Act], steps: usize) -> Vec<Vec<Act>> {
+    if steps == 1 {
+        return vec![acts.to_vec()];
+    }
+    let mut counts = vec![0usize; steps];
+    for a in acts {
+        counts[a.step as usize] += 1;
+    }
+    let mut out: Vec<Vec<Act>> = counts.iter().map(|&n| Vec::with_capacity(n)).collect();
+    for a in acts {
+        out[a.step as usize].push(*a);
+    }
+    out
 }

@@ -13,14 +13,16 @@ fn act() -> impl Strategy<Value = Act> {
         0i64..16,
         0usize..6,
         0u8..COMM_OPS.len() as u8,
-        0u32..9,
+        0u16..9,
+        0u32..3,
     )
-        .prop_map(|(start, len, class, op, stream)| Act {
+        .prop_map(|(start, len, class, op, stream, step)| Act {
             start,
             end: start + len,
             class: Class::ALL[class],
             op,
             stream,
+            step,
         })
 }
 
@@ -92,7 +94,7 @@ fn expected(acts: &[Act]) -> sweep::Metrics {
 fn expected_streams(acts: &[Act]) -> sweep::StreamView {
     let m = mark(acts);
     let mut v = sweep::StreamView::default();
-    for s in 0..9u32 {
+    for s in 0..9u16 {
         let n = acts.iter().filter(|a| a.stream == s).count() as i64;
         if n > 0 {
             v.busy.push((s, n, count(&m, |t| m.stream[t][s as usize])));
@@ -102,7 +104,7 @@ fn expected_streams(acts: &[Act]) -> sweep::StreamView {
         for b in a + 1..9 {
             let ov = count(&m, |t| m.stream[t][a] && m.stream[t][b]);
             if ov > 0 {
-                v.pairs.push((a as u32, b as u32, ov));
+                v.pairs.push((a as u16, b as u16, ov));
             }
         }
     }
@@ -125,6 +127,26 @@ proptest! {
         }));
         prop_assert_eq!(got.idle_ns(), want.window_ns() - want.busy_ns);
         prop_assert_eq!(sweep::streams(&acts), expected_streams(&acts));
+    }
+
+    #[test]
+    fn each_step_is_its_own_activities(mut acts in prop::collection::vec(act(), 1..40)) {
+        // Step indices must be 0..n with none empty: renumber the ones present.
+        let mut present: Vec<u32> = acts.iter().map(|a| a.step).collect();
+        present.sort();
+        present.dedup();
+        for a in &mut acts {
+            a.step = present.iter().position(|&s| s == a.step).unwrap() as u32;
+        }
+        let got = sweep::rank(&mut acts.clone(), present.len());
+        sweep::sort_by_start(&mut acts);
+        prop_assert_eq!(&got.whole, &expected(&acts));
+        prop_assert_eq!(got.steps.len(), present.len());
+        for (i, (m, v)) in got.steps.iter().enumerate() {
+            let mine: Vec<Act> = acts.iter().filter(|a| a.step == i as u32).copied().collect();
+            prop_assert_eq!(m, &expected(&mine));
+            prop_assert_eq!(v, &expected_streams(&mine));
+        }
     }
 
     #[test]
@@ -151,6 +173,7 @@ fn nested_and_touching_by_hand() {
         class,
         op: 0,
         stream,
+        step: 0,
     };
     let mut acts = vec![
         a(0, 10, Class::Gemm, 0),

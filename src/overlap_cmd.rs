@@ -1,0 +1,261 @@
+//! `aorta overlap`: compute the overlap tables of a dataset, write them next to the ingested
+//! tables, and print them per run (text for people, JSON or CSV for CI and notebooks).
+
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use aorta_transform::overlap::{self, OverlapTables};
+use aorta_transform::summary::{self, Spread, RATIOS};
+use polars::prelude::*;
+use serde_json::{json, Map, Value};
+
+use crate::cli::{By, Format, OverlapArgs};
+
+pub fn run(args: OverlapArgs) -> Result<ExitCode> {
+    let root = args.dataset.as_path();
+    let runs = select_runs(root, args.run.as_deref())?;
+    let tables = overlap::from_dataset(root, &runs)?;
+    aorta_transform::dataset::replace_runs(root, &runs, &tables.tables())?;
+    let format = if args.json { Format::Json } else { args.format };
+    let mut out = std::io::stdout().lock();
+    let views = runs
+        .iter()
+        .map(|r| RunView::new(&tables, r, args.by))
+        .collect::<PolarsResult<Vec<_>>>()?;
+    match format {
+        Format::Table => views.iter().try_for_each(|v| v.print_table(&mut out))?,
+        Format::Csv => print_csv(&mut out, &views)?,
+        Format::Json => {
+            let doc = json!({
+                "dataset": root.display().to_string(),
+                "by": by_name(args.by),
+                "runs": views.iter().map(RunView::json).collect::<Vec<_>>(),
+            });
+            serde_json::to_writer_pretty(&mut out, &doc)?;
+            writeln!(out)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Every run of the dataset, or the one asked for (one-line error when it is not there).
+fn select_runs(root: &Path, run: Option<&str>) -> Result<Vec<String>> {
+    let all = overlap::dataset_runs(root)?;
+    match run {
+        None => Ok(all),
+        Some(r) if all.iter().any(|x| x == r) => Ok(vec![r.to_string()]),
+        Some(r) => bail!(
+            "{}: unknown run `{r}` (runs: {})",
+            root.display(),
+            if all.is_empty() {
+                "none".into()
+            } else {
+                all.join(", ")
+            }
+        ),
+    }
+}
+
+fn by_name(by: By) -> &'static str {
+    match by {
+        By::Step => "step",
+        By::Rank => "rank",
+        By::Collective => "collective",
+    }
+}
+
+fn only_run(df: &DataFrame, run: &str) -> PolarsResult<DataFrame> {
+    df.clone().lazy().filter(col("run").eq(lit(run))).collect()
+}
+
+/// One run's rows for the chosen view, with the rank totals and the summary frames.
+struct RunView {
+    run: String,
+    by: By,
+    rows: DataFrame,
+    steps: DataFrame,
+    ranks: DataFrame,
+    totals: Option<DataFrame>,
+}
+
+impl RunView {
+    fn new(t: &OverlapTables, run: &str, by: By) -> PolarsResult<RunView> {
+        let (steps, ranks) = (only_run(&t.steps, run)?, only_run(&t.ranks, run)?);
+        let (rows, totals) = match by {
+            By::Step => (steps.clone(), Some(ranks.clone())),
+            By::Rank => (ranks.clone(), None),
+            By::Collective => (only_run(&t.collectives, run)?, None),
+        };
+        Ok(RunView {
+            run: run.to_string(),
+            by,
+            rows,
+            steps,
+            ranks,
+            totals,
+        })
+    }
+
+    /// Spread of each ratio over step rows and rank rows, per source (`trace`, `jsonl`).
+    fn summary(&self) -> PolarsResult<Vec<(String, &'static str, Option<Spread>, Option<Spread>)>> {
+        let mut out = Vec::new();
+        for source in ["trace", "jsonl"] {
+            let pick = |df: &DataFrame| -> PolarsResult<DataFrame> {
+                df.clone()
+                    .lazy()
+                    .filter(col("source").eq(lit(source)))
+                    .collect()
+            };
+            let (s, r) = (pick(&self.steps)?, pick(&self.ranks)?);
+            if s.height() == 0 && r.height() == 0 {
+                continue;
+            }
+            for ratio in RATIOS {
+                let (a, b) = (
+                    summary::column_spread(&s, ratio)?,
+                    summary::column_spread(&r, ratio)?,
+                );
+                out.push((source.to_string(), ratio, a, b));
+            }
+        }
+        Ok(out)
+    }
+
+    fn json(&self) -> Value {
+        let mut summary = Map::new();
+        for (source, ratio, steps, ranks) in self.summary().unwrap_or_default() {
+            let entry = summary.entry(source).or_insert_with(|| json!({}));
+            entry[ratio] = json!({"steps": spread_json(steps), "ranks": spread_json(ranks)});
+        }
+        let mut v = json!({
+            "run": self.run,
+            "rows": frame_json(&self.rows),
+            "summary": summary,
+        });
+        if let Some(t) = &self.totals {
+            v["totals"] = frame_json(t);
+        }
+        v
+    }
+
+    fn print_table(&self, out: &mut impl Write) -> Result<()> {
+        let ranks = self.ranks.height();
+        let steps = self.steps.height();
+        writeln!(
+            out,
+            "run {} ({ranks} rank rows, {steps} step rows; times in ms)",
+            self.run
+        )?;
+        let cols = match self.by {
+            By::Collective => crate::overlap_table::COLLECTIVE_COLUMNS,
+            _ => crate::overlap_table::METRIC_COLUMNS,
+        };
+        let keys: &[&str] = match self.by {
+            By::Step => &["rank", "source", "step"],
+            By::Rank => &["rank", "source", "step_count"],
+            By::Collective => &["rank", "level", "step", "comm_op"],
+        };
+        let text = crate::overlap_table::render(&self.rows, self.totals.as_ref(), keys, cols)?;
+        out.write_all(text.as_bytes())?;
+        for (source, ratio, s, r) in self.summary()? {
+            writeln!(
+                out,
+                "  {source:<5} {ratio:<22} steps: {}   ranks: {}",
+                spread_text(s),
+                spread_text(r)
+            )?;
+        }
+        writeln!(out)?;
+        Ok(())
+    }
+}
+
+fn spread_json(s: Option<Spread>) -> Value {
+    match s {
+        None => Value::Null,
+        Some(s) => json!({"n": s.n, "median": s.median, "p10": s.p10, "p90": s.p90}),
+    }
+}
+
+fn spread_text(s: Option<Spread>) -> String {
+    match s {
+        None => "-".into(),
+        Some(s) => format!(
+            "median {:.3} (p10 {:.3} – p90 {:.3}, n={})",
+            s.median, s.p10, s.p90, s.n
+        ),
+    }
+}
+
+/// A frame as a list of JSON objects (column → value, nulls as null).
+fn frame_json(df: &DataFrame) -> Value {
+    let cols = df.columns();
+    let rows = (0..df.height())
+        .map(|i| {
+            let obj: Map<String, Value> = cols
+                .iter()
+                .map(|c| {
+                    (
+                        c.name().to_string(),
+                        any_json(c.get(i).unwrap_or(AnyValue::Null)),
+                    )
+                })
+                .collect();
+            Value::Object(obj)
+        })
+        .collect();
+    Value::Array(rows)
+}
+
+fn any_json(v: AnyValue) -> Value {
+    match v {
+        AnyValue::Int64(x) => x.into(),
+        AnyValue::Float64(x) => serde_json::Number::from_f64(x).map_or(Value::Null, Value::Number),
+        AnyValue::String(s) => s.into(),
+        AnyValue::StringOwned(s) => s.as_str().into(),
+        AnyValue::Null => Value::Null,
+        other => other.to_string().into(),
+    }
+}
+
+/// The rows of every run as one CSV (the header once).
+fn print_csv(out: &mut impl Write, views: &[RunView]) -> Result<()> {
+    let Some(first) = views.first() else {
+        return Ok(());
+    };
+    let names: Vec<String> = first
+        .rows
+        .columns()
+        .iter()
+        .map(|c| c.name().to_string())
+        .collect();
+    writeln!(out, "{}", names.join(","))?;
+    for v in views {
+        for i in 0..v.rows.height() {
+            let cells: Vec<String> = v
+                .rows
+                .columns()
+                .iter()
+                .map(|c| csv_cell(c.get(i).unwrap_or(AnyValue::Null)))
+                .collect();
+            writeln!(out, "{}", cells.join(",")).context("writing CSV")?;
+        }
+    }
+    Ok(())
+}
+
+fn csv_cell(v: AnyValue) -> String {
+    let s = match v {
+        AnyValue::Null => return String::new(),
+        AnyValue::String(s) => s.to_string(),
+        AnyValue::StringOwned(s) => s.to_string(),
+        other => other.to_string(),
+    };
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s
+    }
+}

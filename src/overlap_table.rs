@@ -1,0 +1,130 @@
+//! The text table of `aorta overlap`: aligned columns, nanoseconds shown as milliseconds,
+//! a `total` row (the rank's whole window) after each rank's steps.
+
+use anyhow::Result;
+use polars::prelude::*;
+
+/// How a column is shown.
+#[derive(Clone, Copy)]
+pub enum Show {
+    /// As written (keys).
+    Plain,
+    /// Integer ns as ms, 3 decimals.
+    Ms,
+    /// A ratio, 3 decimals.
+    Ratio,
+    /// A percentage, 1 decimal.
+    Pct,
+}
+
+pub type Col = (&'static str, &'static str, Show);
+
+pub const METRIC_COLUMNS: &[Col] = &[
+    ("window", "window_ns", Show::Ms),
+    ("busy", "busy_ns", Show::Ms),
+    ("compute", "compute_ns", Show::Ms),
+    ("gemm", "gemm_ns", Show::Ms),
+    ("comm", "comm_ns", Show::Ms),
+    ("gemm∩comm", "gemm_comm_overlap_ns", Show::Ms),
+    ("exposed_comm", "exposed_comm_ns", Show::Ms),
+    ("overlap_ratio", "overlap_ratio", Show::Ratio),
+    ("comm_overlap_%", "comm_overlap_pct", Show::Pct),
+    ("compute_ovl", "compute_overlap_ratio", Show::Ratio),
+    ("memcpy", "memcpy_ns", Show::Ms),
+    ("exposed_memcpy", "exposed_memcpy_ns", Show::Ms),
+];
+
+pub const COLLECTIVE_COLUMNS: &[Col] = &[
+    ("kernels", "activity_count", Show::Plain),
+    ("comm", "comm_ns", Show::Ms),
+    ("exposed_comm", "exposed_comm_ns", Show::Ms),
+];
+
+fn cell(df: &DataFrame, name: &str, i: usize, show: Show) -> String {
+    let v = df
+        .column(name)
+        .ok()
+        .and_then(|c| c.get(i).ok())
+        .unwrap_or(AnyValue::Null);
+    match (v, show) {
+        (AnyValue::Null, _) => "-".into(),
+        (AnyValue::Int64(x), Show::Ms) => format!("{:.3}", x as f64 / 1e6),
+        (AnyValue::Float64(x), Show::Ratio) => format!("{x:.3}"),
+        (AnyValue::Float64(x), Show::Pct) => format!("{x:.1}"),
+        (AnyValue::String(s), _) => s.to_string(),
+        (AnyValue::StringOwned(s), _) => s.to_string(),
+        (other, _) => other.to_string(),
+    }
+}
+
+fn row(df: &DataFrame, i: usize, keys: &[&str], cols: &[Col]) -> Vec<String> {
+    let k = keys.iter().map(|&k| cell(df, k, i, Show::Plain));
+    k.chain(cols.iter().map(|&(_, c, s)| cell(df, c, i, s)))
+        .collect()
+}
+
+/// The same rank and source in two frames?
+fn same_group(a: &DataFrame, i: usize, b: &DataFrame, j: usize) -> bool {
+    ["rank", "source"]
+        .iter()
+        .all(|k| cell(a, k, i, Show::Plain) == cell(b, k, j, Show::Plain))
+}
+
+/// `rows` as aligned text; with `totals`, each (rank, source) group of rows is followed by
+/// its totals row, keyed `total`.
+pub fn render(
+    rows: &DataFrame,
+    totals: Option<&DataFrame>,
+    keys: &[&str],
+    cols: &[Col],
+) -> Result<String> {
+    let mut lines: Vec<Vec<String>> = vec![keys
+        .iter()
+        .map(|k| k.to_string())
+        .chain(cols.iter().map(|c| c.0.to_string()))
+        .collect()];
+    for i in 0..rows.height() {
+        lines.push(row(rows, i, keys, cols));
+        let last_of_group = i + 1 == rows.height() || !same_group(rows, i, rows, i + 1);
+        if let (true, Some(t)) = (last_of_group, totals) {
+            if let Some(j) = (0..t.height()).find(|&j| same_group(rows, i, t, j)) {
+                let mut r = row(t, j, keys, cols);
+                r[keys.len() - 1] = "total".into();
+                lines.push(r);
+            }
+        }
+    }
+    Ok(align(&lines, keys.len()))
+}
+
+/// Left-aligns the key columns, right-aligns the numbers.
+fn align(lines: &[Vec<String>], keys: usize) -> String {
+    let n = lines.first().map_or(0, Vec::len);
+    let widths: Vec<usize> = (0..n)
+        .map(|c| {
+            lines
+                .iter()
+                .map(|l| l[c].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut s = String::new();
+    for l in lines {
+        let cells: Vec<String> = l
+            .iter()
+            .enumerate()
+            .map(|(c, v)| {
+                if c < keys {
+                    format!("{v:<w$}", w = widths[c])
+                } else {
+                    format!("{v:>w$}", w = widths[c])
+                }
+            })
+            .collect();
+        s.push_str("  ");
+        s.push_str(cells.join("  ").trim_end());
+        s.push('\n');
+    }
+    s
+}

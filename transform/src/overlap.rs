@@ -1,0 +1,354 @@
+//! `aorta overlap` as functions of tables: `gpu_activities` (and, for the Python tool's logs,
+//! `metrics`) in, the overlap tables out.
+//!
+//! polars loads and lays out the tables; the interval work is `sweep`, per rank, because a
+//! union across streams is a sequential merge that no column expression expresses exactly.
+
+use std::collections::{BTreeMap, HashMap};
+
+use aorta_ingest::schema::{
+    OVERLAP_COLLECTIVES, OVERLAP_RANKS, OVERLAP_STEPS, OVERLAP_STREAMS, OVERLAP_STREAM_PAIRS,
+};
+use polars::prelude::*;
+
+use crate::dataset::{self, DatasetError};
+use crate::rows::{frame, metric_columns, str_column, MetricRow};
+use crate::sweep::{self, Act, Class, RankResult, COMM_OPS};
+
+/// The five tables `aorta overlap` writes.
+#[derive(Debug, Clone)]
+pub struct OverlapTables {
+    pub steps: DataFrame,
+    pub ranks: DataFrame,
+    pub collectives: DataFrame,
+    pub streams: DataFrame,
+    pub stream_pairs: DataFrame,
+}
+
+impl OverlapTables {
+    /// (table name, frame), in the order of `aorta_ingest::schema::DERIVED_TABLES`.
+    pub fn tables(&self) -> [(&'static str, &DataFrame); 5] {
+        [
+            (OVERLAP_STEPS.name, &self.steps),
+            (OVERLAP_RANKS.name, &self.ranks),
+            (OVERLAP_COLLECTIVES.name, &self.collectives),
+            (OVERLAP_STREAMS.name, &self.streams),
+            (OVERLAP_STREAM_PAIRS.name, &self.stream_pairs),
+        ]
+    }
+
+    /// Both sources' rows together (trace ranks and JSONL ranks), sorted.
+    pub fn concat(self, other: OverlapTables) -> PolarsResult<OverlapTables> {
+        let cat = |a: DataFrame, b: DataFrame| -> PolarsResult<DataFrame> {
+            let mut a = a;
+            a.vstack_mut(&b)?;
+            sort_rows(a)
+        };
+        Ok(OverlapTables {
+            steps: cat(self.steps, other.steps)?,
+            ranks: cat(self.ranks, other.ranks)?,
+            collectives: cat(self.collectives, other.collectives)?,
+            streams: cat(self.streams, other.streams)?,
+            stream_pairs: cat(self.stream_pairs, other.stream_pairs)?,
+        })
+    }
+}
+
+/// Sorts by the partition keys and then every other key column present, nulls last.
+pub fn sort_rows(df: DataFrame) -> PolarsResult<DataFrame> {
+    let keys: Vec<&str> = [
+        "run",
+        "rank",
+        "source",
+        "level",
+        "step",
+        "comm_op",
+        "stream",
+        "other_stream",
+    ]
+    .into_iter()
+    .filter(|k| df.schema().contains(k))
+    .collect();
+    let opts = SortMultipleOptions::default()
+        .with_nulls_last(true)
+        .with_maintain_order(true);
+    df.sort(keys, opts)
+}
+
+/// One rank's activities, as the sweep wants them, with the step and stream keys.
+#[derive(Debug, Default)]
+pub struct RankActs {
+    pub acts: Vec<Act>,
+    pub steps: Vec<Option<i64>>,
+    pub streams: Vec<i64>,
+    step_idx: HashMap<Option<i64>, u32>,
+    stream_idx: HashMap<i64, u16>,
+}
+
+impl RankActs {
+    fn push(&mut self, start: i64, end: i64, class: Class, op: u8, stream: i64, step: Option<i64>) {
+        let n = self.streams.len();
+        let stream = *self.stream_idx.entry(stream).or_insert_with(|| {
+            self.streams.push(stream);
+            n as u16
+        });
+        let n = self.steps.len();
+        let step = *self.step_idx.entry(step).or_insert_with(|| {
+            self.steps.push(step);
+            n as u32
+        });
+        self.acts.push(Act {
+            start,
+            end,
+            class,
+            op,
+            stream,
+            step,
+        });
+    }
+}
+
+/// Groups `gpu_activities` rows (run, rank, step, stream, category, comm_op, start_ns,
+/// end_ns) by rank.
+pub fn group_ranks(acts: &DataFrame) -> PolarsResult<BTreeMap<(String, i64), RankActs>> {
+    let (run, rank) = (acts.column("run")?.str()?, acts.column("rank")?.i64()?);
+    let (step, stream) = (acts.column("step")?.i64()?, acts.column("stream")?.i64()?);
+    let (cat, op) = (
+        acts.column("category")?.str()?,
+        acts.column("comm_op")?.str()?,
+    );
+    let (start, end) = (
+        acts.column("start_ns")?.i64()?,
+        acts.column("end_ns")?.i64()?,
+    );
+    let mut out: BTreeMap<(String, i64), RankActs> = BTreeMap::new();
+    let mut key: Option<(String, i64)> = None;
+    let mut cur = RankActs::default();
+    for i in 0..acts.height() {
+        let k = (
+            run.get(i).unwrap_or("").to_string(),
+            rank.get(i).unwrap_or(0),
+        );
+        if key.as_ref() != Some(&k) {
+            if let Some(old) = key.replace(k.clone()) {
+                out.insert(old, std::mem::take(&mut cur));
+            }
+            cur = out.remove(&k).unwrap_or_default();
+        }
+        let class = Class::from_category(cat.get(i).unwrap_or(""));
+        let op = sweep::comm_op_index(op.get(i));
+        let (s, e) = (start.get(i).unwrap_or(0), end.get(i).unwrap_or(0));
+        cur.push(
+            s,
+            e.max(s),
+            class,
+            op,
+            stream.get(i).unwrap_or(0),
+            step.get(i),
+        );
+    }
+    if let Some(k) = key {
+        out.insert(k, cur);
+    }
+    Ok(out)
+}
+
+/// The overlap tables of GPU activities (the `gpu_activities` table, or any frame with its
+/// columns `run, rank, step, stream, category, comm_op, start_ns, end_ns`).
+pub fn overlap(acts: &DataFrame) -> PolarsResult<OverlapTables> {
+    let mut out = Builder::default();
+    for ((run, rank), mut r) in group_ranks(acts)? {
+        let res = sweep::rank(&mut r.acts, r.steps.len());
+        out.add_rank(&run, rank, &r, &res);
+    }
+    out.finish()
+}
+
+/// Column vectors of the five tables, filled rank by rank.
+#[derive(Default)]
+struct Builder {
+    steps: Keyed,
+    step_rows: Vec<MetricRow>,
+    ranks: Keyed,
+    rank_rows: Vec<MetricRow>,
+    step_counts: Vec<i64>,
+    coll: Keyed,
+    coll_level: Vec<&'static str>,
+    coll_op: Vec<&'static str>,
+    coll_vals: [Vec<i64>; 3],
+    streams: Keyed,
+    stream_vals: (Vec<String>, Vec<i64>, Vec<i64>),
+    pairs: Keyed,
+    pair_vals: (Vec<String>, Vec<String>, Vec<i64>),
+}
+
+/// The key columns every table starts with.
+#[derive(Default)]
+struct Keyed {
+    run: Vec<String>,
+    rank: Vec<i64>,
+    step: Vec<Option<i64>>,
+}
+
+impl Keyed {
+    fn push(&mut self, run: &str, rank: i64, step: Option<i64>) {
+        self.run.push(run.to_string());
+        self.rank.push(rank);
+        self.step.push(step);
+    }
+
+    fn columns(self, with_step: bool) -> Vec<Column> {
+        let mut c = vec![
+            str_column("run", self.run),
+            Column::new("rank".into(), self.rank),
+        ];
+        if with_step {
+            c.push(Column::new("step".into(), self.step));
+        }
+        c
+    }
+}
+
+impl Builder {
+    fn add_rank(&mut self, run: &str, rank: i64, r: &RankActs, res: &RankResult) {
+        self.ranks.push(run, rank, None);
+        self.rank_rows.push(MetricRow::from(&res.whole));
+        self.step_counts.push(r.steps.len() as i64);
+        self.add_ops(run, rank, "rank", None, &res.whole);
+        for (i, (m, view)) in res.steps.iter().enumerate() {
+            let step = r.steps[i];
+            self.steps.push(run, rank, step);
+            self.step_rows.push(MetricRow::from(m));
+            self.add_ops(run, rank, "step", step, m);
+            for &(s, n, busy) in &view.busy {
+                self.streams.push(run, rank, step);
+                self.stream_vals.0.push(r.streams[s as usize].to_string());
+                self.stream_vals.1.push(n);
+                self.stream_vals.2.push(busy);
+            }
+            for &(a, b, ov) in &view.pairs {
+                let (a, b) = (r.streams[a as usize], r.streams[b as usize]);
+                self.pairs.push(run, rank, step);
+                self.pair_vals.0.push(a.min(b).to_string());
+                self.pair_vals.1.push(a.max(b).to_string());
+                self.pair_vals.2.push(ov);
+            }
+        }
+    }
+
+    /// One row per collective kind that ran in the window.
+    fn add_ops(
+        &mut self,
+        run: &str,
+        rank: i64,
+        level: &'static str,
+        step: Option<i64>,
+        m: &sweep::Metrics,
+    ) {
+        for (k, op) in m.ops.iter().enumerate().filter(|(_, o)| o.count > 0) {
+            self.coll.push(run, rank, step);
+            self.coll_level.push(level);
+            self.coll_op.push(COMM_OPS[k]);
+            self.coll_vals[0].push(op.count);
+            self.coll_vals[1].push(op.comm_ns);
+            self.coll_vals[2].push(op.exposed_comm_ns);
+        }
+    }
+
+    fn finish(self) -> PolarsResult<OverlapTables> {
+        let source = |n: usize| str_column("source", vec!["trace"; n]);
+        let mut c = self.steps.columns(true);
+        c.push(source(self.step_rows.len()));
+        c.extend(metric_columns(&self.step_rows));
+        let steps = frame(&OVERLAP_STEPS, c)?;
+        let mut c = self.ranks.columns(false);
+        c.push(source(self.rank_rows.len()));
+        c.push(Column::new("step_count".into(), self.step_counts));
+        c.extend(metric_columns(&self.rank_rows));
+        let ranks = frame(&OVERLAP_RANKS, c)?;
+        let mut c = self.coll.columns(true);
+        let [count, comm, exposed] = self.coll_vals;
+        c.extend([
+            str_column("level", self.coll_level),
+            str_column("comm_op", self.coll_op),
+            Column::new("activity_count".into(), count),
+            Column::new("comm_ns".into(), comm),
+            Column::new("exposed_comm_ns".into(), exposed),
+        ]);
+        let collectives = frame(&OVERLAP_COLLECTIVES, c)?;
+        let mut c = self.streams.columns(true);
+        c.extend([
+            str_column("stream", self.stream_vals.0),
+            Column::new("activity_count".into(), self.stream_vals.1),
+            Column::new("busy_ns".into(), self.stream_vals.2),
+        ]);
+        let streams = frame(&OVERLAP_STREAMS, c)?;
+        let mut c = self.pairs.columns(true);
+        c.extend([
+            str_column("stream", self.pair_vals.0),
+            str_column("other_stream", self.pair_vals.1),
+            Column::new("overlap_ns".into(), self.pair_vals.2),
+        ]);
+        let stream_pairs = frame(&OVERLAP_STREAM_PAIRS, c)?;
+        Ok(OverlapTables {
+            steps: sort_rows(steps)?,
+            ranks: sort_rows(ranks)?,
+            collectives: sort_rows(collectives)?,
+            streams: sort_rows(streams)?,
+            stream_pairs: sort_rows(stream_pairs)?,
+        })
+    }
+}
+
+/// The runs of a dataset (from the `runs` table), sorted.
+pub fn dataset_runs(root: &std::path::Path) -> Result<Vec<String>, DatasetError> {
+    let runs = dataset::read(root, "runs")?;
+    let col = runs.column("run").and_then(|c| c.str().cloned());
+    let mut v: Vec<String> = col
+        .map_err(|source| DatasetError::Polars {
+            path: root.join("runs"),
+            source,
+        })?
+        .iter()
+        .flatten()
+        .map(str::to_string)
+        .collect();
+    v.sort();
+    v.dedup();
+    Ok(v)
+}
+
+/// Reads `gpu_activities` and `metrics` of `runs` and computes their overlap tables, trace
+/// ranks and JSONL ranks together.
+pub fn from_dataset(
+    root: &std::path::Path,
+    runs: &[String],
+) -> Result<OverlapTables, DatasetError> {
+    // `is_in` needs a polars feature this crate does not otherwise use: an OR of equalities.
+    let wanted = runs
+        .iter()
+        .map(|r| col("run").eq(lit(r.as_str())))
+        .reduce(Expr::or)
+        .unwrap_or(lit(false));
+    let polars = |table: &str| {
+        let path = root.join(table);
+        move |source| DatasetError::Polars { path, source }
+    };
+    let acts = dataset::scan(root, "gpu_activities")?
+        .filter(wanted.clone())
+        .select(ACT_COLUMNS.map(col))
+        .collect()
+        .map_err(polars("gpu_activities"))?;
+    let metrics = dataset::scan(root, "metrics")?
+        .filter(wanted)
+        .collect()
+        .map_err(polars("metrics"))?;
+    let trace = overlap(&acts).map_err(polars("gpu_activities"))?;
+    let jsonl = crate::jsonl::overlap(&metrics).map_err(polars("metrics"))?;
+    trace.concat(jsonl).map_err(polars("overlap_steps"))
+}
+
+/// The `gpu_activities` columns the overlap needs.
+pub const ACT_COLUMNS: [&str; 8] = [
+    "run", "rank", "step", "stream", "category", "comm_op", "start_ns", "end_ns",
+];

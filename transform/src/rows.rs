@@ -1,0 +1,134 @@
+//! Rows of the overlap tables, before they become polars frames.
+//!
+//! The trace path knows every metric and the JSONL path only some, so one row type with
+//! optional fields serves both; `frame` lays each table out in the order `aorta_ingest::schema`
+//! declares, so the tables written are the tables documented.
+
+use aorta_ingest::schema::Table;
+use polars::prelude::*;
+
+use crate::sweep::{ratio, Metrics};
+
+/// The metric columns shared by `overlap_steps` and `overlap_ranks`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MetricRow {
+    pub window_start_ns: Option<i64>,
+    pub window_end_ns: Option<i64>,
+    pub window_ns: Option<i64>,
+    pub activity_count: i64,
+    pub comm_ns: Option<i64>,
+    pub gemm_ns: Option<i64>,
+    pub compute_ns: Option<i64>,
+    pub busy_ns: Option<i64>,
+    pub idle_ns: Option<i64>,
+    pub memcpy_ns: Option<i64>,
+    pub gemm_comm_overlap_ns: Option<i64>,
+    pub compute_comm_overlap_ns: Option<i64>,
+    pub exposed_comm_ns: Option<i64>,
+    pub overlap_ratio: Option<f64>,
+    pub comm_overlap_pct: Option<f64>,
+    pub compute_overlap_ratio: Option<f64>,
+    pub gemm_memcpy_overlap_ns: Option<i64>,
+    pub exposed_memcpy_ns: Option<i64>,
+}
+
+impl From<&Metrics> for MetricRow {
+    fn from(m: &Metrics) -> Self {
+        let empty = m.activity_count == 0;
+        MetricRow {
+            window_start_ns: (!empty).then_some(m.window_start_ns),
+            window_end_ns: (!empty).then_some(m.window_end_ns),
+            window_ns: Some(m.window_ns()),
+            activity_count: m.activity_count,
+            comm_ns: Some(m.comm_ns),
+            gemm_ns: Some(m.gemm_ns),
+            compute_ns: Some(m.compute_ns),
+            busy_ns: Some(m.busy_ns),
+            idle_ns: Some(m.idle_ns()),
+            memcpy_ns: Some(m.memcpy_ns),
+            gemm_comm_overlap_ns: Some(m.gemm_comm_overlap_ns),
+            compute_comm_overlap_ns: Some(m.compute_comm_overlap_ns),
+            exposed_comm_ns: Some(m.exposed_comm_ns()),
+            overlap_ratio: m.overlap_ratio(),
+            comm_overlap_pct: m.comm_overlap_pct(),
+            compute_overlap_ratio: m.compute_overlap_ratio(),
+            gemm_memcpy_overlap_ns: Some(m.gemm_memcpy_overlap_ns),
+            exposed_memcpy_ns: Some(m.exposed_memcpy_ns),
+        }
+    }
+}
+
+impl MetricRow {
+    /// The ratios again, from whatever totals are known (for rows summed from steps).
+    pub fn with_ratios(mut self) -> Self {
+        let r = |n: Option<i64>, d: Option<i64>| ratio(n?, d?);
+        let min = self.gemm_ns.zip(self.comm_ns).map(|(g, c)| g.min(c));
+        self.overlap_ratio = r(self.gemm_comm_overlap_ns, min);
+        self.comm_overlap_pct = r(self.compute_comm_overlap_ns.map(|x| 100 * x), self.comm_ns);
+        self.compute_overlap_ratio = r(self.compute_comm_overlap_ns, self.compute_ns);
+        self
+    }
+}
+
+type I64Get = fn(&MetricRow) -> Option<i64>;
+type F64Get = fn(&MetricRow) -> Option<f64>;
+
+const INT_COLUMNS: &[(&str, I64Get)] = &[
+    ("window_start_ns", |r| r.window_start_ns),
+    ("window_end_ns", |r| r.window_end_ns),
+    ("window_ns", |r| r.window_ns),
+    ("activity_count", |r| Some(r.activity_count)),
+    ("comm_ns", |r| r.comm_ns),
+    ("gemm_ns", |r| r.gemm_ns),
+    ("compute_ns", |r| r.compute_ns),
+    ("busy_ns", |r| r.busy_ns),
+    ("idle_ns", |r| r.idle_ns),
+    ("memcpy_ns", |r| r.memcpy_ns),
+    ("gemm_comm_overlap_ns", |r| r.gemm_comm_overlap_ns),
+    ("compute_comm_overlap_ns", |r| r.compute_comm_overlap_ns),
+    ("exposed_comm_ns", |r| r.exposed_comm_ns),
+    ("gemm_memcpy_overlap_ns", |r| r.gemm_memcpy_overlap_ns),
+    ("exposed_memcpy_ns", |r| r.exposed_memcpy_ns),
+];
+
+const FLOAT_COLUMNS: &[(&str, F64Get)] = &[
+    ("overlap_ratio", |r| r.overlap_ratio),
+    ("comm_overlap_pct", |r| r.comm_overlap_pct),
+    ("compute_overlap_ratio", |r| r.compute_overlap_ratio),
+];
+
+/// The metric columns of `rows`, in no particular order (`frame` orders them).
+pub fn metric_columns(rows: &[MetricRow]) -> Vec<Column> {
+    let ints = INT_COLUMNS.iter().map(|(name, get)| {
+        let v: Vec<Option<i64>> = rows.iter().map(get).collect();
+        Column::new((*name).into(), v)
+    });
+    let floats = FLOAT_COLUMNS.iter().map(|(name, get)| {
+        let v: Vec<Option<f64>> = rows.iter().map(get).collect();
+        Column::new((*name).into(), v)
+    });
+    ints.chain(floats).collect()
+}
+
+/// Builds one table: `columns` (any order, partition columns included) laid out and typed as
+/// the schema declares.
+pub fn frame(table: &Table, columns: Vec<Column>) -> PolarsResult<DataFrame> {
+    let df = DataFrame::new_infer_height(columns)?;
+    let schema = crate::dataset::polars_schema(table);
+    let cols: Vec<Expr> = schema
+        .iter()
+        .map(|(name, dtype)| col(name.clone()).cast(dtype.clone()))
+        .collect();
+    df.lazy().select(cols).collect()
+}
+
+/// A string column from anything that displays.
+pub fn str_column<T: AsRef<str>>(name: &str, v: impl IntoIterator<Item = T>) -> Column {
+    let v: Vec<String> = v.into_iter().map(|s| s.as_ref().to_string()).collect();
+    Column::new(name.into(), v)
+}
+
+/// Milliseconds (the Python tool's unit) to integer nanoseconds, rounded to the nearest.
+pub fn ms_to_ns(ms: f64) -> i64 {
+    (ms * 1e6).round() as i64
+}
