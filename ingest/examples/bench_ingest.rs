@@ -12,7 +12,14 @@ fn main() {
         args.drain(i..i + 2);
         n
     });
-    let out = std::env::temp_dir().join(format!("aorta-bench-{}", std::process::id()));
+    // `--keep DIR`: write there and keep the dataset (to look at its size).
+    let keep = args.iter().position(|a| a == "--keep").map(|i| {
+        let d = PathBuf::from(&args[i + 1]);
+        args.drain(i..i + 2);
+        d
+    });
+    let tmp = std::env::temp_dir().join(format!("aorta-bench-{}", std::process::id()));
+    let out = keep.clone().unwrap_or(tmp);
     let paths: Vec<PathBuf> = args.iter().map(PathBuf::from).collect();
     let opts = aorta_ingest::Options {
         out: out.clone(),
@@ -40,5 +47,7 @@ fn main() {
         mb / secs,
         jobs.map_or("all".to_string(), |j: usize| j.to_string()),
     );
-    let _ = std::fs::remove_dir_all(out);
+    if keep.is_none() {
+        let _ = std::fs::remove_dir_all(out);
+    }
 }

@@ -17,6 +17,7 @@ pub mod rows;
 pub mod schema;
 pub mod sink;
 pub mod source;
+pub mod window;
 pub mod writer;
 
 use std::collections::BTreeMap;

@@ -7,7 +7,7 @@
 //! spans and one (correlation, step) pair per launch — 16 bytes a launch, the only memory that
 //! grows with the trace — and the second pass writes rows with everything resolved.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use super::event::{self, Cat, Ev};
 use super::stream::Visitor;
@@ -98,7 +98,7 @@ pub struct Partial {
 #[derive(Debug, Default)]
 pub struct Links {
     pub meta: Meta,
-    cpu_spans: HashMap<i64, Vec<Span>>,
+    cpu_spans: FxHashMap<i64, Vec<Span>>,
     all_cpu_spans: Vec<Span>,
     gpu_spans: Vec<Span>,
     /// (correlation, step of the launch), sorted by correlation.

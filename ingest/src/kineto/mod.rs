@@ -19,15 +19,16 @@ use crate::file::{FileJob, FileOutcome, RunInfo};
 use crate::json::{Cursor, JsonError};
 use crate::rows::Batch;
 use crate::sink::{Parts, Sink, SinkOut};
-use crate::source::{digest, Chunks, Hasher};
+use crate::source::{digest, Hasher};
+use crate::window::Window;
 use extract::Ctx;
 use links::{LinkPass, Meta};
 use stream::{Driver, Visitor};
 
 fn drive(job: &FileJob, v: &mut impl Visitor, hash: Option<Hasher>) -> Result<stream::Shape> {
-    let chunks = Chunks::open(&job.path, job.progress.clone(), hash)
+    let win = Window::open(&job.path, job.progress.clone(), hash)
         .map_err(|e| crate::error::IngestError::io(&job.path, e))?;
-    Driver::new(chunks).run(v).map_err(|e| e.at(&job.path))
+    Driver::new(win).run(v).map_err(|e| e.at(&job.path))
 }
 
 /// Pass 2. Workers parse; the rows go over a bounded channel to a writer thread that owns

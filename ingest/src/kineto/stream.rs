@@ -11,7 +11,7 @@ use rayon::prelude::*;
 
 use crate::error::ParseErr;
 use crate::json::{Cursor, JsonError};
-use crate::source::Chunks;
+use crate::window::Window;
 
 /// Below twice this many bytes a window is parsed by one worker.
 pub const SUB_WINDOW: usize = 256 << 10;
@@ -29,10 +29,9 @@ pub trait Visitor: Sync + Send {
 }
 
 pub struct Driver {
-    chunks: Chunks,
-    buf: Vec<u8>,
+    win: Window,
+    /// Stream offset of the window's first byte.
     base: u64,
-    eof: bool,
 }
 
 /// What the top level looked like.
@@ -46,32 +45,23 @@ pub struct Shape {
 }
 
 impl Driver {
-    pub fn new(chunks: Chunks) -> Driver {
-        Driver {
-            chunks,
-            buf: Vec::new(),
-            base: 0,
-            eof: false,
-        }
+    pub fn new(win: Window) -> Driver {
+        Driver { win, base: 0 }
     }
 
     fn err(&self, pos: usize, msg: impl Into<String>) -> ParseErr {
         ParseErr::new(self.base + pos as u64, msg)
     }
 
-    /// Appends the next chunk; false at the end of the stream.
+    /// A read failure, placed at the end of what was read.
+    fn read_err(&self, e: std::io::Error) -> ParseErr {
+        let len = self.win.bytes().len();
+        self.err(len, format!("reading the input failed: {e}"))
+    }
+
+    /// Extends the window; false at the end of the stream.
     fn fill(&mut self) -> Result<bool, ParseErr> {
-        if self.eof {
-            return Ok(false);
-        }
-        match self.chunks.next_into(&mut self.buf) {
-            Ok(true) => Ok(true),
-            Ok(false) => {
-                self.eof = true;
-                Ok(false)
-            }
-            Err(e) => Err(self.err(self.buf.len(), format!("reading the input failed: {e}"))),
-        }
+        self.win.fill().map_err(|e| self.read_err(e))
     }
 
     /// Runs `f` at `pos`, reading more input whenever the value is incomplete.
@@ -82,15 +72,14 @@ impl Driver {
         f: impl Fn(&mut Cursor) -> Result<T, JsonError>,
     ) -> Result<(T, usize), ParseErr> {
         loop {
-            let mut c = Cursor::at(&self.buf, pos);
+            let mut c = Cursor::at(self.win.bytes(), pos);
             match f(&mut c) {
                 Ok(v) => return Ok((v, c.i)),
                 Err(JsonError::Syntax { offset, msg }) => return Err(self.err(offset, msg)),
                 Err(JsonError::Incomplete) => {
                     if !self.fill()? {
-                        return Err(
-                            self.err(self.buf.len(), format!("unexpected end of file in {what}"))
-                        );
+                        let len = self.win.bytes().len();
+                        return Err(self.err(len, format!("unexpected end of file in {what}")));
                     }
                 }
             }
@@ -99,7 +88,7 @@ impl Driver {
 
     /// Forgets the bytes before `pos`; returns the new position of `pos`.
     fn consume(&mut self, pos: usize) -> usize {
-        self.buf.drain(..pos);
+        self.win.consume(pos);
         self.base += pos as u64;
         0
     }
@@ -156,13 +145,13 @@ impl Driver {
     /// Only blanks may follow the top-level object, up to the end of the stream.
     fn expect_end(&mut self, mut pos: usize) -> Result<(), ParseErr> {
         loop {
-            if let Some(k) = self.buf[pos..]
+            if let Some(k) = self.win.bytes()[pos..]
                 .iter()
                 .position(|b| !b.is_ascii_whitespace())
             {
                 return Err(self.err(pos + k, "unexpected data after the end of the trace object"));
             }
-            pos = self.consume(self.buf.len());
+            pos = self.consume(self.win.bytes().len());
             if !self.fill()? {
                 return Ok(());
             }
@@ -178,49 +167,29 @@ impl Driver {
         tolerate_eof: bool,
     ) -> Result<(u64, usize, bool), ParseErr> {
         let mut count = 0u64;
-        let mut spare = Vec::new();
         loop {
-            // Parse this window while the next chunk is read (or inflated) into `spare`.
-            let (parsed, read) = {
-                let Driver {
-                    chunks,
-                    buf,
-                    base,
-                    eof,
-                } = &mut *self;
-                let (buf, base, eof) = (&*buf, *base, *eof);
-                spare.clear();
-                rayon::join(
-                    || parse_window(v, buf, pos, base),
-                    || {
-                        if eof {
-                            Ok(false)
-                        } else {
-                            chunks.next_into(&mut spare)
-                        }
-                    },
-                )
-            };
-            let read = read
-                .map_err(|e| self.err(self.buf.len(), format!("reading the input failed: {e}")));
+            // Parse this window while the next chunk is read (or inflated).
+            let base = self.base;
+            let (parsed, read) = self.win.parse_ahead(|buf| parse_window(v, buf, pos, base));
+            let read = read.map_err(|e| self.read_err(e));
             let (n, end, last) = parsed?;
             count += n;
             let more = read?;
-            self.eof |= !more;
             if let Some(end) = end {
-                self.buf.extend_from_slice(&spare);
+                self.win.append_ahead(more).map_err(|e| self.read_err(e))?;
                 return Ok((count, end, true));
             }
             // Drop the parsed bytes first, so only the unparsed tail moves, not the new chunk.
             pos = self.consume(last);
-            self.buf.extend_from_slice(&spare);
+            self.win.append_ahead(more).map_err(|e| self.read_err(e))?;
             if !more {
-                let rest = &self.buf[pos..];
+                let buf = self.win.bytes();
+                let rest = &buf[pos..];
                 if tolerate_eof && rest.iter().all(|b| b.is_ascii_whitespace() || *b == b',') {
-                    return Ok((count, self.buf.len(), false));
+                    return Ok((count, buf.len(), false));
                 }
                 return Err(self.err(
-                    self.buf.len(),
+                    buf.len(),
                     format!("unexpected end of file inside traceEvents after {count} events (truncated trace?)"),
                 ));
             }
@@ -377,6 +346,7 @@ fn parse_window<V: Visitor>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::window::MAP_MIN;
     use std::sync::atomic::AtomicU64;
     use std::sync::Arc;
 
@@ -410,14 +380,53 @@ mod tests {
         }
     }
 
+    /// Parses `text` from a file, mapped when it is large enough, and read: both must agree.
     fn run(text: &str) -> Result<(Shape, Vec<String>), ParseErr> {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("t.json");
         std::fs::write(&p, text).unwrap();
-        let chunks = Chunks::open(&p, Arc::new(AtomicU64::new(0)), None).unwrap();
-        let mut v = Names::default();
-        let shape = Driver::new(chunks).run(&mut v)?;
-        Ok((shape, v.0))
+        let go = |may_map| {
+            let win = Window::open_as(&p, Arc::new(AtomicU64::new(0)), None, may_map).unwrap();
+            let mapped = matches!(win, Window::Mapped { .. });
+            assert_eq!(mapped, may_map && text.len() as u64 >= MAP_MIN);
+            let mut v = Names::default();
+            Driver::new(win).run(&mut v).map(|shape| (shape, v.0))
+        };
+        let (mapped, read) = (go(true), go(false));
+        assert_eq!(format!("{mapped:?}"), format!("{read:?}"));
+        mapped
+    }
+
+    /// A `len`-byte-or-more trace of numbered events, pretty-printed like Kineto's.
+    fn big_trace(len: usize) -> (String, usize) {
+        let mut s = String::from("{\"traceEvents\": [\n");
+        let mut n = 0;
+        while s.len() < len {
+            s.push_str(&format!(
+                "  {{\"ph\": \"X\", \"name\": \"e{n}\", \"args\": {{\"a\": [1, \"}}\"]}}}},\n"
+            ));
+            n += 1;
+        }
+        s.push_str("  {\"name\": \"last\"}\n], \"baseTimeNanoseconds\": 1}\n");
+        (s, n + 1)
+    }
+
+    #[test]
+    fn mapped_and_read_inputs_agree_across_many_windows() {
+        let (text, n) = big_trace(3 * crate::source::CHUNK + 12345);
+        let (shape, names) = run(&text).unwrap();
+        assert_eq!(shape.events, n as u64);
+        assert_eq!(names.last().map(String::as_str), Some("last"));
+        assert_eq!(names[1234], "e1234");
+        // Cut mid-event at several places: the same error, at the end of the file.
+        for cut in [
+            text.len() - 40,
+            2 * crate::source::CHUNK + 7,
+            MAP_MIN as usize + 3,
+        ] {
+            let e = run(&text[..cut]).unwrap_err();
+            assert_eq!(e.offset, cut as u64, "{}", e.msg);
+        }
     }
 
     #[test]

@@ -1,0 +1,222 @@
+//! The bytes a parser has at hand: a growing buffer of read (or inflated) input, or a sliding
+//! view of a memory-mapped file.
+//!
+//! Why map: a plain trace read with `read(2)` is copied twice before the parser sees it
+//! (kernel to a chunk buffer, chunk to the window); that was a sixth of single-core ingest
+//! time. A mapping hands the parser the page cache itself. Pages behind the parser are given
+//! back with `MADV_DONTNEED` (the page cache keeps them), so resident memory stays a few
+//! windows whatever the file size. Compressed inputs, and files too small to bother, are read.
+
+use std::fs::File;
+use std::io;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use memmap2::{Advice, Mmap, UncheckedAdvice};
+
+use crate::source::{Chunks, Compression, Hasher, CHUNK};
+
+/// Plain files at least this large are mapped.
+pub const MAP_MIN: u64 = 1 << 20;
+
+/// Where parsed-over pages are released, at most this often (one `madvise` per step).
+const RELEASE_STEP: usize = 4 * CHUNK;
+
+pub enum Window {
+    Read {
+        chunks: Chunks,
+        buf: Vec<u8>,
+        /// The read-ahead chunk, filled while the window is parsed.
+        spare: Vec<u8>,
+        eof: bool,
+    },
+    Mapped {
+        map: Mmap,
+        /// The view is `map[start..end]`.
+        start: usize,
+        end: usize,
+        released: usize,
+        progress: Arc<AtomicU64>,
+        hash: Option<Hasher>,
+    },
+}
+
+impl Window {
+    /// Opens `path`; `progress` counts on-disk bytes as they enter the window, `hash` sees them.
+    pub fn open(path: &Path, progress: Arc<AtomicU64>, hash: Option<Hasher>) -> io::Result<Window> {
+        Window::open_as(path, progress, hash, true)
+    }
+
+    /// Like `open`; `may_map: false` reads even a large plain file (tests compare the two).
+    pub fn open_as(
+        path: &Path,
+        progress: Arc<AtomicU64>,
+        hash: Option<Hasher>,
+        may_map: bool,
+    ) -> io::Result<Window> {
+        let f = File::open(path)?;
+        let meta = f.metadata()?;
+        let mut head = [0u8; 4];
+        let n = crate::source::read_full(&mut &f, &mut head)?;
+        let plain = Compression::sniff(&head[..n]) == Compression::None;
+        if may_map && plain && meta.is_file() && meta.len() >= MAP_MIN {
+            // SAFETY: the map is read-only; a file truncated by another process while we read
+            // it would fault (SIGBUS), the risk every mmap-reading tool (ripgrep…) accepts
+            // for inputs that are not being written.
+            if let Ok(map) = unsafe { Mmap::map(&f) } {
+                let _ = map.advise(Advice::Sequential);
+                let mut w = Window::Mapped {
+                    map,
+                    start: 0,
+                    end: 0,
+                    released: 0,
+                    progress,
+                    hash,
+                };
+                w.fill()?;
+                return Ok(w);
+            }
+        }
+        Ok(Window::Read {
+            chunks: Chunks::open(path, progress, hash)?,
+            buf: Vec::new(),
+            spare: Vec::new(),
+            eof: false,
+        })
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            Window::Read { buf, .. } => buf,
+            Window::Mapped {
+                map, start, end, ..
+            } => &map[*start..*end],
+        }
+    }
+
+    /// Extends the window by the next chunk; false at the end of the input.
+    pub fn fill(&mut self) -> io::Result<bool> {
+        match self {
+            Window::Read {
+                chunks, buf, eof, ..
+            } => {
+                if *eof {
+                    return Ok(false);
+                }
+                let more = chunks.next_into(buf)?;
+                *eof = !more;
+                Ok(more)
+            }
+            Window::Mapped {
+                map,
+                end,
+                progress,
+                hash,
+                ..
+            } => {
+                let next = (*end + CHUNK).min(map.len());
+                if next == *end {
+                    return Ok(false);
+                }
+                progress.fetch_add((next - *end) as u64, Ordering::Relaxed);
+                if let Some(h) = hash {
+                    h.lock()
+                        .expect("hasher not poisoned")
+                        .update(&map[*end..next]);
+                }
+                *end = next;
+                Ok(true)
+            }
+        }
+    }
+
+    /// Parses the window with `f` while the next chunk is read ahead (on another worker, for
+    /// read inputs); `append_ahead` then adds it. The flag: whether there was more input.
+    pub fn parse_ahead<R: Send>(
+        &mut self,
+        f: impl FnOnce(&[u8]) -> R + Send,
+    ) -> (R, io::Result<bool>) {
+        if let Window::Mapped { map, end, .. } = self {
+            let more = *end < map.len();
+            return (f(self.bytes()), Ok(more));
+        }
+        let Window::Read {
+            chunks,
+            buf,
+            spare,
+            eof,
+        } = self
+        else {
+            unreachable!("mapped windows returned above")
+        };
+        spare.clear();
+        let (buf, eof) = (&*buf, *eof);
+        rayon::join(
+            || f(buf),
+            || {
+                if eof {
+                    Ok(false)
+                } else {
+                    chunks.next_into(spare)
+                }
+            },
+        )
+    }
+
+    /// Adds what `parse_ahead` read (`more`: its flag).
+    pub fn append_ahead(&mut self, more: bool) -> io::Result<()> {
+        match self {
+            Window::Read {
+                buf, spare, eof, ..
+            } => {
+                buf.extend_from_slice(spare);
+                *eof |= !more;
+                Ok(())
+            }
+            Window::Mapped { .. } => self.fill().map(|_| ()),
+        }
+    }
+
+    /// Forgets the first `n` bytes of the window.
+    pub fn consume(&mut self, n: usize) {
+        match self {
+            Window::Read { buf, .. } => {
+                buf.drain(..n);
+            }
+            Window::Mapped {
+                map,
+                start,
+                released,
+                ..
+            } => {
+                *start += n;
+                let page = page_size();
+                let upto = *start / page * page;
+                if upto >= *released + RELEASE_STEP {
+                    // SAFETY: the map is a read-only file mapping, so dropped pages are
+                    // read back from the file if touched again; nothing is lost, and the
+                    // window (`start..`) is never released.
+                    let _ = unsafe {
+                        map.unchecked_advise_range(
+                            UncheckedAdvice::DontNeed,
+                            *released,
+                            upto - *released,
+                        )
+                    };
+                    *released = upto;
+                }
+            }
+        }
+    }
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 {
+        p as usize
+    } else {
+        4096
+    }
+}
