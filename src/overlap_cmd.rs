@@ -70,6 +70,9 @@ fn only_run(df: &DataFrame, run: &str) -> PolarsResult<DataFrame> {
     df.clone().lazy().filter(col("run").eq(lit(run))).collect()
 }
 
+/// (source, ratio, spread over step rows, spread over rank rows).
+type SummaryLine = (String, &'static str, Option<Spread>, Option<Spread>);
+
 /// One run's rows for the chosen view, with the rank totals and the summary frames.
 struct RunView {
     run: String,
@@ -99,7 +102,7 @@ impl RunView {
     }
 
     /// Spread of each ratio over step rows and rank rows, per source (`trace`, `jsonl`).
-    fn summary(&self) -> PolarsResult<Vec<(String, &'static str, Option<Spread>, Option<Spread>)>> {
+    fn summary(&self) -> PolarsResult<Vec<SummaryLine>> {
         let mut out = Vec::new();
         for source in ["trace", "jsonl"] {
             let pick = |df: &DataFrame| -> PolarsResult<DataFrame> {

@@ -72,11 +72,14 @@ fn golden() -> HashMap<(String, String), String> {
         .collect()
 }
 
+/// (start, end, category).
+type Span = (i64, i64, String);
+
 /// GPU activities of one trace: (start, clipped end, category).
 fn activities(p: &Path, golden: &HashMap<(String, String), String>) -> Vec<(i64, i64, String)> {
     let raw = raw_exact(p);
     let base = raw["baseTimeNanoseconds"].as_i64().unwrap_or(0);
-    let mut per_stream: HashMap<(i64, i64), Vec<(i64, i64, String)>> = HashMap::new();
+    let mut per_stream: HashMap<(i64, i64), Vec<Span>> = HashMap::new();
     for e in events(&raw).iter().filter(|e| is_slice(e)) {
         let kind = match cat(e) {
             "kernel" => "kernel",
@@ -104,7 +107,7 @@ fn activities(p: &Path, golden: &HashMap<(String, String), String>) -> Vec<(i64,
     for (_, mut v) in per_stream {
         // METRICS.md data quality: an activity that runs into the next one on its stream ends
         // where the next one starts (never before its own start).
-        v.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        v.sort_by_key(|a| (a.0, a.1));
         for i in 0..v.len() {
             let mut end = v[i].1.max(v[i].0);
             if let Some(next) = v.get(i + 1) {

@@ -31,7 +31,7 @@ type Step = BTreeMap<String, f64>;
 
 /// Iterations per (run, rank, step) from the `metrics` table; ranks without any
 /// `profile.overlap.*` key are left out.
-fn group(metrics: &DataFrame) -> PolarsResult<BTreeMap<(String, i64, Option<i64>), Step>> {
+fn group(metrics: &DataFrame) -> PolarsResult<BTreeMap<Key, Step>> {
     let (run, rank) = (
         metrics.column("run")?.str()?,
         metrics.column("rank")?.i64()?,

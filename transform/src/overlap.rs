@@ -80,13 +80,22 @@ pub fn sort_rows(df: DataFrame) -> PolarsResult<DataFrame> {
 pub struct RankActs {
     pub acts: Vec<Act>,
     pub steps: Vec<Option<i64>>,
-    pub streams: Vec<i64>,
+    /// (device, stream): stream ids are per device.
+    pub streams: Vec<(i64, i64)>,
     step_idx: HashMap<Option<i64>, u32>,
-    stream_idx: HashMap<i64, u16>,
+    stream_idx: HashMap<(i64, i64), u16>,
 }
 
 impl RankActs {
-    fn push(&mut self, start: i64, end: i64, class: Class, op: u8, stream: i64, step: Option<i64>) {
+    fn push(
+        &mut self,
+        start: i64,
+        end: i64,
+        class: Class,
+        op: u8,
+        stream: (i64, i64),
+        step: Option<i64>,
+    ) {
         let n = self.streams.len();
         let stream = *self.stream_idx.entry(stream).or_insert_with(|| {
             self.streams.push(stream);
@@ -108,11 +117,24 @@ impl RankActs {
     }
 }
 
-/// Groups `gpu_activities` rows (run, rank, step, stream, category, comm_op, start_ns,
-/// end_ns) by rank.
+impl RankActs {
+    /// A stream as the tables name it: its id, prefixed `device:` when the rank used more
+    /// than one device.
+    pub fn stream_label(&self, i: u16) -> String {
+        let (device, stream) = self.streams[i as usize];
+        if self.streams.iter().all(|s| s.0 == device) {
+            stream.to_string()
+        } else {
+            format!("{device}:{stream}")
+        }
+    }
+}
+
+/// Groups `gpu_activities` rows (`ACT_COLUMNS`) by rank.
 pub fn group_ranks(acts: &DataFrame) -> PolarsResult<BTreeMap<(String, i64), RankActs>> {
     let (run, rank) = (acts.column("run")?.str()?, acts.column("rank")?.i64()?);
     let (step, stream) = (acts.column("step")?.i64()?, acts.column("stream")?.i64()?);
+    let device = acts.column("device")?.i64()?;
     let (cat, op) = (
         acts.column("category")?.str()?,
         acts.column("comm_op")?.str()?,
@@ -138,14 +160,8 @@ pub fn group_ranks(acts: &DataFrame) -> PolarsResult<BTreeMap<(String, i64), Ran
         let class = Class::from_category(cat.get(i).unwrap_or(""));
         let op = sweep::comm_op_index(op.get(i));
         let (s, e) = (start.get(i).unwrap_or(0), end.get(i).unwrap_or(0));
-        cur.push(
-            s,
-            e.max(s),
-            class,
-            op,
-            stream.get(i).unwrap_or(0),
-            step.get(i),
-        );
+        let st = (device.get(i).unwrap_or(0), stream.get(i).unwrap_or(0));
+        cur.push(s, e.max(s), class, op, st, step.get(i));
     }
     if let Some(k) = key {
         out.insert(k, cur);
@@ -153,8 +169,8 @@ pub fn group_ranks(acts: &DataFrame) -> PolarsResult<BTreeMap<(String, i64), Ran
     Ok(out)
 }
 
-/// The overlap tables of GPU activities (the `gpu_activities` table, or any frame with its
-/// columns `run, rank, step, stream, category, comm_op, start_ns, end_ns`).
+/// The overlap tables of GPU activities (the `gpu_activities` table, or any frame with
+/// its `ACT_COLUMNS`).
 pub fn overlap(acts: &DataFrame) -> PolarsResult<OverlapTables> {
     let mut out = Builder::default();
     for ((run, rank), mut r) in group_ranks(acts)? {
@@ -222,15 +238,19 @@ impl Builder {
             self.add_ops(run, rank, "step", step, m);
             for &(s, n, busy) in &view.busy {
                 self.streams.push(run, rank, step);
-                self.stream_vals.0.push(r.streams[s as usize].to_string());
+                self.stream_vals.0.push(r.stream_label(s));
                 self.stream_vals.1.push(n);
                 self.stream_vals.2.push(busy);
             }
             for &(a, b, ov) in &view.pairs {
-                let (a, b) = (r.streams[a as usize], r.streams[b as usize]);
+                let (a, b) = if r.streams[a as usize] <= r.streams[b as usize] {
+                    (a, b)
+                } else {
+                    (b, a)
+                };
                 self.pairs.push(run, rank, step);
-                self.pair_vals.0.push(a.min(b).to_string());
-                self.pair_vals.1.push(a.max(b).to_string());
+                self.pair_vals.0.push(r.stream_label(a));
+                self.pair_vals.1.push(r.stream_label(b));
                 self.pair_vals.2.push(ov);
             }
         }
@@ -349,6 +369,6 @@ pub fn from_dataset(
 }
 
 /// The `gpu_activities` columns the overlap needs.
-pub const ACT_COLUMNS: [&str; 8] = [
-    "run", "rank", "step", "stream", "category", "comm_op", "start_ns", "end_ns",
+pub const ACT_COLUMNS: [&str; 9] = [
+    "run", "rank", "step", "device", "stream", "category", "comm_op", "start_ns", "end_ns",
 ];

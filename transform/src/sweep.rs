@@ -300,8 +300,8 @@ pub fn streams(acts: &[Act]) -> StreamView {
 }
 
 /// Sorts by start. The sort is stable and run-adaptive: a dataset holds each stream's
-/// activities in start order, so this merges a few sorted runs instead of sorting from
-/// scratch.
+/// activities in start order, so this merges sorted runs instead of sorting from scratch.
+/// (A hand-written k-way merge was slower here: streams interleave finely in time.)
 pub fn sort_by_start(acts: &mut [Act]) {
     acts.sort_by_key(|a| a.start);
 }
