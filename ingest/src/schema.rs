@@ -304,8 +304,16 @@ const STEP_COLUMNS: [Column; OVERLAP_METRICS.len() + 2] = with_metrics(
 );
 
 const RANK_COLUMNS: [Column; OVERLAP_METRICS.len() + 2] = with_metrics(
-    req("step_count", I64, "Steps in the rank's whole window (a null step counts as one)."),
-    req("source", S, "`trace` or `jsonl`; JSONL ranks sum their steps."),
+    req(
+        "step_count",
+        I64,
+        "Steps in the rank's whole window (a null step counts as one).",
+    ),
+    req(
+        "source",
+        S,
+        "`trace` or `jsonl`; JSONL ranks sum their steps.",
+    ),
 );
 
 pub const OVERLAP_STEPS: Table = Table {
