@@ -9,13 +9,13 @@
 
 use std::collections::BTreeMap;
 
-use aorta_ingest::schema::{
-    OVERLAP_COLLECTIVES, OVERLAP_RANKS, OVERLAP_STEPS, OVERLAP_STREAMS, OVERLAP_STREAM_PAIRS,
-};
+use aorta_ingest::schema::{OVERLAP_COLLECTIVES, OVERLAP_RANKS, OVERLAP_STEPS};
 use polars::prelude::*;
 
 use crate::overlap::{sort_rows, OverlapTables};
-use crate::rows::{frame, metric_columns, ms_to_ns, str_column, MetricRow};
+use crate::rows::{
+    frame, metric_columns, ms_to_ns, pairs_frame, str_column, streams_frame, MetricRow,
+};
 
 const PREFIX: &str = "profile.overlap.";
 const TOTAL: &str = "profile.total_ms";
@@ -195,21 +195,13 @@ impl Cols {
             Column::new("exposed_comm_ns".into(), self.coll.2),
         ]);
         let collectives = frame(&OVERLAP_COLLECTIVES, c)?;
-        let n = self.stream_key.len();
-        let mut c = key_columns(&self.stream_key, true);
-        c.extend([
-            str_column("stream", self.streams.0),
-            Column::new("activity_count".into(), vec![0i64; n]),
-            Column::new("busy_ns".into(), self.streams.1),
-        ]);
-        let streams = frame(&OVERLAP_STREAMS, c)?;
-        let mut c = key_columns(&self.pair_key, true);
-        c.extend([
-            str_column("stream", self.pairs.0),
-            str_column("other_stream", self.pairs.1),
-            Column::new("overlap_ns".into(), self.pairs.2),
-        ]);
-        let stream_pairs = frame(&OVERLAP_STREAM_PAIRS, c)?;
+        let n = self.streams.0.len();
+        let (stream, busy) = self.streams;
+        let streams = streams_frame(
+            key_columns(&self.stream_key, true),
+            (stream, vec![0; n], busy),
+        )?;
+        let stream_pairs = pairs_frame(key_columns(&self.pair_key, true), self.pairs)?;
         Ok(OverlapTables {
             steps: sort_rows(steps)?,
             ranks: sort_rows(ranks)?,

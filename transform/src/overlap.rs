@@ -12,7 +12,7 @@ use aorta_ingest::schema::{
 use polars::prelude::*;
 
 use crate::dataset::{self, DatasetError};
-use crate::rows::{frame, metric_columns, str_column, MetricRow};
+use crate::rows::{frame, metric_columns, pairs_frame, str_column, streams_frame, MetricRow};
 use crate::sweep::{self, Act, Class, RankResult, COMM_OPS};
 
 /// The five tables `aorta overlap` writes.
@@ -296,20 +296,8 @@ impl Builder {
             Column::new("exposed_comm_ns".into(), exposed),
         ]);
         let collectives = frame(&OVERLAP_COLLECTIVES, c)?;
-        let mut c = self.streams.columns(true);
-        c.extend([
-            str_column("stream", self.stream_vals.0),
-            Column::new("activity_count".into(), self.stream_vals.1),
-            Column::new("busy_ns".into(), self.stream_vals.2),
-        ]);
-        let streams = frame(&OVERLAP_STREAMS, c)?;
-        let mut c = self.pairs.columns(true);
-        c.extend([
-            str_column("stream", self.pair_vals.0),
-            str_column("other_stream", self.pair_vals.1),
-            Column::new("overlap_ns".into(), self.pair_vals.2),
-        ]);
-        let stream_pairs = frame(&OVERLAP_STREAM_PAIRS, c)?;
+        let streams = streams_frame(self.streams.columns(true), self.stream_vals)?;
+        let stream_pairs = pairs_frame(self.pairs.columns(true), self.pair_vals)?;
         Ok(OverlapTables {
             steps: sort_rows(steps)?,
             ranks: sort_rows(ranks)?,

@@ -4,7 +4,7 @@
 //! optional fields serves both; `frame` lays each table out in the order `aorta_ingest::schema`
 //! declares, so the tables written are the tables documented.
 
-use aorta_ingest::schema::Table;
+use aorta_ingest::schema::{Table, OVERLAP_STREAMS, OVERLAP_STREAM_PAIRS};
 use polars::prelude::*;
 
 use crate::sweep::{ratio, Metrics};
@@ -120,6 +120,32 @@ pub fn frame(table: &Table, columns: Vec<Column>) -> PolarsResult<DataFrame> {
         .map(|(name, dtype)| col(name.clone()).cast(dtype.clone()))
         .collect();
     df.lazy().select(cols).collect()
+}
+
+/// `overlap_streams`: the key columns, then stream, activity count and busy ns per row.
+pub fn streams_frame(
+    mut keys: Vec<Column>,
+    (stream, count, busy): (Vec<String>, Vec<i64>, Vec<i64>),
+) -> PolarsResult<DataFrame> {
+    keys.extend([
+        str_column("stream", stream),
+        Column::new("activity_count".into(), count),
+        Column::new("busy_ns".into(), busy),
+    ]);
+    frame(&OVERLAP_STREAMS, keys)
+}
+
+/// `overlap_stream_pairs`: the key columns, then both streams and their overlap per row.
+pub fn pairs_frame<A: AsRef<str>>(
+    mut keys: Vec<Column>,
+    (a, b, overlap): (Vec<A>, Vec<String>, Vec<i64>),
+) -> PolarsResult<DataFrame> {
+    keys.extend([
+        str_column("stream", a),
+        str_column("other_stream", b),
+        Column::new("overlap_ns".into(), overlap),
+    ]);
+    frame(&OVERLAP_STREAM_PAIRS, keys)
 }
 
 /// A string column from anything that displays.

@@ -46,17 +46,8 @@ impl Class {
     }
 }
 
-/// Collective kinds, in the order of METRICS.md; the index is `Act::op`.
-pub const COMM_OPS: [&str; 8] = [
-    "all_reduce",
-    "all_gather",
-    "reduce_scatter",
-    "all_to_all",
-    "send_recv",
-    "broadcast",
-    "reduce",
-    "other",
-];
+/// Collective kinds, in the order of METRICS.md (ingest's list); the index is `Act::op`.
+pub use aorta_ingest::classify::COMM_OPS;
 
 /// The index of a `comm_op` value; unknown or missing kinds are `other`.
 pub fn comm_op_index(s: Option<&str>) -> u8 {
