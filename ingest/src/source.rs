@@ -2,7 +2,7 @@
 //! so that inflating a `.gz` overlaps with parsing, and count compressed bytes for progress.
 
 use std::fs::File;
-use std::io::{self, BufReader, Read};
+use std::io::{self, BufReader, Read, Seek};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
@@ -73,28 +73,42 @@ pub fn open_hashed(
     disk_read: Arc<AtomicU64>,
     hash: Option<Hasher>,
 ) -> io::Result<(Box<dyn Read + Send>, Compression)> {
+    let (f, comp) = sniff_file(path)?;
+    Ok((decoder(f, comp, disk_read, hash)?, comp))
+}
+
+/// Opens `path` and sniffs its compression from the magic bytes; the file is rewound.
+pub fn sniff_file(path: &Path) -> io::Result<(File, Compression)> {
     let mut f = File::open(path)?;
     let mut head = [0u8; 4];
     let n = read_full(&mut f, &mut head)?;
-    let comp = Compression::sniff(&head[..n]);
-    let f = File::open(path)?;
+    f.rewind()?;
+    Ok((f, Compression::sniff(&head[..n])))
+}
+
+/// The decompressed bytes of `f`, counting (and hashing) the on-disk ones.
+fn decoder(
+    f: File,
+    comp: Compression,
+    disk_read: Arc<AtomicU64>,
+    hash: Option<Hasher>,
+) -> io::Result<Box<dyn Read + Send>> {
     let counted = Counting {
         inner: f,
         read: disk_read,
         hash,
     };
-    let r: Box<dyn Read + Send> = match comp {
+    Ok(match comp {
         Compression::None => Box::new(counted),
         Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(BufReader::with_capacity(
             1 << 20,
             counted,
         ))),
         Compression::Zstd => Box::new(zstd::stream::read::Decoder::new(counted)?),
-    };
-    Ok((r, comp))
+    })
 }
 
-pub fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     let mut n = 0;
     while n < buf.len() {
         match r.read(&mut buf[n..])? {
@@ -133,12 +147,14 @@ pub enum Chunks {
 }
 
 impl Chunks {
-    pub fn open(
-        path: &Path,
+    /// The chunks of `f` (already sniffed as `compression`).
+    pub fn new(
+        f: File,
+        compression: Compression,
         disk_read: Arc<AtomicU64>,
         hash: Option<Hasher>,
     ) -> io::Result<Chunks> {
-        let (mut r, compression) = open_hashed(path, disk_read, hash)?;
+        let mut r = decoder(f, compression, disk_read, hash)?;
         if compression == Compression::None {
             return Ok(Chunks::Plain(r));
         }

@@ -7,7 +7,6 @@
 //! back with `MADV_DONTNEED` (the page cache keeps them), so resident memory stays a few
 //! windows whatever the file size. Compressed inputs, and files too small to bother, are read.
 
-use std::fs::File;
 use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,7 +14,7 @@ use std::sync::Arc;
 
 use memmap2::{Advice, Mmap, UncheckedAdvice};
 
-use crate::source::{Chunks, Compression, Hasher, CHUNK};
+use crate::source::{sniff_file, Chunks, Compression, Hasher, CHUNK};
 
 /// Plain files at least this large are mapped.
 pub const MAP_MIN: u64 = 1 << 20;
@@ -55,11 +54,9 @@ impl Window {
         hash: Option<Hasher>,
         may_map: bool,
     ) -> io::Result<Window> {
-        let f = File::open(path)?;
+        let (f, compression) = sniff_file(path)?;
         let meta = f.metadata()?;
-        let mut head = [0u8; 4];
-        let n = crate::source::read_full(&mut &f, &mut head)?;
-        let plain = Compression::sniff(&head[..n]) == Compression::None;
+        let plain = compression == Compression::None;
         if may_map && plain && meta.is_file() && meta.len() >= MAP_MIN {
             // SAFETY: the map is read-only; a file truncated by another process while we read
             // it would fault (SIGBUS), the risk every mmap-reading tool (ripgrep…) accepts
@@ -79,7 +76,7 @@ impl Window {
             }
         }
         Ok(Window::Read {
-            chunks: Chunks::open(path, progress, hash)?,
+            chunks: Chunks::new(f, compression, progress, hash)?,
             buf: Vec::new(),
             spare: Vec::new(),
             eof: false,
