@@ -24,8 +24,48 @@ pub enum Command {
     /// GEMM/communication overlap per rank, step and collective kind; writes the overlap tables.
     #[command(after_help = OVERLAP_EXAMPLES)]
     Overlap(OverlapArgs),
+    /// Compare a reference (run or platform) with a candidate: steps, categories, operators, collectives.
+    #[command(after_help = COMPARE_EXAMPLES)]
+    Compare(CompareArgs),
     /// Print the dataset schema (tables and columns).
     Schema(SchemaArgs),
+}
+
+const COMPARE_EXAMPLES: &str = "\
+Examples:
+  aorta ingest traces/ && aorta compare --reference cuda --candidate rocm
+  aorta compare ds --reference h100_models --candidate mi300x_models -o cmp
+  aorta compare --reference baseline --candidate pr --fail-if-regressed 5   # CI gate
+
+A selector is a run label, else a platform (cuda, rocm). Levels: steps (step time = the step's
+GPU window, comm, exposed comm, every overlap ratio), categories (GPU time per step = sum of
+activity durations), operators (GPU time per step window, grouped by the launching CPU op and
+its input shapes and dtypes), collectives (per kind, bytes, dtype, group size: time, algbw,
+busbw). Every ratio is candidate / reference; each side's spread over steps and ranks is given
+as median and p10-p90. Writes DIR/summary.json, DIR/compare_*.parquet and DIR/report.html.
+Exit status: 0 ok, 1 regressed (--fail-if-regressed), 2 error.";
+
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    /// Dataset directory (written by `aorta ingest`).
+    #[arg(default_value = "aorta-data")]
+    pub dataset: PathBuf,
+    /// Reference: a run label, else a platform (`cuda`, `rocm`).
+    #[arg(long, value_name = "SEL")]
+    pub reference: String,
+    /// Candidate: a run label, else a platform.
+    #[arg(long, value_name = "SEL")]
+    pub candidate: String,
+    /// Output directory for summary.json, the comparison tables and report.html.
+    #[arg(short, long, value_name = "DIR", default_value = "aorta-compare")]
+    pub out: PathBuf,
+    /// Exit 1 when the candidate's median step time or exposed comm is worse than the
+    /// reference's by more than PCT percent.
+    #[arg(long, value_name = "PCT")]
+    pub fail_if_regressed: Option<f64>,
+    /// Operators listed in the terminal summary.
+    #[arg(long, default_value_t = 10)]
+    pub top: usize,
 }
 
 const OVERLAP_EXAMPLES: &str = "\
