@@ -14,7 +14,10 @@ pub const CODES: &[(&str, &str)] = &[
     ("unknown_phase", "An event whose `ph` aorta does not know; not written."),
     ("unparsable_value", "A field aorta reads holds a value of the wrong type; the field is null."),
     ("skipped_category", "Slices of a category aorta has no table for (e.g. `cuda_sync`, `overhead`); counted, not written."),
-    ("rank_default", "No rank in `distributedInfo`, the file name or `--rank`; rank 0 was used."),
+    ("rank_default", "No rank in the trace, the rank map, the file name or `--rank`; rank 0 was used."),
+    ("rank_map_ambiguous", "The pids of one Chrome trace map to several ranks in `--rank-map`; the lowest mapped pid's rank was used for the whole file."),
+    ("unmatched_begin", "A Chrome `B` event never closed by an `E` on its pid/tid; not written."),
+    ("unmatched_end", "A Chrome `E` event with no open `B` on its pid/tid; not written."),
     ("jsonl_non_numeric", "JSONL fields that are not numbers (strings, nulls); not written to `metrics`."),
 ];
 
