@@ -175,6 +175,9 @@ fn rank_map_moves_the_process_to_its_rank_and_bad_lines_name_the_line() {
     std::fs::write(&map, format!("# from the launcher\n{pid} 3\n")).unwrap();
     let out = tmp.path().join("ds");
     let m = map.to_str().unwrap();
+    // Ingested without the map first (rank 0): the same file under a map is not "unchanged".
+    ok(&ingest(&[&path], &out, &["--label", "nsys", "-q"]));
+    assert!(out.join("runs/run=nsys/rank=0").is_dir());
     ok(&ingest(
         &[&path],
         &out,
@@ -435,4 +438,16 @@ fn sqlite_that_is_neither_nsys_nor_rocpd_is_a_clear_error() {
         "{err}"
     );
     assert_nothing_written(&out);
+}
+
+#[test]
+fn ingest_help_shows_the_rank_map_with_an_example() {
+    let o = aorta(&["ingest".as_ref(), "--help".as_ref()]);
+    ok(&o);
+    let help = String::from_utf8_lossy(&o.stdout);
+    assert!(help.contains("--rank-map <FILE>"), "{help}");
+    assert!(
+        help.contains("--rank-map ranks.txt"),
+        "no example in:\n{help}"
+    );
 }

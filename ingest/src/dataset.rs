@@ -263,6 +263,10 @@ pub struct Entry {
     pub rank: i64,
     pub format: Format,
     pub rules_version: String,
+    /// `RankMap::fingerprint` of the `--rank-map` used ("" without one): a file ingested
+    /// under another map is read again, its ranks may differ.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub rank_map: String,
     pub parts: Vec<PathBuf>,
     pub rows: BTreeMap<String, u64>,
 }

@@ -139,6 +139,7 @@ pub fn ingest(paths: &[PathBuf], opts: &Options, progress: &Progress) -> Result<
                 && e.mtime_ns == mtime_ns
                 && e.label == input.label
                 && e.rules_version == classifier.version()
+                && e.rank_map == rank_map.fingerprint()
                 && e.parts.iter().all(|p| opts.out.join(p).exists())
         });
         // Same size and mtime: confirm with the content hash before skipping.
@@ -174,7 +175,7 @@ pub fn ingest(paths: &[PathBuf], opts: &Options, progress: &Progress) -> Result<
         results,
         opts,
         &staging,
-        &classifier,
+        &shared,
         &mut manifest,
         &mut summary,
     );
@@ -256,7 +257,7 @@ fn commit_results(
     results: Vec<Result<(Format, FileOutcome)>>,
     opts: &Options,
     staging: &std::path::Path,
-    classifier: &Classifier,
+    shared: &Shared,
     manifest: &mut Manifest,
     summary: &mut Summary,
 ) -> Result<()> {
@@ -281,7 +282,8 @@ fn commit_results(
             label: p.input.label.clone(),
             rank: outcome.rank,
             format,
-            rules_version: classifier.version().to_string(),
+            rules_version: shared.classifier.version().to_string(),
+            rank_map: shared.rank_map.fingerprint(),
             parts: outcome.parts.clone(),
             rows: outcome
                 .rows

@@ -65,6 +65,15 @@ impl RankMap {
     pub fn len(&self) -> usize {
         self.map.len()
     }
+
+    /// A short hash of the pairs ("" for an empty map), recorded in the manifest.
+    pub fn fingerprint(&self) -> String {
+        if self.map.is_empty() {
+            return String::new();
+        }
+        let text: String = self.map.iter().map(|(p, r)| format!("{p} {r}\n")).collect();
+        format!("{:016x}", xxhash_rust::xxh3::xxh3_64(text.as_bytes()))
+    }
 }
 
 /// `12 3`, `12=3`, `12: 3` → (12, 3); ranks must not be negative.
