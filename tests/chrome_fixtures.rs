@@ -226,3 +226,57 @@ fn catapult_flow_sample_matches_a_serde_walk() {
     // Flow events (s/t/f) are known phases, not findings.
     assert_eq!(diagnostics(&ds, "flow").get("unknown_phase"), None);
 }
+
+#[test]
+fn pairs_meet_across_windows_and_workers() {
+    // ~6 MB of events: parsed in several windows, each split among workers. On tid 1 one B
+    // opens before everything and its E comes last; on tid 2, pair k spans events
+    // 1000k..1000k+999. Each pair's row must come out exactly once, with its own times.
+    let n = 60_000;
+    let mut text = String::from(
+        "[\n{\"ph\": \"B\", \"name\": \"whole\", \"pid\": 1, \"tid\": 1, \"ts\": 0},\n",
+    );
+    let mut want_pairs = Vec::new();
+    for i in 0..n {
+        if i % 1000 == 0 {
+            let name = format!("pair{}", i / 1000);
+            text.push_str(&format!(
+                "{{\"ph\": \"B\", \"name\": \"{name}\", \"pid\": 1, \"tid\": 2, \"ts\": {i}}},\n"
+            ));
+            want_pairs.push((name, i as i64 * 1000, (i as i64 + 999) * 1000));
+        }
+        text.push_str(&format!(
+            "{{\"ph\": \"X\", \"name\": \"x\", \"cat\": \"c\", \"pid\": 1, \"tid\": 3, \"ts\": {i}, \"dur\": 0.5, \"args\": {{\"pad\": \"{}\"}}}},\n",
+            "p".repeat(40)
+        ));
+        if i % 1000 == 999 {
+            text.push_str(&format!(
+                "{{\"ph\": \"E\", \"pid\": 1, \"tid\": 2, \"ts\": {i}}},\n"
+            ));
+        }
+    }
+    text.push_str(&format!(
+        "{{\"ph\": \"E\", \"pid\": 1, \"tid\": 1, \"ts\": {n}}}\n]\n"
+    ));
+    assert!(text.len() > 5 << 20);
+    let dir = ingest_one("big.json", &text, |_| {});
+    let ds = dir.path().join("ds");
+    let rows = cpu_rows(&ds, "in");
+    assert_eq!(rows.len(), n + n / 1000 + 1);
+    let mut pairs: Vec<(String, i64, i64)> = rows
+        .iter()
+        .filter(|r| r.2 == Some(2))
+        .map(|r| (r.0.clone(), r.3, r.4))
+        .collect();
+    pairs.sort_by_key(|p| p.1);
+    assert_eq!(pairs, want_pairs);
+    let whole: Vec<_> = rows.iter().filter(|r| r.0 == "whole").collect();
+    assert_eq!(whole.len(), 1);
+    assert_eq!((whole[0].3, whole[0].4), (0, n as i64 * 1000));
+    let d = diagnostics(&ds, "in");
+    assert_eq!(
+        d.get("unmatched_begin").or(d.get("unmatched_end")),
+        None,
+        "{d:?}"
+    );
+}
