@@ -10,7 +10,8 @@ use super::ranks::{pid_of, pid_sql};
 use crate::kineto::event::profiler_step;
 use crate::kineto::links::Span;
 
-/// NVTX event types aorta reads: marks, push/pop ranges, start/end ranges.
+/// NVTX event types aorta reads: marks (34), push/pop ranges (59), start/end ranges (60),
+/// as the export's own `ENUM_NSYS_EVENT_TYPE` numbers them (2024.5 sample).
 pub const NVTX_TYPES: &str = "(34, 59, 60)";
 
 #[derive(Default)]
