@@ -451,3 +451,21 @@ fn ingest_help_shows_the_rank_map_with_an_example() {
         "no example in:\n{help}"
     );
 }
+
+#[test]
+fn every_corpus_file_goes_to_its_reader() {
+    use aorta_ingest::dataset::{detect, Format};
+    let Some(root) = corpus() else { return };
+    // Every PyTorch profiler trace (Kineto markers) stays with the Kineto reader, whatever
+    // its age or vendor, and so does the crashed writer's `.tmp`.
+    let kineto = corpus_traces(&root);
+    assert!(kineto.len() >= 10, "{kineto:?}");
+    for p in kineto.iter().chain([&root.join(BROKEN_TMP)]) {
+        assert_eq!(detect(p).unwrap(), Format::Kineto, "{}", p.display());
+    }
+    assert_eq!(
+        detect(&root.join("chrome/flow_simple.json")).unwrap(),
+        Format::Chrome
+    );
+    assert_eq!(detect(&root.join(CLOVERLEAF)).unwrap(), Format::Nsys);
+}
