@@ -162,6 +162,8 @@ fn unterminated_array_pairs_begin_end_per_thread() {
     // Every element of the array is an event: 13.
     assert_eq!(i64s(&runs, "event_count"), [Some(13)]);
     assert_eq!(i64s(&runs, "cpu_op_count"), [Some(4)]);
+    // Both GPU slices ran on device 0 (pid 0).
+    assert_eq!(i64s(&runs, "device_index"), [Some(0)]);
 }
 
 #[test]

@@ -141,6 +141,8 @@ pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
     };
     info.event_count = shape.events;
     info.platform = out.vendor_hint.unwrap_or("unknown");
+    let busiest = out.counts.devices.iter().max_by_key(|(_, n)| **n);
+    info.device_index = busiest.map(|(d, _)| *d);
     info.finish(job, &parts, out, (&[], 0))
 }
 
