@@ -361,6 +361,20 @@ fn two_processes_are_two_ranks_with_steps_from_nvtx() {
         ]
     );
     assert_eq!(cpu.height(), 5, "3 runtime calls + 2 NVTX ranges");
+    // Findings: rank 0's k_c has no launch; nothing lies outside rank 0's steps, and rank 1,
+    // which has no step ranges at all, has none to miss.
+    let diag = table(&out, "diagnostics", "two");
+    let mut found: Vec<(i64, String, i64)> = (0..diag.height())
+        .map(|i| {
+            let (r, c) = (
+                i64s(&diag, "rank")[i].unwrap(),
+                strs(&diag, "code")[i].clone(),
+            );
+            (r, c.unwrap(), i64s(&diag, "count")[i].unwrap())
+        })
+        .collect();
+    found.sort();
+    assert_eq!(found, vec![(0, s("kernel_without_launch"), 1)]);
     let runs = table(&out, "runs", "two");
     assert_eq!(i64s(&runs, "rank").len(), 2);
     assert!(strs(&runs, "rank_source")

@@ -221,7 +221,8 @@ impl<'j> Router<'j> {
         start: i64,
         name: &str,
     ) -> (Option<i64>, StepSource) {
-        let has_steps = self.steps.has_steps();
+        // Steps are per process: one without `ProfilerStep#N` ranges has none to miss.
+        let has_steps = self.steps.has_steps_in(pid);
         if let Some(step) = corr.and_then(|c| self.steps.launch(pid, c)) {
             if step.is_none() && has_steps {
                 self.outside(pid, name);
@@ -301,7 +302,7 @@ impl<'j> Router<'j> {
             Some(n) if category == CpuCategory::UserAnnotation => Some(n),
             _ => self.steps.at(pid, start),
         };
-        if step.is_none() && self.steps.has_steps() {
+        if step.is_none() && self.steps.has_steps_in(pid) {
             self.outside(pid, &name);
         }
         let base = self.base;

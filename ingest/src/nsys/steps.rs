@@ -89,6 +89,11 @@ impl Steps {
         !self.spans.is_empty()
     }
 
+    /// Whether process `pid` has step ranges.
+    pub fn has_steps_in(&self, pid: i64) -> bool {
+        self.spans.contains_key(&pid)
+    }
+
     /// Every step span of these processes, sorted by start.
     pub fn spans_of(&self, pids: &[i64]) -> Vec<Span> {
         let mut v: Vec<Span> = pids
