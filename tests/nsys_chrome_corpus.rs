@@ -224,6 +224,9 @@ fn two_process_export(path: &Path) {
          CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER NOT NULL, end INTEGER NOT NULL,
            eventClass INTEGER, globalTid INTEGER, correlationId INTEGER, nameId INTEGER NOT NULL,
            returnValue INTEGER);
+         CREATE TABLE CUPTI_ACTIVITY_KIND_MEMSET (start INTEGER NOT NULL, end INTEGER NOT NULL,
+           deviceId INTEGER NOT NULL, contextId INTEGER, streamId INTEGER NOT NULL,
+           correlationId INTEGER, globalPid INTEGER, value INTEGER, bytes INTEGER NOT NULL);
          CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL,
            rangeId INTEGER, category INTEGER, color INTEGER, text TEXT, globalTid INTEGER,
            endGlobalTid INTEGER, textId INTEGER, domainId INTEGER);
@@ -253,7 +256,17 @@ fn two_process_export(path: &Path) {
         .unwrap();
     }
     let runtime = "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?1, ?2, 0, ?3, ?4, 5, 0)";
-    for (s, e, g, corr) in [(1500, 1600, p1, 1), (6000, 6100, p1, 2), (100, 200, p2, 1)] {
+    c.execute(
+        "INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET VALUES (3000, 3100, 0, 1, 7, 3, ?1, 0, 4096)",
+        [p1 & !0xFF_FFFF],
+    )
+    .unwrap();
+    for (s, e, g, corr) in [
+        (1500, 1600, p1, 1),
+        (2900, 2950, p1, 3),
+        (6000, 6100, p1, 2),
+        (100, 200, p2, 1),
+    ] {
         c.execute(runtime, rusqlite::params![s, e, g, corr])
             .unwrap();
     }
@@ -296,11 +309,13 @@ fn two_processes_are_two_ranks_with_steps_from_nvtx() {
     let s = |x: &str| x.to_string();
     // pid 100 → rank 0, pid 200 → rank 1 (pid order). k_a and k_b take their launches'
     // steps (launch at 1500 in step 1 [1000, 5000], at 6000 in step 2 [5000, 9000]); k_c has
-    // no launch (correlation 99) and falls back to its own start, 7000: step 2. Rank 1's
-    // launch (correlation 1 too, but another process) lies in no step.
+    // no launch (correlation 99) and falls back to its own start, 7000: step 2; the memset's
+    // launch (correlation 3) is at 2900, step 1. Rank 1's launch (correlation 1 too, but
+    // another process) lies in no step. Step 1's GPU window: 2000 (k_a) to 3100 (memset).
     assert_eq!(
         gpu_rows(&out, "two", base),
         vec![
+            (0, s("Memset"), s("memset"), 3000, Some(1), s("launch")),
             (0, s("k_a"), s("other_compute"), 2000, Some(1), s("launch")),
             (0, s("k_b"), s("other_compute"), 6500, Some(2), s("launch")),
             (
@@ -338,7 +353,7 @@ fn two_processes_are_two_ranks_with_steps_from_nvtx() {
     assert_eq!(
         rank0,
         vec![
-            [Some(1), Some(1000), Some(5000), Some(2000), Some(3000)],
+            [Some(1), Some(1000), Some(5000), Some(2000), Some(3100)],
             [Some(2), Some(5000), Some(9000), Some(6500), Some(8000)],
         ]
     );
@@ -360,7 +375,7 @@ fn two_processes_are_two_ranks_with_steps_from_nvtx() {
             (s("ProfilerStep#2"), Some(2))
         ]
     );
-    assert_eq!(cpu.height(), 5, "3 runtime calls + 2 NVTX ranges");
+    assert_eq!(cpu.height(), 6, "4 runtime calls + 2 NVTX ranges");
     // Findings: rank 0's k_c has no launch; nothing lies outside rank 0's steps, and rank 1,
     // which has no step ranges at all, has none to miss.
     let diag = table(&out, "diagnostics", "two");
@@ -404,6 +419,7 @@ fn two_processes_are_two_ranks_with_steps_from_nvtx() {
         ranks,
         vec![
             (0, s("ncclDevKernel_AllReduce_Sum_f32_RING_LL")),
+            (1, s("Memset")),
             (1, s("k_a")),
             (1, s("k_b")),
             (1, s("k_c")),
