@@ -499,3 +499,21 @@ fn every_corpus_file_goes_to_its_reader() {
     );
     assert_eq!(detect(&root.join(CLOVERLEAF)).unwrap(), Format::Nsys);
 }
+
+#[test]
+fn an_nsys_report_asks_for_its_sqlite_export() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("job.nsys-rep");
+    std::fs::write(&path, b"\x00\x01 not sqlite").unwrap();
+    let out = tmp.path().join("ds");
+    let o = ingest(&[&path], &out, &[]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    let err = stderr(&o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with(&format!("aorta: error: {}: ", path.display())),
+        "{err}"
+    );
+    assert!(err.contains("nsys export --type sqlite"), "{err}");
+    assert_nothing_written(&out);
+}

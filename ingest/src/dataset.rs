@@ -143,6 +143,12 @@ pub fn detect(path: &Path) -> Result<Format> {
     if name.contains(".jsonl") {
         return Ok(Format::Jsonl);
     }
+    if name.ends_with(".nsys-rep") || name.ends_with(".qdrep") {
+        return Err(IngestError::file(
+            path,
+            "an Nsight Systems report: aorta reads its SQLite export (nsys export --type sqlite)",
+        ));
+    }
     let (r, _) =
         crate::source::open(path, Default::default()).map_err(|e| IngestError::io(path, e))?;
     let mut head = Vec::new();
