@@ -182,6 +182,14 @@ fn object_form_and_the_rank_map() {
     assert_eq!(i64s(&runs, "rank"), [Some(5)]);
     assert_eq!(strs(&runs, "rank_source"), [Some("rank_map".to_string())]);
     assert!(ds.join("cpu_ops/run=in/rank=5").is_dir());
+
+    // Pids mapping to two ranks: the lowest mapped pid (0, the GPU slices') decides, and the
+    // conflict is a finding.
+    std::fs::write(&map, "1 5\n0 2\n").unwrap();
+    let dir2 = ingest_one("t.json", &text, |o| o.rank_map = Some(map.clone()));
+    let ds2 = dir2.path().join("ds");
+    assert_eq!(i64s(&table(&ds2, "runs", "in"), "rank"), [Some(2)]);
+    assert_eq!(diagnostics(&ds2, "in").get("rank_map_ambiguous"), Some(&1));
 }
 
 #[test]
