@@ -232,7 +232,7 @@ fn two_process_export(path: &Path) {
            endGlobalTid INTEGER, textId INTEGER, domainId INTEGER);
          INSERT INTO StringIds VALUES (1, 'k_a'), (2, 'k_b'), (3, 'k_c'),
            (4, 'ncclDevKernel_AllReduce_Sum_f32_RING_LL'), (5, 'cudaLaunchKernel'),
-           (6, 'ProfilerStep#2');
+           (6, 'ProfilerStep#2'), (7, 'k_neg');
          INSERT INTO EXPORT_META_DATA VALUES ('EXPORT_PRODUCT_VERSION', '2022.2.1.31'),
            ('EXPORT_SCHEMA_VERSION', '2.9.1');
          INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (1700000000000000000, '', '');
@@ -246,6 +246,7 @@ fn two_process_export(path: &Path) {
         (6500, 8000, 0, 7, 2, p1, 2),
         (7000, 7500, 0, 8, 99, p1, 3),
         (2500, 4000, 1, 9, 1, p2, 4),
+        (3000, 2990, 1, 10, -1, p2, 7),
     ] {
         // globalPid keeps only the pid part of the id.
         let gpid = g & !0xFF_FFFF;
@@ -326,6 +327,7 @@ fn two_processes_are_two_ranks_with_steps_from_nvtx() {
                 Some(2),
                 s("gpu_time")
             ),
+            (1, s("k_neg"), s("other_compute"), 3000, None, s("none")),
             (
                 1,
                 s("ncclDevKernel_AllReduce_Sum_f32_RING_LL"),
@@ -376,8 +378,9 @@ fn two_processes_are_two_ranks_with_steps_from_nvtx() {
         ]
     );
     assert_eq!(cpu.height(), 6, "4 runtime calls + 2 NVTX ranges");
-    // Findings: rank 0's k_c has no launch; nothing lies outside rank 0's steps, and rank 1,
-    // which has no step ranges at all, has none to miss.
+    // Findings: rank 0's k_c and rank 1's k_neg (correlation -1) have no launch; k_neg ends
+    // before it starts; nothing lies outside rank 0's steps, and rank 1, which has no step
+    // ranges at all, has none to miss (so k_neg gets no step and no fallback).
     let diag = table(&out, "diagnostics", "two");
     let mut found: Vec<(i64, String, i64)> = (0..diag.height())
         .map(|i| {
@@ -389,7 +392,14 @@ fn two_processes_are_two_ranks_with_steps_from_nvtx() {
         })
         .collect();
     found.sort();
-    assert_eq!(found, vec![(0, s("kernel_without_launch"), 1)]);
+    assert_eq!(
+        found,
+        vec![
+            (0, s("kernel_without_launch"), 1),
+            (1, s("kernel_without_launch"), 1),
+            (1, s("negative_duration"), 1),
+        ]
+    );
     let runs = table(&out, "runs", "two");
     assert_eq!(i64s(&runs, "rank").len(), 2);
     assert!(strs(&runs, "rank_source")
@@ -418,6 +428,7 @@ fn two_processes_are_two_ranks_with_steps_from_nvtx() {
     assert_eq!(
         ranks,
         vec![
+            (0, s("k_neg")),
             (0, s("ncclDevKernel_AllReduce_Sum_f32_RING_LL")),
             (1, s("Memset")),
             (1, s("k_a")),

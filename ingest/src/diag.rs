@@ -8,7 +8,7 @@ pub const CODES: &[(&str, &str)] = &[
     ("outside_steps", "GPU activity or CPU op whose time lies in no `ProfilerStep#N` span although the trace has steps; its step is null."),
     ("same_stream_overlap", "An activity starts before the previous one on the same stream ended; the earlier one's `end_ns` is clipped to the later start (`raw_end_ns` keeps the written value)."),
     ("stream_out_of_order", "An activity starts before one already written on the same stream (more than a buffer apart); it is kept unclipped."),
-    ("negative_duration", "`dur` < 0; `end_ns` is set to `start_ns`, `raw_end_ns` keeps start + dur."),
+    ("negative_duration", "`dur` < 0 (or an end before its start); `end_ns` is set to `start_ns`, `raw_end_ns` keeps start + dur."),
     ("missing_duration", "A complete (`X`) slice without `dur`; taken as 0."),
     ("missing_timestamp", "A slice without a usable `ts`; not written."),
     ("unknown_phase", "An event whose `ph` aorta does not know; not written."),

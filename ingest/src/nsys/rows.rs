@@ -188,6 +188,11 @@ impl<'j> Router<'j> {
             let (step, step_source) = self.gpu_step(pid, corr, start, &name);
             let base = self.base;
             let b = &mut self.out(pid).batch;
+            if raw_end < start {
+                let d = raw_end - start;
+                b.diag
+                    .add("negative_duration", None, || format!("{name}: {d} ns"));
+            }
             let row = GpuRow {
                 device: r.get(3)?,
                 stream: r.get(4)?,
@@ -307,6 +312,11 @@ impl<'j> Router<'j> {
         }
         let base = self.base;
         let b = &mut self.out(pid).batch;
+        if end.is_some_and(|e| e < start) {
+            b.diag.add("negative_duration", None, || {
+                format!("{name}: end before start")
+            });
+        }
         let row = CpuRow {
             category,
             name: b.strings.id(&name),
