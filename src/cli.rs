@@ -18,7 +18,7 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Read traces (Kineto .json/.json.gz/.json.zst, per-iteration JSONL) into a Parquet dataset.
+    /// Read traces (Kineto and generic Chrome JSON, Nsight Systems SQLite, per-iteration JSONL) into a Parquet dataset.
     #[command(after_help = INGEST_EXAMPLES)]
     Ingest(IngestArgs),
     /// GEMM/communication overlap per rank, step and collective kind; writes the overlap tables.
@@ -130,9 +130,13 @@ Examples:
   aorta ingest traces/cuda traces/rocm -o ds  # run labels: the first directory under each root
   aorta ingest rank0.pt.trace.json.gz --label baseline --rank 0
   aorta ingest traces/ --keep-going          # land the good files, list the broken ones
+  aorta ingest job.sqlite --rank-map ranks.txt  # Nsight Systems export; ranks.txt: `12345 0`
 
 Run labels: a file under ROOT/<dir>/... belongs to run <dir>; a file directly in ROOT to run
-ROOT. Rank: distributedInfo.rank, else the file name (rank3, rank-3, worker3), else --rank.
+ROOT. Rank: the trace's own (Kineto distributedInfo.rank), else --rank-map by process id, else
+the file name (rank3, rank-3, worker3), else --rank. A rank map has one `PID RANK` (or
+`PID=RANK`) pair per line, `#` comments; an Nsight Systems export of several processes
+without one numbers them in pid order (docs/INPUTS.md).
 Unchanged inputs (same content hash) are skipped; --force re-reads them. A failed run leaves
 the previous dataset untouched. Exit status: 0 ok, 1 some files failed (--keep-going), 2 error.";
 
@@ -150,6 +154,10 @@ pub struct IngestArgs {
     /// Rank for files whose trace and name carry none.
     #[arg(long)]
     pub rank: Option<i64>,
+    /// Process id → rank for traces that carry no rank (Nsight Systems, generic Chrome):
+    /// lines `PID RANK`, e.g. `1701896 0`.
+    #[arg(long, value_name = "FILE")]
+    pub rank_map: Option<PathBuf>,
     /// Worker threads (default: one per core).
     #[arg(short, long)]
     pub jobs: Option<usize>,

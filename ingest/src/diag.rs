@@ -8,13 +8,16 @@ pub const CODES: &[(&str, &str)] = &[
     ("outside_steps", "GPU activity or CPU op whose time lies in no `ProfilerStep#N` span although the trace has steps; its step is null."),
     ("same_stream_overlap", "An activity starts before the previous one on the same stream ended; the earlier one's `end_ns` is clipped to the later start (`raw_end_ns` keeps the written value)."),
     ("stream_out_of_order", "An activity starts before one already written on the same stream (more than a buffer apart); it is kept unclipped."),
-    ("negative_duration", "`dur` < 0; `end_ns` is set to `start_ns`, `raw_end_ns` keeps start + dur."),
+    ("negative_duration", "`dur` < 0 (or an end before its start); `end_ns` is set to `start_ns`, `raw_end_ns` keeps start + dur."),
     ("missing_duration", "A complete (`X`) slice without `dur`; taken as 0."),
     ("missing_timestamp", "A slice without a usable `ts`; not written."),
     ("unknown_phase", "An event whose `ph` aorta does not know; not written."),
     ("unparsable_value", "A field aorta reads holds a value of the wrong type; the field is null."),
     ("skipped_category", "Slices of a category aorta has no table for (e.g. `cuda_sync`, `overhead`); counted, not written."),
-    ("rank_default", "No rank in `distributedInfo`, the file name or `--rank`; rank 0 was used."),
+    ("rank_default", "No rank in the trace, the rank map, the file name or `--rank`; rank 0 was used."),
+    ("rank_map_ambiguous", "The pids of one Chrome trace map to several ranks in `--rank-map`; the lowest mapped pid's rank was used for the whole file."),
+    ("unmatched_begin", "A Chrome `B` event never closed by an `E` on its pid/tid; not written."),
+    ("unmatched_end", "A Chrome `E` event with no open `B` on its pid/tid; not written."),
     ("jsonl_non_numeric", "JSONL fields that are not numbers (strings, nulls); not written to `metrics`."),
 ];
 
