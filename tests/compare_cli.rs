@@ -254,18 +254,18 @@ fn regression_gate_and_errors() {
     let (dir, ds) = fixture();
     let out = dir.path().join("cmp");
     // Step time +25 %, exposed comm +50 %.
-    let o = compare(
-        &ds,
-        &out,
-        &[
+    let gate = |pct: &str| {
+        let args = [
             "--reference",
             "cuda",
             "--candidate",
             "rocm",
             "--fail-if-regressed",
-            "30",
-        ],
-    );
+            pct,
+        ];
+        compare(&ds, &out, &args)
+    };
+    let o = gate("30");
     assert_eq!(code(&o), 1, "{}", stderr(&o));
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(
@@ -275,18 +275,7 @@ fn regression_gate_and_errors() {
     let doc: Value =
         serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(doc["regression"]["threshold_pct"], 30.0);
-    let o = compare(
-        &ds,
-        &out,
-        &[
-            "--reference",
-            "cuda",
-            "--candidate",
-            "rocm",
-            "--fail-if-regressed",
-            "60",
-        ],
-    );
+    let o = gate("60");
     assert_eq!(code(&o), 0, "{}", stderr(&o));
 
     // An unknown selector: one line naming the runs and platforms; the earlier output stays.
