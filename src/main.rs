@@ -4,6 +4,7 @@ mod cli;
 mod ingest_cmd;
 mod overlap_cmd;
 mod overlap_table;
+mod report_cmd;
 
 use std::process::ExitCode;
 
@@ -41,6 +42,7 @@ fn run(args: cli::Cli) -> anyhow::Result<ExitCode> {
     match args.command {
         cli::Command::Ingest(a) => ingest_cmd::run(a),
         cli::Command::Overlap(a) => overlap_cmd::run(a),
+        cli::Command::Report(a) => report_cmd::run(a),
         cli::Command::Schema(a) => {
             use std::io::Write;
             let text = if a.markdown {
