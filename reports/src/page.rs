@@ -63,7 +63,8 @@ const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:24px auto;max-
 color:#222}h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ddd}\
 table{border-collapse:collapse;font-size:13px;margin:8px 0}td,th{border:1px solid #ddd;\
 padding:3px 8px}td.n{text-align:right;font-variant-numeric:tabular-nums}th{background:#f4f4f4}\
-p.note{color:#555;font-size:13px}.chart{margin:8px 0}";
+p.note{color:#555;font-size:13px}.chart{margin:8px 0}\
+.row{display:grid;grid-template-columns:1fr 1fr;gap:16px}.row>.chart{min-width:0}";
 
 #[derive(Default)]
 pub(crate) struct Page {
@@ -101,6 +102,15 @@ impl Page {
             "<div class=\"chart\">{}</div>",
             plot.to_inline_html(Some(&id))
         );
+    }
+
+    /// Charts side by side, sharing the width.
+    pub fn plot_row(&mut self, plots: &mut [Plot]) {
+        self.body.push_str("<div class=\"row\">\n");
+        for p in plots {
+            self.plot(p);
+        }
+        self.body.push_str("</div>\n");
     }
 
     /// A table; cells that parse as numbers (or are `-`) are right-aligned.

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use aorta_transform::summary::{spread, Spread};
 use plotly::common::{ErrorData, ErrorType, Marker, Mode, Orientation};
-use plotly::layout::{Axis, BarMode, Margin};
+use plotly::layout::{Axis, BarMode, Margin, Shape, ShapeLine, ShapeType};
 use plotly::{Bar, Plot, Scatter};
 
 use super::load::{Category, Collective, Operator, Step};
@@ -49,6 +49,7 @@ pub(crate) fn steps(page: &mut Page, steps: &[Step]) {
         ("step time (ms)", |s| s.step_ms),
         ("exposed comm (ms)", |s| s.exposed_comm_ms),
     ];
+    let mut plots = Vec::new();
     for (title, value) in charts {
         let sides = SIDES.map(|side| per_step(steps, side, value));
         let n = sides[0].len().max(sides[1].len());
@@ -78,8 +79,9 @@ pub(crate) fn steps(page: &mut Page, steps: &[Step]) {
                 .bar_mode(BarMode::Group)
                 .y_axis(Axis::new().title("ms")),
         );
-        page.plot(&mut plot);
+        plots.push(plot);
     }
+    page.plot_row(&mut plots);
 }
 
 /// Per side and category, the spread over rank-steps of the category's GPU time.
@@ -196,6 +198,7 @@ pub(crate) fn operators(page: &mut Page, ops: &[Operator]) {
         crate::page::layout(160 + 26 * top.len())
             .margin(Margin::new().left(380).top(30).bottom(60).right(30))
             .x_axis(Axis::new().title("candidate / reference"))
+            .shapes(vec![parity_line()])
             .y_axis(
                 // Largest difference on top: a category axis runs bottom-up.
                 Axis::new()
@@ -223,6 +226,22 @@ pub(crate) fn operators(page: &mut Page, ops: &[Operator]) {
             .map(|(i, o)| operator_cells(i, o))
             .collect::<Vec<_>>(),
     );
+}
+
+/// A dashed vertical line at ratio 1 (both sides equal).
+fn parity_line() -> Shape {
+    Shape::new()
+        .shape_type(ShapeType::Line)
+        .x0(1.0)
+        .x1(1.0)
+        .y_ref("paper")
+        .y0(0.0)
+        .y1(1.0)
+        .line(
+            ShapeLine::new()
+                .color("#444")
+                .dash(plotly::common::DashType::Dash),
+        )
 }
 
 fn operator_cells(i: usize, o: &Operator) -> Vec<String> {
