@@ -302,3 +302,54 @@ fn bad_input_is_one_error_line_and_no_html() {
     assert_eq!(code(&o), 2);
     assert!(stderr(&o).contains("missing/r.html"), "{}", stderr(&o));
 }
+
+/// 5000 kernels in one (null) step, more than the timeline draws: 4000 of 1 µs and 1000 of
+/// 0.5 µs (every fifth). The 4000 longest are exactly the 1 µs ones.
+#[test]
+fn a_step_over_the_kernel_cap_draws_the_longest_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    std::fs::create_dir(&input).unwrap();
+    let events: Vec<String> = (0..5000)
+        .map(|i| {
+            let dur = if i % 5 == 0 { "0.5" } else { "1" };
+            format!(
+                r#"{{"ph": "X", "cat": "kernel", "name": "k{i}", "pid": 0, "tid": 7, "ts": {}, "dur": {dur}, "args": {{"stream": 7}}}}"#,
+                2 * i
+            )
+        })
+        .collect();
+    let trace = format!(r#"{{"traceEvents": [{}]}}"#, events.join(",\n"));
+    std::fs::write(input.join("cap.json"), trace).unwrap();
+    let opts = aorta_ingest::Options {
+        out: dir.path().join("ds"),
+        ..Default::default()
+    };
+    aorta_ingest::ingest(&[input], &opts, &Default::default()).unwrap();
+    let out = dir.path().join("cap.html");
+    let r = aorta_reports::run_report(&opts.out, &Default::default(), &out).unwrap();
+    assert_eq!((r.drawn, r.total, r.timeline.step), (4000, 5000, None));
+    let html = std::fs::read_to_string(&out).unwrap();
+    assert!(html.contains("Capped: showing the 4000 longest of 5000 activities in this step."));
+    // The timeline's bars: durations in ms, all 0.001.
+    let re =
+        regex::Regex::new(r#"(?s)Plotly\.newPlot\("plot-1", (\{.*?\})\);\s*</script>"#).unwrap();
+    let plot: Value = serde_json::from_str(&re.captures(&html).unwrap()[1]).unwrap();
+    let x: Vec<f64> = plot["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|t| {
+            t["x"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_f64().unwrap())
+        })
+        .collect();
+    assert_eq!(x.len(), 4000);
+    assert!(
+        x.iter().all(|&d| (d - 0.001).abs() < 1e-12),
+        "only the 1 µs kernels"
+    );
+}

@@ -29,21 +29,46 @@ impl plotly::Trace for RawTrace {
     }
 }
 
-/// x label of a step row: `step N`, prefixed by run and rank when the page shows several.
-fn step_label(run: &str, rank: i64, step: Option<i64>, many: bool) -> String {
-    let s = step.map_or("step -".into(), |s| format!("step {s}"));
-    if many {
-        format!("{run} r{rank} {s}")
-    } else {
-        s
+/// Which parts a chart label needs: the run when the page has several, the rank likewise.
+#[derive(Clone, Copy)]
+struct Many {
+    runs: bool,
+    ranks: bool,
+}
+
+impl Many {
+    fn of<'a>(keys: impl Iterator<Item = (&'a str, i64)> + Clone) -> Many {
+        let distinct = |n: usize| n > 1;
+        let mut runs: Vec<&str> = keys.clone().map(|k| k.0).collect();
+        runs.sort_unstable();
+        runs.dedup();
+        let mut ranks: Vec<i64> = keys.map(|k| k.1).collect();
+        ranks.sort_unstable();
+        ranks.dedup();
+        Many {
+            runs: distinct(runs.len()),
+            ranks: distinct(ranks.len()),
+        }
+    }
+
+    /// `[run ][rN ]rest`.
+    fn label(self, run: &str, rank: i64, rest: &str) -> String {
+        let mut l = String::new();
+        if self.runs {
+            l.push_str(run);
+            l.push(' ');
+        }
+        if self.ranks {
+            l.push_str(&format!("r{rank} "));
+        }
+        l + rest
     }
 }
 
-fn many_ranks<'a>(keys: impl Iterator<Item = (&'a str, i64)>) -> bool {
-    let mut v: Vec<_> = keys.collect();
-    v.sort();
-    v.dedup();
-    v.len() > 1
+/// x label of a step row: `step N`, prefixed by run and rank when the page shows several.
+fn step_label(run: &str, rank: i64, step: Option<i64>, many: Many) -> String {
+    let s = step.map_or("step -".into(), |s| format!("step {s}"));
+    many.label(run, rank, &s)
 }
 
 fn ms(ns: Option<i64>) -> Option<f64> {
@@ -60,7 +85,7 @@ pub(crate) fn overlap_per_step(page: &mut Page, rows: &[StepRow]) {
          compute. overlap_ratio = gemm∩comm / min(gemm, comm), right axis. Steps from JSONL logs \
          are marked (jsonl).",
     );
-    let many = many_ranks(rows.iter().map(|r| (r.run.as_str(), r.rank)));
+    let many = Many::of(rows.iter().map(|r| (r.run.as_str(), r.rank)));
     let x: Vec<String> = rows
         .iter()
         .map(|r| {
@@ -162,7 +187,7 @@ pub(crate) fn categories_per_step(page: &mut Page, rows: &[CategoryRow]) {
          together: kernels running at the same time both count, so a bar can be taller than \
          the step.",
     );
-    let many = many_ranks(rows.iter().map(|r| (r.run.as_str(), r.rank)));
+    let many = Many::of(rows.iter().map(|r| (r.run.as_str(), r.rank)));
     let mut steps: Vec<StepKey> = rows
         .iter()
         .map(|r| (r.run.clone(), r.rank, r.step))
@@ -229,16 +254,10 @@ pub(crate) fn collectives(page: &mut Page, rows: &[CollectiveRow]) {
         page.note("No communication kernels in the reported ranks.");
         return;
     }
-    let many = many_ranks(rows.iter().map(|r| (r.run.as_str(), r.rank)));
+    let many = Many::of(rows.iter().map(|r| (r.run.as_str(), r.rank)));
     let x: Vec<String> = rows
         .iter()
-        .map(|r| {
-            if many {
-                format!("{} r{} {}", r.run, r.rank, r.comm_op)
-            } else {
-                r.comm_op.clone()
-            }
-        })
+        .map(|r| many.label(&r.run, r.rank, &r.comm_op))
         .collect();
     let mut plot = Plot::new();
     let comm: Vec<f64> = rows.iter().map(|r| r.comm_ns as f64 / 1e6).collect();
