@@ -192,7 +192,7 @@ fn select_runs(root: &Path, asked: &[String]) -> Result<Vec<String>, ReportError
 }
 
 /// `overlap_steps` and `overlap_collectives` of `runs`: from the dataset when every run has
-/// rows there, else computed (true: read from the dataset).
+/// fresh rows there, else computed (true: read from the dataset).
 fn overlap_frames(
     root: &Path,
     runs: &[String],
@@ -205,11 +205,44 @@ fn overlap_frames(
     };
     let steps = read("overlap_steps")?;
     let have = str_col(&steps, "run", &root.join("overlap_steps"))?;
-    if runs.iter().all(|r| have.contains(r)) {
+    if runs.iter().all(|r| have.contains(r) && !stale(root, r)) {
         return Ok((steps, read("overlap_collectives")?, true));
     }
     let t = overlap::from_dataset(root, runs)?;
     Ok((t.steps, t.collectives, false))
+}
+
+/// Whether `aorta ingest` rewrote a run's activities after `aorta overlap` wrote its tables
+/// (ingest leaves the derived tables alone): then they may describe the old activities.
+fn stale(root: &Path, run: &str) -> bool {
+    let part = |table: &str| root.join(table).join(format!("run={run}"));
+    let newest_input = ["gpu_activities", "metrics"]
+        .iter()
+        .filter_map(|t| mtimes(&part(t)).into_iter().max())
+        .max();
+    let oldest_derived = ["overlap_steps", "overlap_collectives"]
+        .iter()
+        .filter_map(|t| mtimes(&part(t)).into_iter().min())
+        .min();
+    match (newest_input, oldest_derived) {
+        (Some(i), Some(d)) => i > d,
+        (_, None) => true,
+        (None, Some(_)) => false,
+    }
+}
+
+/// Modification times of the Parquet files under `dir`.
+fn mtimes(dir: &Path) -> Vec<std::time::SystemTime> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(mtimes(&p));
+        } else if p.extension().is_some_and(|x| x == "parquet") {
+            out.extend(e.metadata().and_then(|m| m.modified()).ok());
+        }
+    }
+    out
 }
 
 fn step_rows(df: &DataFrame, path: &Path) -> Result<Vec<StepRow>, ReportError> {
