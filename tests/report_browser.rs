@@ -135,3 +135,29 @@ fn write_example_pages() {
     compare_fixture::write_all(&tables);
     aorta_reports::compare_report(&tables, &out.join("compare.html")).unwrap();
 }
+
+/// The ROCm half of the CUDA/ROCm pair: inference traces with no step annotations (one null
+/// step) and no communication, so the collective chart gives way to a note.
+#[test]
+fn a_run_without_steps_or_communication_renders() {
+    let Some(root) = corpus() else { return };
+    let Some(browser) = chromium() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dir.path().join("ds");
+    let o = ingest(&[&root.join("kineto/rocm/mi300x_models")], &ds, &["-q"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let html = dir.path().join("rocm.html");
+    let o = aorta(&[
+        "report".as_ref(),
+        ds.as_os_str(),
+        "-o".as_ref(),
+        html.as_os_str(),
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("step null (median-duration step)"));
+    let r = open_and_check(&browser, &html, 3);
+    assert!(r
+        .dom
+        .contains("No communication kernels in the reported ranks."));
+    assert!(legend_texts(&r.dom).iter().any(|l| l == "gemm"));
+}

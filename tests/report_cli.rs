@@ -366,3 +366,11 @@ fn a_step_over_the_kernel_cap_draws_the_longest_and_says_so() {
         "only the 1 µs kernels"
     );
 }
+
+#[test]
+fn help_shows_examples() {
+    let o = aorta(&["report".as_ref(), "--help".as_ref()]);
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(text.contains("Examples:") && text.contains("aorta report ds --rank 1 --step 7"));
+    assert!(text.contains("docs/REPORTS.md"));
+}
