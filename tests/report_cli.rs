@@ -341,7 +341,8 @@ fn a_step_over_the_kernel_cap_draws_the_longest_and_says_so() {
     aorta_ingest::ingest(&[input], &opts, &Default::default()).unwrap();
     let out = dir.path().join("cap.html");
     let r = aorta_reports::run_report(&opts.out, &Default::default(), &out).unwrap();
-    assert_eq!((r.drawn, r.total, r.timeline.step), (4000, 5000, None));
+    assert_eq!((r.drawn, r.total), (4000, 5000));
+    assert_eq!(r.timeline.map(|t| t.step), Some(None), "the null step");
     let html = std::fs::read_to_string(&out).unwrap();
     assert!(html.contains("Capped: showing the 4000 longest of 5000 activities in this step."));
     // The timeline's bars: durations in ms, all 0.001.
@@ -373,4 +374,37 @@ fn help_shows_examples() {
     let text = String::from_utf8(o.stdout).unwrap();
     assert!(text.contains("Examples:") && text.contains("aorta report ds --rank 1 --step 7"));
     assert!(text.contains("docs/REPORTS.md"));
+}
+
+/// The Python aorta tool's JSONL log alone: no GPU activities, so no timeline, but the
+/// overlap rows of its two iterations (window 147.500 ms each, as `aorta overlap` prints).
+#[test]
+fn jsonl_logs_alone_give_a_page_without_timeline() {
+    let Some(root) = corpus() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dir.path().join("ds");
+    let o = ingest(
+        &[&root.join(common::cli::METRICS_JSONL)],
+        &ds,
+        &["-q", "--label", "py"],
+    );
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let out = dir.path().join("py.html");
+    let o = report(&ds, &out, &[]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(String::from_utf8(o.stdout)
+        .unwrap()
+        .contains("timeline: none"));
+    let html = std::fs::read_to_string(&out).unwrap();
+    let tables = html_tables(&html);
+    let (_, rows) = table_starting(&tables, &STEP_HEADER);
+    assert_eq!(rows.len(), 2);
+    assert!(
+        rows.iter().all(|r| r[2] == "jsonl" && r[4] == "147.500"),
+        "{rows:?}"
+    );
+    let o = report(&ds, &dir.path().join("step.html"), &["--step", "0"]);
+    assert_eq!(code(&o), 2);
+    assert!(stderr(&o).contains("no GPU activities in the reported ranks"));
+    assert!(!dir.path().join("step.html").exists());
 }

@@ -31,7 +31,7 @@ pub enum ReportError {
         step: i64,
         known: String,
     },
-    #[error("{0}: no GPU activities to report (ingest a trace with kernels first)")]
+    #[error("{0}: no GPU activities in the reported ranks, so no step to draw")]
     NoActivities(PathBuf),
     #[error("{0}: missing (written by `aorta compare -o DIR`)")]
     MissingTable(PathBuf),

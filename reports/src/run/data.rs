@@ -119,16 +119,20 @@ impl RunData {
     }
 
     /// The timeline's run, rank and step: the first run and rank with GPU activities, and
-    /// `step` or else the step whose window is the median of that rank's step windows.
+    /// `step` or else the step whose window is the median of that rank's step windows. `None`
+    /// when the reported ranks have no GPU activities (JSONL logs only) and no step was asked.
     pub fn timeline_target(
         &self,
         root: &Path,
         step: Option<i64>,
-    ) -> Result<TimelineTarget, ReportError> {
+    ) -> Result<Option<TimelineTarget>, ReportError> {
         let trace: Vec<&StepRow> = self.steps.iter().filter(|s| s.source == "trace").collect();
-        let first = trace
-            .first()
-            .ok_or_else(|| ReportError::NoActivities(root.to_path_buf()))?;
+        let Some(first) = trace.first() else {
+            return match step {
+                Some(_) => Err(ReportError::NoActivities(root.to_path_buf())),
+                None => Ok(None),
+            };
+        };
         let (run, rank) = (first.run.clone(), first.rank);
         let mine: Vec<&StepRow> = trace
             .into_iter()
@@ -149,7 +153,7 @@ impl RunData {
             }
             None => median_step(&mine),
         };
-        Ok(TimelineTarget {
+        Ok(Some(TimelineTarget {
             run,
             rank,
             step: chosen,
@@ -158,7 +162,7 @@ impl RunData {
             } else {
                 "median-duration step"
             },
-        })
+        }))
     }
 }
 

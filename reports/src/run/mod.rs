@@ -32,7 +32,8 @@ pub struct RunReport {
     pub ranks: Vec<i64>,
     /// Step rows (rank × step) reported.
     pub step_rows: usize,
-    pub timeline: TimelineTarget,
+    /// `None` when the reported ranks have no GPU activities (JSONL logs only).
+    pub timeline: Option<TimelineTarget>,
     /// Kernels drawn on the timeline, and in the step.
     pub drawn: usize,
     pub total: usize,
@@ -49,7 +50,10 @@ pub fn run_report(
 ) -> Result<RunReport, ReportError> {
     let d = data::RunData::load(dataset, opts)?;
     let target = d.timeline_target(dataset, opts.step)?;
-    let tl = timeline::Timeline::load(dataset, &target)?;
+    let tl = match &target {
+        Some(t) => Some(timeline::Timeline::load(dataset, t)?),
+        None => None,
+    };
     let mut page = Page::new(&format!("aorta report — {}", d.runs.join(", ")));
     page.note(&format!(
         "Dataset {}; runs {}; ranks {}; {} step rows. Overlap tables {}.",
@@ -60,10 +64,16 @@ pub fn run_report(
         if d.from_dataset {
             "as written by `aorta overlap`"
         } else {
-            "computed from gpu_activities (`aorta overlap` has not written them)"
+            "computed from gpu_activities (`aorta overlap` has not written them since the last \
+             ingest)"
         }
     ));
-    tl.render(&mut page);
+    match &tl {
+        Some(tl) => tl.render(&mut page),
+        None => {
+            page.note("No GPU activities in the reported ranks (JSONL logs only): no timeline.")
+        }
+    }
     charts::overlap_per_step(&mut page, &d.steps);
     charts::categories_per_step(&mut page, &d.categories);
     charts::collectives(&mut page, &d.collectives);
@@ -73,8 +83,8 @@ pub fn run_report(
         runs: d.runs.clone(),
         ranks: d.ranks.clone(),
         step_rows: d.steps.len(),
-        drawn: tl.drawn(),
-        total: tl.total,
+        drawn: tl.as_ref().map_or(0, |t| t.drawn()),
+        total: tl.as_ref().map_or(0, |t| t.total),
         timeline: target,
         overlap_from_dataset: d.from_dataset,
         charts: page.plot_count(),
