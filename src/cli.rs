@@ -27,6 +27,9 @@ pub enum Command {
     /// Compare a reference (run or platform) with a candidate: steps, categories, operators, collectives.
     #[command(after_help = COMPARE_EXAMPLES)]
     Compare(CompareArgs),
+    /// One self-contained HTML page: a step's timeline, overlap, categories, collectives.
+    #[command(after_help = REPORT_EXAMPLES)]
+    Report(ReportArgs),
     /// Print the dataset schema (tables and columns).
     Schema(SchemaArgs),
 }
@@ -66,6 +69,39 @@ pub struct CompareArgs {
     /// Operators listed in the terminal summary.
     #[arg(long, default_value_t = 10)]
     pub top: usize,
+}
+
+const REPORT_EXAMPLES: &str = "\
+Examples:
+  aorta report                           # every run of ./aorta-data into report.html
+  aorta report ds --run cuda -o cuda.html
+  aorta report ds --rank 1 --step 7      # rank 1 only; the timeline shows step 7
+  aorta report ds --run cuda --run rocm  # two runs on one page
+
+The page embeds plotly.js and opens offline. Charts: the per-stream timeline of one step (by
+default the median-duration step of the first rank; at most 4000 kernels, the longest), comm,
+exposed comm and compute∩comm per step with overlap_ratio, GPU time per category per step (sum
+of kernel durations) and exposed comm per collective kind. Numbers are those of `aorta overlap`
+(the overlap tables are read from the dataset, or computed when `aorta overlap` has not run).
+See docs/REPORTS.md.";
+
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// Dataset directory (written by `aorta ingest`).
+    #[arg(default_value = "aorta-data")]
+    pub dataset: PathBuf,
+    /// Only these runs (repeat the flag; default: every run).
+    #[arg(long, value_name = "L")]
+    pub run: Vec<String>,
+    /// Only this rank (default: every rank; the timeline shows the first).
+    #[arg(long, value_name = "R")]
+    pub rank: Option<i64>,
+    /// The timeline's step (default: the median-duration step).
+    #[arg(long, value_name = "N")]
+    pub step: Option<i64>,
+    /// The HTML file to write.
+    #[arg(short, long, default_value = "report.html")]
+    pub out: PathBuf,
 }
 
 const OVERLAP_EXAMPLES: &str = "\

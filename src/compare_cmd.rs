@@ -21,12 +21,15 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
         c.summary["regression"] = json!({ "threshold_pct": pct, "checks": g });
     }
     write_dir(&args.out, &mut c)?;
+    // The page names the directory it was drawn from: draw it from its final place (it is
+    // written to a temporary file and renamed too).
+    aorta_reports::compare_report(&args.out, &args.out.join("report.html"))?;
     let mut out = std::io::stdout().lock();
     print_summary(&mut out, &c, args.top)?;
+    let dir = args.out.display();
     writeln!(
         out,
-        "wrote {}/{{summary.json, compare_*.parquet}}",
-        args.out.display()
+        "wrote {dir}/report.html, {dir}/summary.json, {dir}/compare_*.parquet"
     )?;
     let failed: Vec<&Value> = gate
         .iter()

@@ -5,6 +5,7 @@ mod compare_cmd;
 mod ingest_cmd;
 mod overlap_cmd;
 mod overlap_table;
+mod report_cmd;
 
 use std::process::ExitCode;
 
@@ -43,6 +44,7 @@ fn run(args: cli::Cli) -> anyhow::Result<ExitCode> {
         cli::Command::Ingest(a) => ingest_cmd::run(a),
         cli::Command::Overlap(a) => overlap_cmd::run(a),
         cli::Command::Compare(a) => compare_cmd::run(a),
+        cli::Command::Report(a) => report_cmd::run(a),
         cli::Command::Schema(a) => {
             use std::io::Write;
             let text = if a.markdown {

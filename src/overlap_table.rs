@@ -1,7 +1,9 @@
 //! The text table of `aorta overlap`: aligned columns, nanoseconds shown as milliseconds,
-//! a `total` row (the rank's whole window) after each rank's steps.
+//! a `total` row (the rank's whole window) after each rank's steps. The numbers are formatted
+//! by `aorta_reports::fmt`, so the HTML report shows them with the same decimals.
 
 use anyhow::Result;
+use aorta_reports::fmt;
 use polars::prelude::*;
 
 /// How a column is shown.
@@ -48,9 +50,9 @@ fn cell(df: &DataFrame, name: &str, i: usize, show: Show) -> String {
         .unwrap_or(AnyValue::Null);
     match (v, show) {
         (AnyValue::Null, _) => "-".into(),
-        (AnyValue::Int64(x), Show::Ms) => format!("{:.3}", x as f64 / 1e6),
-        (AnyValue::Float64(x), Show::Ratio) => format!("{x:.3}"),
-        (AnyValue::Float64(x), Show::Pct) => format!("{x:.1}"),
+        (AnyValue::Int64(x), Show::Ms) => fmt::ms_ns(x),
+        (AnyValue::Float64(x), Show::Ratio) => fmt::ratio(x),
+        (AnyValue::Float64(x), Show::Pct) => fmt::pct(x),
         (AnyValue::String(s), _) => s.to_string(),
         (AnyValue::StringOwned(s), _) => s.to_string(),
         (other, _) => other.to_string(),

@@ -153,4 +153,6 @@ pub fn cat(e: &serde_json::Value) -> &str {
 pub fn is_slice(e: &serde_json::Value) -> bool {
     e["ph"] == "X"
 }
+pub mod browser;
 pub mod cli;
+pub mod compare_fixture;

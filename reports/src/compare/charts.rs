@@ -1,0 +1,356 @@
+//! The compare page's charts: steps side by side, category bars with their spread, the
+//! operator ratio chart and the collectives' bandwidths.
+
+use std::collections::BTreeMap;
+
+use aorta_transform::summary::{spread, Spread};
+use plotly::common::{ErrorData, ErrorType, Marker, Mode, Orientation};
+use plotly::layout::{Axis, BarMode, Margin, Shape, ShapeLine, ShapeType};
+use plotly::{Bar, Plot, Scatter};
+
+use super::load::{Category, Collective, Operator, Step};
+use crate::fmt;
+use crate::page::Page;
+
+pub(crate) const SIDES: [&str; 2] = ["reference", "candidate"];
+const SIDE_COLORS: [&str; 2] = ["#7f7f7f", "#1f77b4"];
+/// Operators drawn on the ratio chart.
+pub const TOP_OPERATORS: usize = 20;
+
+/// One number of a step row.
+type StepValue = fn(&Step) -> Option<f64>;
+
+/// Per side, the steps in order with the median over ranks (and runs) of `value`.
+fn per_step(
+    steps: &[Step],
+    side: &str,
+    value: fn(&Step) -> Option<f64>,
+) -> Vec<(Option<i64>, f64)> {
+    let mut by: BTreeMap<(bool, Option<i64>), Vec<Option<f64>>> = BTreeMap::new();
+    for s in steps.iter().filter(|s| s.side == side) {
+        by.entry((s.step.is_none(), s.step))
+            .or_default()
+            .push(value(s));
+    }
+    by.into_iter()
+        .filter_map(|((_, step), v)| spread(v).map(|s| (step, s.median)))
+        .collect()
+}
+
+/// Step time and exposed comm, reference and candidate bars side by side: the k-th step of
+/// each side (by step number) share a slot, since two runs rarely number steps alike.
+pub(crate) fn steps(page: &mut Page, steps: &[Step]) {
+    page.section("Per step: reference vs candidate");
+    page.note(
+        "The k-th step of each side, by step number; each bar is the median over ranks. Exposed \
+         comm = communication time when no compute kernel runs.",
+    );
+    let charts: [(&str, StepValue); 2] = [
+        ("step time (ms)", |s| s.step_ms),
+        ("exposed comm (ms)", |s| s.exposed_comm_ms),
+    ];
+    let mut plots = Vec::new();
+    for (title, value) in charts {
+        let sides = SIDES.map(|side| per_step(steps, side, value));
+        let n = sides[0].len().max(sides[1].len());
+        let label = |k: usize| {
+            let num = |i: usize| sides[i].get(k).and_then(|x| x.0);
+            let show = |s: Option<i64>| s.map_or("-".into(), |s| s.to_string());
+            if num(0) == num(1) {
+                format!("step {}", show(num(0)))
+            } else {
+                format!("#{} (ref {} / cand {})", k + 1, show(num(0)), show(num(1)))
+            }
+        };
+        let x: Vec<String> = (0..n).map(label).collect();
+        let mut plot = Plot::new();
+        for (i, side) in SIDES.iter().enumerate() {
+            let y: Vec<Option<f64>> = (0..n).map(|k| sides[i].get(k).map(|x| x.1)).collect();
+            plot.add_trace(
+                Bar::new(x.clone(), y)
+                    .name(*side)
+                    .marker(Marker::new().color(SIDE_COLORS[i])),
+            );
+        }
+        plot.set_layout(
+            crate::page::layout(360)
+                .title(title)
+                .margin(Margin::new().top(50).bottom(50))
+                .bar_mode(BarMode::Group)
+                .y_axis(Axis::new().title("ms")),
+        );
+        plots.push(plot);
+    }
+    page.plot_row(&mut plots);
+}
+
+/// Per side and category, the spread over rank-steps of the category's GPU time.
+fn category_spreads(rows: &[Category]) -> BTreeMap<String, [Option<Spread>; 2]> {
+    let mut vals: BTreeMap<String, [Vec<Option<f64>>; 2]> = BTreeMap::new();
+    for r in rows {
+        if let Some(i) = SIDES.iter().position(|s| *s == r.side) {
+            vals.entry(r.category.clone()).or_default()[i].push(r.gpu_ms);
+        }
+    }
+    vals.into_iter()
+        .map(|(k, [a, b])| (k, [spread(a), spread(b)]))
+        .collect()
+}
+
+/// GPU time per category (sum of kernel durations in a step): median per side, with a
+/// p10–p90 whisker.
+pub(crate) fn categories(page: &mut Page, rows: &[Category]) {
+    page.section("GPU time per category");
+    page.note(
+        "Per step, the sum of kernel durations of each category (all streams); bars are the \
+         median over steps and ranks, whiskers p10–p90.",
+    );
+    let s = category_spreads(rows);
+    let x: Vec<String> = s.keys().cloned().collect();
+    let mut plot = Plot::new();
+    for (i, side) in SIDES.iter().enumerate() {
+        let get = |f: fn(&Spread) -> f64| -> Vec<f64> {
+            s.values().map(|v| v[i].as_ref().map_or(0.0, f)).collect()
+        };
+        let (med, p10, p90) = (get(|s| s.median), get(|s| s.p10), get(|s| s.p90));
+        let up: Vec<f64> = p90.iter().zip(&med).map(|(a, b)| a - b).collect();
+        let down: Vec<f64> = med.iter().zip(&p10).map(|(a, b)| a - b).collect();
+        plot.add_trace(
+            Bar::new(x.clone(), med)
+                .name(*side)
+                .marker(Marker::new().color(SIDE_COLORS[i]))
+                .error_y(ErrorData::new(ErrorType::Data).array(up).array_minus(down)),
+        );
+    }
+    plot.set_layout(
+        crate::page::layout(380)
+            .bar_mode(BarMode::Group)
+            .y_axis(Axis::new().title("ms per step")),
+    );
+    page.plot(&mut plot);
+}
+
+/// The `TOP_OPERATORS` operators with the largest |candidate − reference|.
+pub(crate) fn top_operators(ops: &[Operator]) -> Vec<&Operator> {
+    let mut v: Vec<&Operator> = ops.iter().collect();
+    v.sort_by(|a, b| b.diff_ms.abs().total_cmp(&a.diff_ms.abs()));
+    v.truncate(TOP_OPERATORS);
+    v
+}
+
+fn op_label(rank: usize, o: &Operator) -> String {
+    let mut dims = o.input_dims.clone();
+    if dims.chars().count() > 48 {
+        dims = dims.chars().take(47).collect::<String>() + "…";
+    }
+    format!("{}. {} {dims}", rank + 1, o.op)
+}
+
+/// Ratio candidate/reference of the top operators; operators only one side ran are marked
+/// at 0 with their side's name.
+pub(crate) fn operators(page: &mut Page, ops: &[Operator]) {
+    page.section("Operators: candidate / reference");
+    page.note(&format!(
+        "GPU time per CPU operator and input shapes (kernel names differ between vendors, \
+         operators and shapes do not). The {TOP_OPERATORS} operators with the largest \
+         |candidate − reference|; ratio > 1: the candidate is slower. Operators seen on one side \
+         only are marked at 0."
+    ));
+    let top = top_operators(ops);
+    if top.is_empty() {
+        page.note("No operators in compare_operators.");
+        return;
+    }
+    let labels: Vec<String> = top
+        .iter()
+        .enumerate()
+        .map(|(i, o)| op_label(i, o))
+        .collect();
+    let mut plot = Plot::new();
+    let pick = |status: &str| -> (Vec<String>, Vec<f64>) {
+        top.iter()
+            .zip(&labels)
+            .filter(|(o, _)| o.status == status)
+            .map(|(o, l)| (l.clone(), o.ratio.unwrap_or(0.0)))
+            .unzip()
+    };
+    let (y, x) = pick("matched");
+    plot.add_trace(
+        Bar::new(x, y)
+            .name("matched")
+            .orientation(Orientation::Horizontal)
+            .marker(Marker::new().color(SIDE_COLORS[1])),
+    );
+    for (status, color) in [("reference_only", "#7f7f7f"), ("candidate_only", "#d62728")] {
+        let (y, _) = pick(status);
+        if y.is_empty() {
+            continue;
+        }
+        let x = vec![0.0; y.len()];
+        plot.add_trace(
+            Scatter::new(x, y)
+                .name(status.replace('_', " "))
+                .mode(Mode::Markers)
+                .marker(Marker::new().color(color).size(12)),
+        );
+    }
+    plot.set_layout(
+        crate::page::layout(160 + 26 * top.len())
+            .margin(Margin::new().left(380).top(30).bottom(60).right(30))
+            .x_axis(Axis::new().title("candidate / reference"))
+            .shapes(vec![parity_line()])
+            .y_axis(
+                // Largest difference on top: a category axis runs bottom-up.
+                Axis::new()
+                    .type_(plotly::layout::AxisType::Category)
+                    .category_order(plotly::layout::CategoryOrder::Array)
+                    .category_array(labels.iter().rev().cloned().collect()),
+            ),
+    );
+    page.plot(&mut plot);
+    page.table(
+        &[
+            "#",
+            "op",
+            "input_dims",
+            "input_types",
+            "reference ms",
+            "candidate ms",
+            "calls",
+            "ratio",
+            "diff ms",
+            "status",
+        ],
+        &top.iter()
+            .enumerate()
+            .map(|(i, o)| operator_cells(i, o))
+            .collect::<Vec<_>>(),
+    );
+}
+
+/// A dashed vertical line at ratio 1 (both sides equal).
+fn parity_line() -> Shape {
+    Shape::new()
+        .shape_type(ShapeType::Line)
+        .x0(1.0)
+        .x1(1.0)
+        .y_ref("paper")
+        .y0(0.0)
+        .y1(1.0)
+        .line(
+            ShapeLine::new()
+                .color("#444")
+                .dash(plotly::common::DashType::Dash),
+        )
+}
+
+fn operator_cells(i: usize, o: &Operator) -> Vec<String> {
+    let calls = |c: Option<i64>| c.map_or("-".into(), |c| c.to_string());
+    vec![
+        (i + 1).to_string(),
+        o.op.clone(),
+        o.input_dims.clone(),
+        o.input_types.clone(),
+        fmt::opt(o.reference_ms, fmt::ms),
+        fmt::opt(o.candidate_ms, fmt::ms),
+        format!(
+            "{} / {}",
+            calls(o.reference_calls),
+            calls(o.candidate_calls)
+        ),
+        fmt::opt(o.ratio, fmt::ratio),
+        fmt::ms(o.diff_ms),
+        o.status.clone(),
+    ]
+}
+
+type CollKey = (String, Option<i64>, Option<String>, Option<i64>);
+
+fn coll_label(k: &CollKey) -> String {
+    let opt = |v: &Option<i64>| v.map_or("-".into(), |v| v.to_string());
+    format!(
+        "{} {} B {} x{}",
+        k.0,
+        opt(&k.1),
+        k.2.as_deref().unwrap_or("-"),
+        opt(&k.3)
+    )
+}
+
+/// Bus bandwidth per (kind, size, dtype, group size), both sides, and the table of time and
+/// bandwidths.
+pub(crate) fn collectives(page: &mut Page, rows: &[Collective]) {
+    page.section("Collectives");
+    page.note(
+        "Per collective kind, message size, dtype and group size: mean kernel time, algorithm \
+         bandwidth = bytes / time, bus bandwidth = algbw × the NCCL factor (all_reduce 2(n−1)/n, \
+         all_gather and reduce_scatter (n−1)/n).",
+    );
+    let mut by: BTreeMap<CollKey, [Option<&Collective>; 2]> = BTreeMap::new();
+    for r in rows {
+        if let Some(i) = SIDES.iter().position(|s| *s == r.side) {
+            let k = (r.comm_op.clone(), r.bytes, r.dtype.clone(), r.group_size);
+            by.entry(k).or_default()[i] = Some(r);
+        }
+    }
+    if by.is_empty() {
+        page.note("No collectives in compare_collectives.");
+        return;
+    }
+    let x: Vec<String> = by.keys().map(coll_label).collect();
+    let mut plot = Plot::new();
+    for (i, side) in SIDES.iter().enumerate() {
+        let y: Vec<Option<f64>> = by
+            .values()
+            .map(|v| v[i].and_then(|c| c.busbw_gbps))
+            .collect();
+        plot.add_trace(
+            Bar::new(x.clone(), y)
+                .name(*side)
+                .marker(Marker::new().color(SIDE_COLORS[i])),
+        );
+    }
+    plot.set_layout(
+        crate::page::layout(380)
+            .bar_mode(BarMode::Group)
+            .y_axis(Axis::new().title("bus bandwidth (GB/s)")),
+    );
+    page.plot(&mut plot);
+    let table: Vec<Vec<String>> = by
+        .iter()
+        .map(|(k, v)| {
+            let mut r = vec![coll_label(k)];
+            for c in v {
+                r.push(
+                    c.and_then(|c| c.count)
+                        .map_or("-".into(), |n| n.to_string()),
+                );
+                r.push(fmt::opt(c.and_then(|c| c.mean_ms), fmt::ms));
+                r.push(fmt::opt(c.and_then(|c| c.algbw_gbps), fmt::gbps));
+                r.push(fmt::opt(c.and_then(|c| c.busbw_gbps), fmt::gbps));
+            }
+            let mean = |i: usize| v[i].and_then(|c| c.mean_ms);
+            let ratio = match (mean(0), mean(1)) {
+                (Some(a), Some(b)) if a != 0.0 => Some(b / a),
+                _ => None,
+            };
+            r.push(fmt::opt(ratio, fmt::ratio));
+            r
+        })
+        .collect();
+    page.table(
+        &[
+            "collective",
+            "ref count",
+            "ref mean ms",
+            "ref algbw GB/s",
+            "ref busbw GB/s",
+            "cand count",
+            "cand mean ms",
+            "cand algbw GB/s",
+            "cand busbw GB/s",
+            "time ratio",
+        ],
+        &table,
+    );
+}

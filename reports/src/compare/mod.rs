@@ -1,0 +1,97 @@
+//! The compare page: a reference run against a candidate run, from the Parquet tables
+//! `aorta compare -o DIR` writes (`compare_levels`, `compare_steps`, `compare_categories`,
+//! `compare_operators`, `compare_collectives`) and its `summary.json`.
+//!
+//! The page draws what the tables hold; the only arithmetic here is the spread of per-step
+//! category times for the bars (the same numpy percentiles as `aorta overlap`) and the
+//! selection of the top 20 operators by |diff|.
+
+mod charts;
+mod load;
+
+use std::path::Path;
+
+use crate::error::ReportError;
+use crate::fmt;
+use crate::page::Page;
+use load::{Level, Tables};
+
+/// Renders the tables `aorta compare -o DIR` wrote in `dir` into one page at `out`; returns
+/// the number of charts drawn.
+pub fn compare_report(dir: &Path, out: &Path) -> Result<usize, ReportError> {
+    let t = Tables::load(dir)?;
+    let mut page = Page::new("aorta compare — reference vs candidate");
+    page.note(&format!(
+        "Tables from {}. Every ratio is candidate / reference; medians with p10–p90 over steps \
+         and ranks, so a real gap stands out from noise.",
+        dir.display()
+    ));
+    summary_block(&mut page, t.comparison.as_ref());
+    levels_table(&mut page, &t.levels, "steps", "Steps: summary");
+    charts::steps(&mut page, &t.steps);
+    charts::categories(&mut page, &t.categories);
+    levels_table(&mut page, &t.levels, "categories", "Categories: summary");
+    charts::operators(&mut page, &t.operators);
+    charts::collectives(&mut page, &t.collectives);
+    levels_table(&mut page, &t.levels, "collectives", "Collectives: summary");
+    page.write(out)?;
+    Ok(page.plot_count())
+}
+
+/// The overlap ratios of `summary.json`, at the top of the page.
+fn summary_block(page: &mut Page, comparison: Option<&serde_json::Value>) {
+    let Some(c) = comparison else {
+        return;
+    };
+    page.section("Overlap ratio");
+    let num = |k: &str| fmt::opt(c.get(k).and_then(serde_json::Value::as_f64), fmt::ratio);
+    page.table(
+        &[
+            "reference overlap_ratio",
+            "candidate overlap_ratio",
+            "delta",
+        ],
+        &[vec![
+            num("reference_overlap_ratio"),
+            num("candidate_overlap_ratio"),
+            num("ratio_delta"),
+        ]],
+    );
+}
+
+/// One `compare_levels` level as a table: median (p10–p90) per side and the ratio.
+fn levels_table(page: &mut Page, levels: &[Level], level: &str, heading: &str) {
+    let rows: Vec<Vec<String>> = levels
+        .iter()
+        .filter(|l| l.level == level)
+        .map(|l| {
+            let v = |x: Option<f64>| fmt::opt(x, |x| fmt::unit(x, &l.unit));
+            let range = |s: &[Option<f64>; 3]| format!("{} – {}", v(s[1]), v(s[2]));
+            vec![
+                l.key.clone(),
+                l.unit.clone(),
+                v(l.reference[0]),
+                range(&l.reference),
+                v(l.candidate[0]),
+                range(&l.candidate),
+                fmt::opt(l.ratio, fmt::ratio),
+            ]
+        })
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    page.section(heading);
+    page.table(
+        &[
+            "key",
+            "unit",
+            "reference median",
+            "reference p10 – p90",
+            "candidate median",
+            "candidate p10 – p90",
+            "ratio",
+        ],
+        &rows,
+    );
+}

@@ -1,0 +1,206 @@
+//! One HTML page: headings, notes, plotly charts and tables, with plotly.js inlined once.
+//!
+//! The page is written to a temporary file in the output's directory and renamed into place,
+//! so a reader (or a failed run) never sees half a report.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::Path;
+
+use plotly::layout::{Layout, Margin};
+use plotly::{Configuration, Plot};
+
+use crate::error::ReportError;
+
+/// Category colors shared by every chart, so `comm` is the same red on the timeline and in the
+/// breakdown.
+pub(crate) fn category_color(category: &str) -> &'static str {
+    match category {
+        "comm" => "#d62728",
+        "gemm" => "#1f77b4",
+        "attention" => "#9467bd",
+        "other_compute" => "#2ca02c",
+        "memcpy" => "#ff7f0e",
+        "memset" => "#8c8c8c",
+        _ => "#17becf",
+    }
+}
+
+/// A chart layout of `height` px with tight margins (the default leaves 100 px above).
+pub(crate) fn layout(height: usize) -> Layout {
+    Layout::new()
+        .height(height)
+        .margin(Margin::new().top(30).bottom(60).left(70).right(30))
+}
+
+/// Escapes text for HTML element content and attribute values.
+pub(crate) fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for ch in s.chars() {
+        match ch {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+/// plotly.js only: the crate's offline sources also carry MathJax (2 MB), which no chart here
+/// uses.
+fn plotly_js() -> String {
+    let all = Plot::offline_js_sources();
+    let end = all
+        .find("</script>")
+        .map_or(all.len(), |i| i + "</script>".len());
+    all[..end].to_string()
+}
+
+const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:24px auto;max-width:1300px;\
+color:#222}h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ddd}\
+table{border-collapse:collapse;font-size:13px;margin:8px 0}td,th{border:1px solid #ddd;\
+padding:3px 8px}td.n{text-align:right;font-variant-numeric:tabular-nums}th{background:#f4f4f4}\
+p.note{color:#555;font-size:13px}.chart{margin:8px 0}\
+.row{display:grid;grid-template-columns:1fr 1fr;gap:16px}.row>.chart{min-width:0}";
+
+#[derive(Default)]
+pub(crate) struct Page {
+    title: String,
+    body: String,
+    plots: usize,
+}
+
+impl Page {
+    pub fn new(title: &str) -> Page {
+        let mut p = Page {
+            title: title.to_string(),
+            ..Page::default()
+        };
+        let _ = writeln!(p.body, "<h1>{}</h1>", esc(title));
+        p
+    }
+
+    pub fn section(&mut self, heading: &str) {
+        let _ = writeln!(self.body, "<h2>{}</h2>", esc(heading));
+    }
+
+    /// A paragraph of explanatory text.
+    pub fn note(&mut self, text: &str) {
+        let _ = writeln!(self.body, "<p class=\"note\">{}</p>", esc(text));
+    }
+
+    /// A chart; its height comes from its layout.
+    pub fn plot(&mut self, plot: &mut Plot) {
+        plot.set_configuration(Configuration::new().display_logo(false).responsive(true));
+        self.plots += 1;
+        let id = format!("plot-{}", self.plots);
+        let _ = writeln!(
+            self.body,
+            "<div class=\"chart\">{}</div>",
+            plot.to_inline_html(Some(&id))
+        );
+    }
+
+    /// Charts side by side, sharing the width.
+    pub fn plot_row(&mut self, plots: &mut [Plot]) {
+        self.body.push_str("<div class=\"row\">\n");
+        for p in plots {
+            self.plot(p);
+        }
+        self.body.push_str("</div>\n");
+    }
+
+    /// A table; cells that parse as numbers (or are `-`) are right-aligned.
+    pub fn table(&mut self, header: &[&str], rows: &[Vec<String>]) {
+        let mut t = String::from("<table>\n<tr>");
+        for h in header {
+            let _ = write!(t, "<th>{}</th>", esc(h));
+        }
+        t.push_str("</tr>\n");
+        for r in rows {
+            t.push_str("<tr>");
+            for c in r {
+                let numeric = c == "-" || c.parse::<f64>().is_ok();
+                let class = if numeric { " class=\"n\"" } else { "" };
+                let _ = write!(t, "<td{class}>{}</td>", esc(c));
+            }
+            t.push_str("</tr>\n");
+        }
+        t.push_str("</table>\n");
+        self.body.push_str(&t);
+    }
+
+    /// The number of charts on the page.
+    pub fn plot_count(&self) -> usize {
+        self.plots
+    }
+
+    pub fn render(&self) -> String {
+        format!(
+            "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+             <title>{}</title>\n<style>{STYLE}</style>\n{}\n</head>\n<body>\n{}</body>\n</html>\n",
+            esc(&self.title),
+            plotly_js(),
+            self.body
+        )
+    }
+
+    /// Writes the page to `out` atomically (temporary file in the same directory, renamed).
+    pub fn write(&self, out: &Path) -> Result<(), ReportError> {
+        write_atomic(out, self.render().as_bytes())
+    }
+}
+
+/// Writes `bytes` to `out` through `.<name>.tmp-<pid>` beside it; the temporary file is
+/// removed when anything fails.
+pub(crate) fn write_atomic(out: &Path, bytes: &[u8]) -> Result<(), ReportError> {
+    let name = out
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "report.html".into());
+    let tmp = out.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
+    let res = std::fs::File::create(&tmp)
+        .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_all()))
+        .map_err(ReportError::io(out))
+        .and_then(|()| std::fs::rename(&tmp, out).map_err(ReportError::io(out)));
+    if res.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    res
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_is_self_contained_and_escaped() {
+        let mut p = Page::new("a <b> & 'c'");
+        p.table(&["op"], &[vec!["<script>".into()], vec!["1.500".into()]]);
+        let html = p.render();
+        assert!(html.contains("a &lt;b&gt; &amp; &#39;c&#39;"));
+        assert!(html.contains("<td>&lt;script&gt;</td>"));
+        assert!(html.contains("<td class=\"n\">1.500</td>"));
+        assert!(!html.contains("<script src"), "plotly.js is inlined");
+        assert!(
+            html.len() < 5_000_000,
+            "only plotly.js is embedded, not MathJax"
+        );
+        assert!(html.contains("Plotly"));
+    }
+
+    #[test]
+    fn failed_write_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("missing-dir/report.html");
+        assert!(write_atomic(&out, b"x").is_err());
+        assert!(!out.exists());
+        let out = dir.path().join("r.html");
+        write_atomic(&out, b"x").unwrap();
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
+        assert_eq!(names.len(), 1, "no temporary file left");
+    }
+}

@@ -1,0 +1,341 @@
+//! The report's rows: overlap per step and per collective kind (read from the dataset when
+//! `aorta overlap` wrote them, computed with `aorta_transform::overlap` otherwise) and GPU
+//! time per category per step (summed from `gpu_activities`).
+
+use std::path::Path;
+
+use aorta_transform::{dataset, overlap};
+use polars::prelude::*;
+
+use super::{join, RunReportOptions};
+use crate::error::ReportError;
+use crate::frames::{f64_col, i64_col, str_col};
+
+/// One row of `overlap_steps` (ns and ratios as the table holds them).
+#[derive(Debug, Clone)]
+pub(crate) struct StepRow {
+    pub run: String,
+    pub rank: i64,
+    pub source: String,
+    pub step: Option<i64>,
+    pub window_ns: Option<i64>,
+    pub comm_ns: Option<i64>,
+    pub exposed_comm_ns: Option<i64>,
+    pub compute_comm_overlap_ns: Option<i64>,
+    pub gemm_comm_overlap_ns: Option<i64>,
+    pub overlap_ratio: Option<f64>,
+    pub comm_overlap_pct: Option<f64>,
+    pub compute_overlap_ratio: Option<f64>,
+}
+
+/// GPU time of one category in one step: the sum of its activities' durations.
+#[derive(Debug, Clone)]
+pub(crate) struct CategoryRow {
+    pub run: String,
+    pub rank: i64,
+    pub step: Option<i64>,
+    pub category: String,
+    pub gpu_ns: i64,
+}
+
+/// One collective kind over a rank's whole window (`overlap_collectives`, level `rank`).
+#[derive(Debug, Clone)]
+pub(crate) struct CollectiveRow {
+    pub run: String,
+    pub rank: i64,
+    pub comm_op: String,
+    pub count: i64,
+    pub comm_ns: i64,
+    pub exposed_comm_ns: i64,
+}
+
+/// The step the timeline shows, and why that one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimelineTarget {
+    pub run: String,
+    pub rank: i64,
+    pub step: Option<i64>,
+    /// `--step` or `median-duration step`.
+    pub chosen_by: &'static str,
+}
+
+pub(crate) struct RunData {
+    pub runs: Vec<String>,
+    pub ranks: Vec<i64>,
+    pub steps: Vec<StepRow>,
+    pub categories: Vec<CategoryRow>,
+    pub collectives: Vec<CollectiveRow>,
+    pub from_dataset: bool,
+}
+
+/// `run` is one of `runs` (an OR of equalities: `is_in` needs a polars feature the workspace
+/// does not enable), and `rank` is `rank` when given.
+pub(crate) fn keep(runs: &[String], rank: Option<i64>) -> Expr {
+    let r = runs
+        .iter()
+        .map(|r| col("run").eq(lit(r.as_str())))
+        .reduce(Expr::or)
+        .unwrap_or(lit(false));
+    match rank {
+        Some(k) => r.and(col("rank").eq(lit(k))),
+        None => r,
+    }
+}
+
+impl RunData {
+    pub fn load(root: &Path, opts: &RunReportOptions) -> Result<RunData, ReportError> {
+        let runs = select_runs(root, &opts.runs)?;
+        let (steps, colls, from_dataset) = overlap_frames(root, &runs)?;
+        let all_steps = step_rows(&steps, &root.join("overlap_steps"))?;
+        let mut ranks: Vec<i64> = all_steps.iter().map(|s| s.rank).collect();
+        ranks.sort_unstable();
+        ranks.dedup();
+        if let Some(k) = opts.rank.filter(|k| !ranks.contains(k)) {
+            return Err(ReportError::UnknownRank {
+                dataset: root.to_path_buf(),
+                runs: runs.join(", "),
+                rank: k,
+                known: join(&ranks),
+            });
+        }
+        if let Some(k) = opts.rank {
+            ranks = vec![k];
+        }
+        let in_rank = |r: i64| opts.rank.is_none_or(|k| k == r);
+        let steps: Vec<StepRow> = all_steps.into_iter().filter(|s| in_rank(s.rank)).collect();
+        let collectives = collective_rows(&colls, &root.join("overlap_collectives"))?
+            .into_iter()
+            .filter(|c| in_rank(c.rank))
+            .collect();
+        let categories = category_rows(root, &runs, opts.rank)?;
+        Ok(RunData {
+            runs,
+            ranks,
+            steps,
+            categories,
+            collectives,
+            from_dataset,
+        })
+    }
+
+    /// The timeline's run, rank and step: the first run and rank with GPU activities, and
+    /// `step` or else the step whose window is the median of that rank's step windows. `None`
+    /// when the reported ranks have no GPU activities (JSONL logs only) and no step was asked.
+    pub fn timeline_target(
+        &self,
+        root: &Path,
+        step: Option<i64>,
+    ) -> Result<Option<TimelineTarget>, ReportError> {
+        let trace: Vec<&StepRow> = self.steps.iter().filter(|s| s.source == "trace").collect();
+        let Some(first) = trace.first() else {
+            return match step {
+                Some(_) => Err(ReportError::NoActivities(root.to_path_buf())),
+                None => Ok(None),
+            };
+        };
+        let (run, rank) = (first.run.clone(), first.rank);
+        let mine: Vec<&StepRow> = trace
+            .into_iter()
+            .filter(|s| s.run == run && s.rank == rank)
+            .collect();
+        let chosen = match step {
+            Some(n) => {
+                mine.iter()
+                    .find(|s| s.step == Some(n))
+                    .ok_or_else(|| ReportError::UnknownStep {
+                        dataset: root.to_path_buf(),
+                        run: run.clone(),
+                        rank,
+                        step: n,
+                        known: join(&mine.iter().filter_map(|s| s.step).collect::<Vec<_>>()),
+                    })?
+                    .step
+            }
+            None => median_step(&mine),
+        };
+        Ok(Some(TimelineTarget {
+            run,
+            rank,
+            step: chosen,
+            chosen_by: if step.is_some() {
+                "--step"
+            } else {
+                "median-duration step"
+            },
+        }))
+    }
+}
+
+/// The step whose window is the median (the lower one of an even count; ties by step).
+fn median_step(rows: &[&StepRow]) -> Option<i64> {
+    let mut v: Vec<(i64, Option<i64>)> = rows
+        .iter()
+        .map(|s| (s.window_ns.unwrap_or(0), s.step))
+        .collect();
+    v.sort();
+    v.get(v.len().saturating_sub(1) / 2).and_then(|x| x.1)
+}
+
+/// The requested runs, checked against the dataset's `runs` table (all when none asked).
+fn select_runs(root: &Path, asked: &[String]) -> Result<Vec<String>, ReportError> {
+    let all = overlap::dataset_runs(root)?;
+    if let Some(bad) = asked.iter().find(|r| !all.contains(r)) {
+        return Err(ReportError::UnknownRun {
+            dataset: root.to_path_buf(),
+            run: bad.clone(),
+            known: join(&all),
+        });
+    }
+    let mut runs = if asked.is_empty() {
+        all
+    } else {
+        asked.to_vec()
+    };
+    runs.dedup();
+    Ok(runs)
+}
+
+/// `overlap_steps` and `overlap_collectives` of `runs`: from the dataset when every run has
+/// fresh rows there, else computed (true: read from the dataset).
+fn overlap_frames(
+    root: &Path,
+    runs: &[String],
+) -> Result<(DataFrame, DataFrame, bool), ReportError> {
+    let read = |table: &str| -> Result<DataFrame, ReportError> {
+        dataset::scan(root, table)?
+            .filter(keep(runs, None))
+            .collect()
+            .map_err(ReportError::polars(root.join(table)))
+    };
+    let steps = read("overlap_steps")?;
+    let have = str_col(&steps, "run", &root.join("overlap_steps"))?;
+    if runs.iter().all(|r| have.contains(r) && !stale(root, r)) {
+        return Ok((steps, read("overlap_collectives")?, true));
+    }
+    let t = overlap::from_dataset(root, runs)?;
+    Ok((t.steps, t.collectives, false))
+}
+
+/// Whether `aorta ingest` rewrote a run's activities after `aorta overlap` wrote its tables
+/// (ingest leaves the derived tables alone): then they may describe the old activities.
+fn stale(root: &Path, run: &str) -> bool {
+    let part = |table: &str| root.join(table).join(format!("run={run}"));
+    let newest_input = ["gpu_activities", "metrics"]
+        .iter()
+        .filter_map(|t| mtimes(&part(t)).into_iter().max())
+        .max();
+    let oldest_derived = ["overlap_steps", "overlap_collectives"]
+        .iter()
+        .filter_map(|t| mtimes(&part(t)).into_iter().min())
+        .min();
+    match (newest_input, oldest_derived) {
+        (Some(i), Some(d)) => i > d,
+        (_, None) => true,
+        (None, Some(_)) => false,
+    }
+}
+
+/// Modification times of the Parquet files under `dir`.
+fn mtimes(dir: &Path) -> Vec<std::time::SystemTime> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(mtimes(&p));
+        } else if p.extension().is_some_and(|x| x == "parquet") {
+            out.extend(e.metadata().and_then(|m| m.modified()).ok());
+        }
+    }
+    out
+}
+
+fn step_rows(df: &DataFrame, path: &Path) -> Result<Vec<StepRow>, ReportError> {
+    let s = |c| str_col(df, c, path);
+    let i = |c| i64_col(df, c, path);
+    let f = |c| f64_col(df, c, path);
+    let (run, source) = (s("run")?, s("source")?);
+    let (rank, step, window) = (i("rank")?, i("step")?, i("window_ns")?);
+    let (comm, exposed) = (i("comm_ns")?, i("exposed_comm_ns")?);
+    let (cc, gc) = (i("compute_comm_overlap_ns")?, i("gemm_comm_overlap_ns")?);
+    let (or, pct, cor) = (
+        f("overlap_ratio")?,
+        f("comm_overlap_pct")?,
+        f("compute_overlap_ratio")?,
+    );
+    Ok((0..df.height())
+        .map(|k| StepRow {
+            run: run[k].clone(),
+            rank: rank[k].unwrap_or(0),
+            source: source[k].clone(),
+            step: step[k],
+            window_ns: window[k],
+            comm_ns: comm[k],
+            exposed_comm_ns: exposed[k],
+            compute_comm_overlap_ns: cc[k],
+            gemm_comm_overlap_ns: gc[k],
+            overlap_ratio: or[k],
+            comm_overlap_pct: pct[k],
+            compute_overlap_ratio: cor[k],
+        })
+        .collect())
+}
+
+fn collective_rows(df: &DataFrame, path: &Path) -> Result<Vec<CollectiveRow>, ReportError> {
+    let (run, level, op) = (
+        str_col(df, "run", path)?,
+        str_col(df, "level", path)?,
+        str_col(df, "comm_op", path)?,
+    );
+    let i = |c| i64_col(df, c, path);
+    let (rank, count) = (i("rank")?, i("activity_count")?);
+    let (comm, exposed) = (i("comm_ns")?, i("exposed_comm_ns")?);
+    Ok((0..df.height())
+        .filter(|&k| level[k] == "rank")
+        .map(|k| CollectiveRow {
+            run: run[k].clone(),
+            rank: rank[k].unwrap_or(0),
+            comm_op: op[k].clone(),
+            count: count[k].unwrap_or(0),
+            comm_ns: comm[k].unwrap_or(0),
+            exposed_comm_ns: exposed[k].unwrap_or(0),
+        })
+        .collect())
+}
+
+/// Sum of `end_ns − start_ns` per run, rank, step and category.
+fn category_rows(
+    root: &Path,
+    runs: &[String],
+    rank: Option<i64>,
+) -> Result<Vec<CategoryRow>, ReportError> {
+    let path = root.join("gpu_activities");
+    let keys = [col("run"), col("rank"), col("step"), col("category")];
+    let df = dataset::scan(root, "gpu_activities")?
+        .filter(keep(runs, rank))
+        .group_by(keys)
+        .agg([(col("end_ns") - col("start_ns")).sum().alias("gpu_ns")])
+        .sort(
+            ["run", "rank", "step", "category"],
+            SortMultipleOptions::default().with_nulls_last(true),
+        )
+        .collect()
+        .map_err(ReportError::polars(&path))?;
+    let (run, cat) = (
+        str_col(&df, "run", &path)?,
+        str_col(&df, "category", &path)?,
+    );
+    let (rk, step, ns) = (
+        i64_col(&df, "rank", &path)?,
+        i64_col(&df, "step", &path)?,
+        i64_col(&df, "gpu_ns", &path)?,
+    );
+    Ok((0..df.height())
+        .map(|k| CategoryRow {
+            run: run[k].clone(),
+            rank: rk[k].unwrap_or(0),
+            step: step[k],
+            category: cat[k].clone(),
+            gpu_ns: ns[k].unwrap_or(0),
+        })
+        .collect())
+}

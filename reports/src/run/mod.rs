@@ -1,0 +1,99 @@
+//! The single-run report (`aorta report`): a step's per-stream timeline, overlap per step,
+//! GPU time per category per step, and exposed communication per collective kind.
+
+mod charts;
+mod data;
+mod timeline;
+
+use std::path::{Path, PathBuf};
+
+use crate::error::ReportError;
+use crate::page::Page;
+
+pub use data::TimelineTarget;
+
+/// What to report on: runs (empty: all), one rank, and the step of the timeline.
+#[derive(Debug, Clone, Default)]
+pub struct RunReportOptions {
+    /// Runs to include (empty: every run of the dataset).
+    pub runs: Vec<String>,
+    /// Only this rank (default: every rank; the timeline shows the first).
+    pub rank: Option<i64>,
+    /// The timeline's step (default: the median-duration step of the timeline's rank).
+    pub step: Option<i64>,
+}
+
+/// What `run_report` wrote, for the terminal summary.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    pub out: PathBuf,
+    pub runs: Vec<String>,
+    /// Distinct ranks reported.
+    pub ranks: Vec<i64>,
+    /// Step rows (rank × step) reported.
+    pub step_rows: usize,
+    /// `None` when the reported ranks have no GPU activities (JSONL logs only).
+    pub timeline: Option<TimelineTarget>,
+    /// Kernels drawn on the timeline, and in the step.
+    pub drawn: usize,
+    pub total: usize,
+    /// Whether the overlap tables came from the dataset (`aorta overlap` ran) or were computed.
+    pub overlap_from_dataset: bool,
+    pub charts: usize,
+}
+
+/// Reads the dataset at `dataset`, renders the report and writes it to `out`.
+pub fn run_report(
+    dataset: &Path,
+    opts: &RunReportOptions,
+    out: &Path,
+) -> Result<RunReport, ReportError> {
+    let d = data::RunData::load(dataset, opts)?;
+    let target = d.timeline_target(dataset, opts.step)?;
+    let tl = match &target {
+        Some(t) => Some(timeline::Timeline::load(dataset, t)?),
+        None => None,
+    };
+    let mut page = Page::new(&format!("aorta report — {}", d.runs.join(", ")));
+    page.note(&format!(
+        "Dataset {}; runs {}; ranks {}; {} step rows. Overlap tables {}.",
+        dataset.display(),
+        d.runs.join(", "),
+        join(&d.ranks),
+        d.steps.len(),
+        if d.from_dataset {
+            "as written by `aorta overlap`"
+        } else {
+            "computed from gpu_activities (`aorta overlap` has not written them since the last \
+             ingest)"
+        }
+    ));
+    match &tl {
+        Some(tl) => tl.render(&mut page),
+        None => {
+            page.note("No GPU activities in the reported ranks (JSONL logs only): no timeline.")
+        }
+    }
+    charts::overlap_per_step(&mut page, &d.steps);
+    charts::categories_per_step(&mut page, &d.categories);
+    charts::collectives(&mut page, &d.collectives);
+    page.write(out)?;
+    Ok(RunReport {
+        out: out.to_path_buf(),
+        runs: d.runs.clone(),
+        ranks: d.ranks.clone(),
+        step_rows: d.steps.len(),
+        drawn: tl.as_ref().map_or(0, |t| t.drawn()),
+        total: tl.as_ref().map_or(0, |t| t.total),
+        timeline: target,
+        overlap_from_dataset: d.from_dataset,
+        charts: page.plot_count(),
+    })
+}
+
+pub(crate) fn join<T: ToString>(v: &[T]) -> String {
+    if v.is_empty() {
+        return "none".into();
+    }
+    v.iter().map(T::to_string).collect::<Vec<_>>().join(", ")
+}

@@ -1,0 +1,45 @@
+//! `aorta report`: one HTML page of a dataset (aorta-reports does the work), and a short
+//! summary on the terminal saying what went into it.
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use aorta_reports::{run_report, RunReportOptions};
+
+use crate::cli::ReportArgs;
+
+pub fn run(args: ReportArgs) -> Result<ExitCode> {
+    let opts = RunReportOptions {
+        runs: args.run,
+        rank: args.rank,
+        step: args.step,
+    };
+    let r = run_report(&args.dataset, &opts, &args.out)?;
+    let ranks: Vec<String> = r.ranks.iter().map(i64::to_string).collect();
+    println!("runs:     {}", r.runs.join(", "));
+    println!("ranks:    {}", ranks.join(", "));
+    println!("steps:    {} (rank × step rows)", r.step_rows);
+    match &r.timeline {
+        Some(t) => println!(
+            "timeline: run {} rank {} step {} ({}), {} of {} kernels drawn",
+            t.run,
+            t.rank,
+            t.step.map_or("null".into(), |s| s.to_string()),
+            t.chosen_by,
+            r.drawn,
+            r.total
+        ),
+        None => println!("timeline: none (no GPU activities: JSONL logs only)"),
+    }
+    println!("overlap:  {}", overlap_origin(r.overlap_from_dataset));
+    println!("wrote {} ({} charts)", r.out.display(), r.charts);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn overlap_origin(from_dataset: bool) -> &'static str {
+    if from_dataset {
+        "the dataset's overlap tables (aorta overlap)"
+    } else {
+        "computed from gpu_activities (aorta overlap has not written them since the last ingest)"
+    }
+}
