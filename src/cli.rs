@@ -30,8 +30,42 @@ pub enum Command {
     /// One self-contained HTML page: a step's timeline, overlap, categories, collectives.
     #[command(after_help = REPORT_EXAMPLES)]
     Report(ReportArgs),
+    /// Run a GPU workload (or take its output), ingest it, print the overlap, write the report.
+    #[command(after_help = RUN_EXAMPLES)]
+    Run(RunArgs),
     /// Print the dataset schema (tables and columns).
     Schema(SchemaArgs),
+}
+
+const RUN_EXAMPLES: &str = "\
+Examples:
+  aorta run overlap-bench --ranks 2 -o out -- --collective all-reduce --bytes 67108864
+  aorta run overlap-bench -o out -- --serial          # the same, streams forced serial
+  aorta run workloads/traces/overlap-bench/allreduce_overlap -o out   # existing output
+
+WORKLOAD is a workload name (overlap-bench: aorta-overlap-bench, GEMMs + NCCL on two
+streams; found next to the aorta binary or on PATH) or a path to traces already written.
+Launched workloads get one process per rank (RANK, WORLD_SIZE, a rendezvous file) writing
+into DIR/traces; arguments after `--` go to the workload. Then DIR/data is the dataset (run
+label: --label, else the workload or directory name), the overlap per rank is printed and
+written into it, and DIR/report.html is the report (as `aorta report`).";
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// A workload name (overlap-bench) or a directory / file of traces already written.
+    pub workload: String,
+    /// Output directory: traces/, data/ (the dataset) and report.html.
+    #[arg(short, long, value_name = "DIR", default_value = "aorta-run")]
+    pub out: PathBuf,
+    /// Processes (ranks, one GPU each) to launch.
+    #[arg(long, default_value_t = 1)]
+    pub ranks: usize,
+    /// Run label in the dataset (default: the workload or directory name).
+    #[arg(long)]
+    pub label: Option<String>,
+    /// Arguments for the workload (after `--`).
+    #[arg(last = true)]
+    pub args: Vec<String>,
 }
 
 const COMPARE_EXAMPLES: &str = "\

@@ -6,6 +6,7 @@ mod ingest_cmd;
 mod overlap_cmd;
 mod overlap_table;
 mod report_cmd;
+mod run_cmd;
 
 use std::process::ExitCode;
 
@@ -45,6 +46,7 @@ fn run(args: cli::Cli) -> anyhow::Result<ExitCode> {
         cli::Command::Overlap(a) => overlap_cmd::run(a),
         cli::Command::Compare(a) => compare_cmd::run(a),
         cli::Command::Report(a) => report_cmd::run(a),
+        cli::Command::Run(a) => run_cmd::run(a),
         cli::Command::Schema(a) => {
             use std::io::Write;
             let text = if a.markdown {

@@ -1,0 +1,104 @@
+//! `aorta run` from the outside: existing workload output to a dataset, the overlap and a
+//! report; launching a workload where there is no GPU; an unknown workload.
+
+mod common;
+
+use std::path::Path;
+
+use common::cli::{aorta, code, stderr};
+use serde_json::Value;
+
+fn run(args: &[&str]) -> std::process::Output {
+    let mut a: Vec<&std::ffi::OsStr> = vec!["run".as_ref()];
+    a.extend(args.iter().map(std::ffi::OsStr::new));
+    aorta(&a)
+}
+
+#[test]
+fn existing_output_becomes_dataset_overlap_and_report() {
+    let traces = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("workloads/traces/overlap-bench/allreduce_overlap");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let o = run(&[traces.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("plotly-graph-div"));
+    // The printed per-rank overlap is the dataset's, as `aorta overlap --json` reads it back.
+    let data = out.join("data");
+    let o2 = aorta(&[
+        "overlap".as_ref(),
+        data.as_os_str(),
+        "--by".as_ref(),
+        "rank".as_ref(),
+        "--json".as_ref(),
+    ]);
+    assert_eq!(code(&o2), 0, "{}", stderr(&o2));
+    let doc: Value = serde_json::from_slice(&o2.stdout).unwrap();
+    assert_eq!(doc["runs"][0]["run"], "allreduce_overlap");
+    let rows = doc["runs"][0]["rows"].as_array().unwrap();
+    let printed = String::from_utf8_lossy(&o.stdout);
+    let traced: Vec<&Value> = rows.iter().filter(|r| r["source"] == "trace").collect();
+    assert_eq!(traced.len(), 2, "two ranks");
+    for r in traced {
+        let ratio = r["overlap_ratio"].as_f64().unwrap();
+        assert!(ratio > 0.5, "GEMM and NCCL streams overlap: {ratio}");
+        assert!(
+            printed.contains(&format!("{ratio:.3}")),
+            "{ratio:.3} in\n{printed}"
+        );
+    }
+}
+
+#[test]
+fn a_workload_without_a_gpu_fails_in_one_line() {
+    let aorta_bin = Path::new(common::cli::AORTA);
+    let bench = aorta_bin.with_file_name("aorta-overlap-bench");
+    if Path::new("/dev/nvidia0").exists() {
+        eprintln!("skipping: a GPU is present (this test checks the no-GPU message)");
+        return;
+    }
+    if !bench.is_file() {
+        // `cargo test --workspace` (README's command) builds it next to aorta.
+        assert!(
+            std::env::var("CI").is_err(),
+            "{} missing under CI",
+            bench.display()
+        );
+        eprintln!("skipping: {} not built", bench.display());
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let o = run(&[
+        "overlap-bench",
+        "--ranks",
+        "2",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        "--iters",
+        "1",
+    ]);
+    assert_eq!(code(&o), 2);
+    let err = stderr(&o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("aorta-overlap-bench rank") && err.contains("CUDA"),
+        "{err}"
+    );
+    assert!(!out.join("report.html").exists());
+}
+
+#[test]
+fn an_unknown_workload_lists_the_known_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = run(&["no-such-workload", "-o", dir.path().to_str().unwrap()]);
+    assert_eq!(code(&o), 2);
+    let err = stderr(&o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("`no-such-workload`") && err.contains("overlap-bench"),
+        "{err}"
+    );
+}
