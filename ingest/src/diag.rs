@@ -14,6 +14,7 @@ pub const CODES: &[(&str, &str)] = &[
     ("unknown_phase", "An event whose `ph` aorta does not know; not written."),
     ("unparsable_value", "A field aorta reads holds a value of the wrong type; the field is null."),
     ("skipped_category", "Slices of a category aorta has no table for (e.g. `cuda_sync`, `overhead`); counted, not written."),
+    ("unknown_kernel_id", "A rocprof dispatch whose kernel id has no kernel symbol; named `kernel_<id>`."),
     ("rank_default", "No rank in `distributedInfo`, the file name or `--rank`; rank 0 was used."),
     ("jsonl_non_numeric", "JSONL fields that are not numbers (strings, nulls); not written to `metrics`."),
 ];

@@ -17,6 +17,8 @@ use crate::writer::{write_all, Cols};
 /// Everything a reader needs to turn one file into parts.
 pub struct FileJob {
     pub path: PathBuf,
+    /// Read with `path` as one job (the other CSV files of a rocprofv3 process).
+    pub siblings: Vec<PathBuf>,
     pub label: String,
     pub rank_flag: Option<i64>,
     /// Known when the file was hashed to decide whether to skip it; otherwise the reader

@@ -13,6 +13,7 @@ pub mod file;
 pub mod json;
 pub mod jsonl;
 pub mod kineto;
+pub mod rocprof;
 pub mod rows;
 pub mod schema;
 pub mod sink;
@@ -75,6 +76,8 @@ pub struct Summary {
     pub skipped: Vec<PathBuf>,
     /// Files found by walking that are JSON but not traces (e.g. a summary.json).
     pub not_traces: Vec<PathBuf>,
+    /// Files deliberately not ingested, with the reason (rocprofv3 stats, counters…).
+    pub skipped_files: Vec<(PathBuf, String)>,
     pub failed: Vec<IngestError>,
     pub bytes: u64,
 }
@@ -120,11 +123,15 @@ pub fn ingest(paths: &[PathBuf], opts: &Options, progress: &Progress) -> Result<
     };
     let mut todo = Vec::new();
     for input in inputs {
+        if let Some(why) = input.skip {
+            summary.skipped_files.push((input.path, why));
+            continue;
+        }
         let key = std::fs::canonicalize(&input.path)
             .map_err(|e| IngestError::io(&input.path, e))?
             .display()
             .to_string();
-        let (bytes, mtime_ns) = dataset::stat(&input.path)?;
+        let (bytes, mtime_ns) = dataset::stat_input(&input)?;
         let known = manifest.get(&key).filter(|e| {
             e.file_bytes == bytes
                 && e.mtime_ns == mtime_ns
@@ -134,7 +141,7 @@ pub fn ingest(paths: &[PathBuf], opts: &Options, progress: &Progress) -> Result<
         });
         // Same size and mtime: confirm with the content hash before skipping.
         let hash = match known {
-            Some(_) if !opts.force => Some(dataset::content_hash(&input.path)?.0),
+            Some(_) if !opts.force => Some(dataset::hash_input(&input)?),
             _ => None,
         };
         if hash.is_some() && known.map(|e| &e.content_hash) == hash.as_ref() {
@@ -180,6 +187,7 @@ fn run_jobs(
             .map(|p| {
                 let job = FileJob {
                     path: p.input.path.clone(),
+                    siblings: p.input.siblings.clone(),
                     label: p.input.label.clone(),
                     rank_flag: opts.rank,
                     content_hash: p.hash.clone(),
@@ -193,6 +201,9 @@ fn run_jobs(
                 let out = match format {
                     Format::Kineto => kineto::ingest(&job)?,
                     Format::Jsonl => jsonl::ingest(&job)?,
+                    Format::RocprofCsv => rocprof::csv::ingest(&job)?,
+                    Format::RocprofJson => rocprof::json::ingest(&job)?,
+                    Format::Rocpd => rocprof::rocpd::ingest(&job)?,
                     Format::NotATrace if !p.input.explicit => {
                         return Ok((format, FileOutcome::default()))
                     }
@@ -203,12 +214,15 @@ fn run_jobs(
                         ))
                     }
                 };
-                // A file read once (JSONL) still counts twice toward the progress total.
-                if format == Format::Jsonl {
-                    progress
-                        .read
-                        .fetch_add(p.bytes, std::sync::atomic::Ordering::Relaxed);
-                }
+                // Every input counts twice toward the progress total, however often it is read.
+                let unread = match format {
+                    Format::Jsonl | Format::RocprofJson => p.bytes,
+                    Format::RocprofCsv | Format::Rocpd => 2 * p.bytes,
+                    _ => 0,
+                };
+                progress
+                    .read
+                    .fetch_add(unread, std::sync::atomic::Ordering::Relaxed);
                 Ok((format, out))
             })
             .collect()

@@ -69,7 +69,7 @@ impl Visitor for RowPass<'_> {
 }
 
 /// The writer thread: owns the sink until the channel closes.
-fn spawn_writer(
+pub(crate) fn spawn_writer(
     parts: Parts,
     failed: Arc<AtomicBool>,
 ) -> (SyncSender<Batch>, JoinHandle<Result<SinkOut>>) {

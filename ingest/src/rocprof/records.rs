@@ -1,0 +1,169 @@
+//! One rocprofv3 JSON buffer record, read with the crate's cursor into plain integers.
+//!
+//! Every buffer record kind shares the envelope (`kind`, `operation`, `thread_id`,
+//! `correlation_id`, `start_timestamp`, `end_timestamp`, `stream_id`); kernel dispatches nest
+//! their agent, queue, kernel id and sizes under `dispatch_info`, memory copies carry
+//! `src_agent_id`, `dst_agent_id` and `bytes`. One reader fills whichever fields are present.
+
+use crate::json::{int_from_value, Cursor, JResult};
+
+#[derive(Debug, Clone, Default)]
+pub struct Rec {
+    pub kind: Option<i64>,
+    pub op: Option<i64>,
+    pub tid: Option<i64>,
+    pub corr: Option<i64>,
+    pub ext: Option<i64>,
+    pub start: Option<i64>,
+    pub end: Option<i64>,
+    pub stream: Option<i64>,
+    pub agent: Option<i64>,
+    pub queue: Option<i64>,
+    pub kernel_id: Option<i64>,
+    pub workgroup: [Option<i64>; 3],
+    pub grid: [Option<i64>; 3],
+    pub src_agent: Option<i64>,
+    pub dst_agent: Option<i64>,
+    pub bytes: Option<i64>,
+}
+
+fn int(c: &mut Cursor<'_>) -> JResult<Option<i64>> {
+    c.skip_value().map(int_from_value)
+}
+
+/// `{"handle": N}` (or a bare number).
+fn handle(c: &mut Cursor<'_>) -> JResult<Option<i64>> {
+    if c.peek()? != b'{' {
+        return int(c);
+    }
+    let mut out = None;
+    fields(c, |c, k| {
+        if k == b"handle" {
+            out = int(c)?;
+        } else {
+            c.skip_value()?;
+        }
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// `{"x": .., "y": .., "z": ..}`.
+fn xyz(c: &mut Cursor<'_>) -> JResult<[Option<i64>; 3]> {
+    let mut out = [None; 3];
+    if c.peek()? != b'{' {
+        c.skip_value()?;
+        return Ok(out);
+    }
+    fields(c, |c, k| {
+        match k {
+            b"x" => out[0] = int(c)?,
+            b"y" => out[1] = int(c)?,
+            b"z" => out[2] = int(c)?,
+            _ => {
+                c.skip_value()?;
+            }
+        }
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Calls `f` on each key of the object at the cursor, with the cursor on its value.
+fn fields<'a>(
+    c: &mut Cursor<'a>,
+    mut f: impl FnMut(&mut Cursor<'a>, &[u8]) -> JResult<()>,
+) -> JResult<()> {
+    c.expect(b'{', "expected an object")?;
+    let mut first = true;
+    while let Some(k) = c.next_key_raw(first)? {
+        first = false;
+        f(c, k)?;
+    }
+    Ok(())
+}
+
+/// Reads the record object at the cursor.
+pub fn parse(c: &mut Cursor<'_>) -> JResult<Rec> {
+    let mut r = Rec::default();
+    fields(c, |c, k| {
+        match k {
+            b"kind" => r.kind = int(c)?,
+            b"operation" => r.op = int(c)?,
+            b"thread_id" => r.tid = int(c)?,
+            b"start_timestamp" => r.start = int(c)?,
+            b"end_timestamp" => r.end = int(c)?,
+            b"stream_id" => r.stream = handle(c)?,
+            b"correlation_id" => correlation(c, &mut r)?,
+            b"dispatch_info" => dispatch_info(c, &mut r)?,
+            b"src_agent_id" => r.src_agent = handle(c)?,
+            b"dst_agent_id" => r.dst_agent = handle(c)?,
+            b"bytes" => r.bytes = int(c)?,
+            _ => {
+                c.skip_value()?;
+            }
+        }
+        Ok(())
+    })?;
+    Ok(r)
+}
+
+fn correlation(c: &mut Cursor<'_>, r: &mut Rec) -> JResult<()> {
+    if c.peek()? != b'{' {
+        r.corr = int(c)?;
+        return Ok(());
+    }
+    fields(c, |c, k| {
+        match k {
+            b"internal" => r.corr = int(c)?,
+            b"external" => r.ext = handle(c)?,
+            _ => {
+                c.skip_value()?;
+            }
+        }
+        Ok(())
+    })
+}
+
+fn dispatch_info(c: &mut Cursor<'_>, r: &mut Rec) -> JResult<()> {
+    fields(c, |c, k| {
+        match k {
+            b"agent_id" => r.agent = handle(c)?,
+            b"queue_id" => r.queue = handle(c)?,
+            b"kernel_id" => r.kernel_id = int(c)?,
+            b"workgroup_size" => r.workgroup = xyz(c)?,
+            b"grid_size" => r.grid = xyz(c)?,
+            _ => {
+                c.skip_value()?;
+            }
+        }
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_a_real_dispatch_record() {
+        // The first kernel_dispatch record of the MI350X 908 results file.
+        let s = br#"{"size":184,"kind":11,"operation":2,"thread_id":908,"correlation_id":{"internal":1,"external":0},"start_timestamp":63857982592000,"end_timestamp":63857982594840,"dispatch_info":{"size":72,"agent_id":{"handle":37946},"queue_id":{"handle":16},"kernel_id":8,"dispatch_id":1,"private_segment_size":0,"group_segment_size":0,"workgroup_size":{"x":512,"y":1,"z":1},"grid_size":{"x":512,"y":1,"z":1}},"stream_id":{"handle":0}},"#;
+        let mut c = Cursor::new(s);
+        let r = parse(&mut c).unwrap();
+        assert_eq!((r.kind, r.op, r.tid), (Some(11), Some(2), Some(908)));
+        assert_eq!((r.corr, r.ext), (Some(1), Some(0)));
+        assert_eq!(
+            (r.start, r.end),
+            (Some(63857982592000), Some(63857982594840))
+        );
+        assert_eq!(
+            (r.agent, r.queue, r.kernel_id),
+            (Some(37946), Some(16), Some(8))
+        );
+        assert_eq!(r.workgroup, [Some(512), Some(1), Some(1)]);
+        assert_eq!(r.grid, [Some(512), Some(1), Some(1)]);
+        assert_eq!(r.stream, Some(0));
+        assert_eq!(&s[c.i..], b",");
+    }
+}
