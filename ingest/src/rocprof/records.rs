@@ -27,7 +27,35 @@ pub struct Rec {
     pub bytes: Option<i64>,
 }
 
+/// A number at the cursor; plain non-negative integers (nearly every value of a rocprof
+/// record) are read in one pass, anything else through the generic path.
 fn int(c: &mut Cursor<'_>) -> JResult<Option<i64>> {
+    c.ws();
+    let (b, start) = (c.b, c.i);
+    let mut j = start;
+    let mut v: i64 = 0;
+    while let Some(&d) = b.get(j) {
+        if !d.is_ascii_digit() {
+            break;
+        }
+        match v
+            .checked_mul(10)
+            .and_then(|v| v.checked_add(i64::from(d - b'0')))
+        {
+            Some(n) => v = n,
+            None => break,
+        }
+        j += 1;
+    }
+    if j > start
+        && matches!(
+            b.get(j),
+            Some(b',' | b'}' | b']' | b' ' | b'\n' | b'\r' | b'\t')
+        )
+    {
+        c.i = j;
+        return Ok(Some(v));
+    }
     c.skip_value().map(int_from_value)
 }
 
@@ -165,5 +193,17 @@ mod tests {
         assert_eq!(r.grid, [Some(512), Some(1), Some(1)]);
         assert_eq!(r.stream, Some(0));
         assert_eq!(&s[c.i..], b",");
+    }
+
+    #[test]
+    fn numbers_of_every_shape() {
+        let read = |t: &str| int(&mut Cursor::new(t.as_bytes()));
+        assert_eq!(read("42,"), Ok(Some(42)));
+        assert_eq!(read(" 7}"), Ok(Some(7)));
+        assert_eq!(read("-3,"), Ok(Some(-3)));
+        assert_eq!(read("\"12\","), Ok(Some(12)));
+        assert_eq!(read("1.5,"), Ok(None));
+        assert_eq!(read("99999999999999999999,"), Ok(None));
+        assert_eq!(read("123"), Err(crate::json::JsonError::Incomplete));
     }
 }
