@@ -111,8 +111,81 @@ fn fields<'a>(
     Ok(())
 }
 
+/// The exact bytes rocprofv3 writes around the 22 integers of a kernel dispatch record
+/// (minified, keys in this order). Matching them literally reads a record several times
+/// faster than walking its keys; any other layout takes the general path.
+const DISPATCH: [&[u8]; 23] = [
+    b"{\"size\":",
+    b",\"kind\":",
+    b",\"operation\":",
+    b",\"thread_id\":",
+    b",\"correlation_id\":{\"internal\":",
+    b",\"external\":",
+    b"},\"start_timestamp\":",
+    b",\"end_timestamp\":",
+    b",\"dispatch_info\":{\"size\":",
+    b",\"agent_id\":{\"handle\":",
+    b"},\"queue_id\":{\"handle\":",
+    b"},\"kernel_id\":",
+    b",\"dispatch_id\":",
+    b",\"private_segment_size\":",
+    b",\"group_segment_size\":",
+    b",\"workgroup_size\":{\"x\":",
+    b",\"y\":",
+    b",\"z\":",
+    b"},\"grid_size\":{\"x\":",
+    b",\"y\":",
+    b",\"z\":",
+    b"}},\"stream_id\":{\"handle\":",
+    b"}}",
+];
+
+/// A kernel dispatch in exactly the `DISPATCH` layout starting at `i`, and the position
+/// after it; `None` for anything else (including a record cut by the end of the buffer).
+fn dispatch_fast(b: &[u8], mut i: usize) -> Option<(Rec, usize)> {
+    let mut v = [0i64; 22];
+    for (k, lit) in DISPATCH.iter().enumerate() {
+        if !b.get(i..)?.starts_with(lit) {
+            return None;
+        }
+        i += lit.len();
+        if let Some(slot) = v.get_mut(k) {
+            let start = i;
+            while let Some(d) = b.get(i).filter(|d| d.is_ascii_digit()) {
+                *slot = slot.checked_mul(10)?.checked_add(i64::from(d - b'0'))?;
+                i += 1;
+            }
+            if i == start {
+                return None;
+            }
+        }
+    }
+    let r = Rec {
+        kind: Some(v[1]),
+        op: Some(v[2]),
+        tid: Some(v[3]),
+        corr: Some(v[4]),
+        ext: Some(v[5]),
+        start: Some(v[6]),
+        end: Some(v[7]),
+        agent: Some(v[9]),
+        queue: Some(v[10]),
+        kernel_id: Some(v[11]),
+        workgroup: [Some(v[15]), Some(v[16]), Some(v[17])],
+        grid: [Some(v[18]), Some(v[19]), Some(v[20])],
+        stream: Some(v[21]),
+        ..Rec::default()
+    };
+    Some((r, i))
+}
+
 /// Reads the record object at the cursor.
 pub fn parse(c: &mut Cursor<'_>) -> JResult<Rec> {
+    c.ws();
+    if let Some((r, end)) = dispatch_fast(c.b, c.i) {
+        c.i = end;
+        return Ok(r);
+    }
     let mut r = Rec::default();
     fields(c, |c, k| {
         match k {
@@ -193,6 +266,27 @@ mod tests {
         assert_eq!(r.grid, [Some(512), Some(1), Some(1)]);
         assert_eq!(r.stream, Some(0));
         assert_eq!(&s[c.i..], b",");
+    }
+
+    #[test]
+    fn the_literal_layout_and_the_general_reader_agree() {
+        let s = br#"{"size":184,"kind":11,"operation":2,"thread_id":908,"correlation_id":{"internal":1,"external":0},"start_timestamp":63857982592000,"end_timestamp":63857982594840,"dispatch_info":{"size":72,"agent_id":{"handle":37946},"queue_id":{"handle":16},"kernel_id":8,"dispatch_id":1,"private_segment_size":0,"group_segment_size":0,"workgroup_size":{"x":512,"y":1,"z":1},"grid_size":{"x":256,"y":2,"z":3}},"stream_id":{"handle":5}}"#;
+        let (fast, end) = dispatch_fast(s, 0).unwrap();
+        assert_eq!(end, s.len());
+        // The same record with a blank after its first brace takes the general path.
+        let mut spaced = b"{ ".to_vec();
+        spaced.extend_from_slice(&s[1..]);
+        assert!(dispatch_fast(&spaced, 0).is_none());
+        let slow = parse(&mut Cursor::new(&spaced)).unwrap();
+        assert_eq!(format!("{fast:?}"), format!("{slow:?}"));
+        assert_eq!(fast.grid, [Some(256), Some(2), Some(3)]);
+        assert_eq!(fast.stream, Some(5));
+        // Cut anywhere: no fast match, and the general reader asks for more input.
+        for cut in [1, 100, s.len() - 1] {
+            assert!(dispatch_fast(&s[..cut], 0).is_none());
+            let e = parse(&mut Cursor::new(&s[..cut])).unwrap_err();
+            assert_eq!(e, crate::json::JsonError::Incomplete);
+        }
     }
 
     #[test]
