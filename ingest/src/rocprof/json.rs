@@ -67,8 +67,9 @@ fn bucket(key: &str) -> Option<Bucket> {
     }
 }
 
+/// A table that is JSON but not of the expected shape, placed just after it.
 fn json_err(s: &Stream, what: &str, e: serde_json::Error) -> ParseErr {
-    s.err(0, format!("{what}: {e}"))
+    ParseErr::new(s.offset(), format!("{what}: {e}"))
 }
 
 impl Reader<'_, '_> {
