@@ -339,3 +339,53 @@ fn json_api_copy_and_dispatch_records_resolve_even_before_their_tables() {
         .unwrap();
     assert_eq!(ints(&d[0], "count")[i], Some(2));
 }
+
+/// A host API region added to a copy of the real rocpd database (its physical tables, the
+/// way rocprofv3 writes them) comes out of the `regions` view as one `cpu_ops` row.
+#[test]
+fn rocpd_regions_become_cpu_ops() {
+    let Some(db) = corpus("rocpd/mi350x_908_results.DERIVED.db") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("908_results.db");
+    std::fs::copy(&db, &p).unwrap();
+    let c = rusqlite::Connection::open(&p).unwrap();
+    let meta = |tag: &str| -> String {
+        c.query_row(
+            "SELECT value FROM rocpd_metadata WHERE tag = ?1",
+            [tag],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    let (u, g) = (meta("uuid"), meta("guid"));
+    let string_id = |s: &str| format!("(SELECT id FROM rocpd_string{u} WHERE string = '{s}')");
+    c.execute_batch(&format!(
+        "INSERT OR IGNORE INTO rocpd_string{u}(guid, string) VALUES ('{g}', 'HIP_RUNTIME_API_EXT'), ('{g}', 'hipLaunchKernel');
+         INSERT INTO rocpd_event{u}(id, guid, category_id, stack_id, parent_stack_id, correlation_id)
+           VALUES (900001, '{g}', {}, 77, 77, 5);
+         INSERT INTO rocpd_region{u}(guid, nid, pid, tid, start, \"end\", name_id, event_id)
+           VALUES ('{g}', (SELECT id FROM rocpd_info_node{u}), 908, 908, 100, 250, {}, 900001);",
+        string_id("HIP_RUNTIME_API_EXT"),
+        string_id("hipLaunchKernel"),
+    ))
+    .unwrap();
+    drop(c);
+    let out = dir.path().join("out");
+    let s = ingest(std::slice::from_ref(&p), &out).unwrap();
+    assert_eq!(s.rows()["cpu_ops"], 1);
+    let b = &table(&out, "cpu_ops")[0];
+    assert_eq!(strs(b, "name"), [Some("hipLaunchKernel".to_string())]);
+    assert_eq!(strs(b, "category"), [Some("runtime".to_string())]);
+    assert_eq!(
+        (ints(b, "pid"), ints(b, "tid")),
+        (vec![Some(908)], vec![Some(908)])
+    );
+    assert_eq!(
+        (ints(b, "start_ns"), ints(b, "end_ns")),
+        (vec![Some(100)], vec![Some(250)])
+    );
+    assert_eq!(ints(b, "correlation"), [Some(77)]);
+    assert_eq!(ints(b, "external_id"), [Some(5)]);
+}
