@@ -135,9 +135,9 @@ pub const RUNS: Table = Table {
 
 pub const GPU_ACTIVITIES: Table = Table {
     name: "gpu_activities",
-    doc: "Kernels, memcpys and memsets, one row each. Times are Unix epoch nanoseconds.",
+    doc: "Kernels, memcpys and memsets, one row each. Times are Unix epoch nanoseconds (rocprofv3/rocpd: the host's boot-time clock, as written).",
     columns: &[
-        req("device", I64, "GPU index (Kineto GPU `pid` / `args.device`): a device, not a rank."),
+        req("device", I64, "GPU index (Kineto GPU `pid` / `args.device`; rocprof: index among GPU agents): a device, not a rank."),
         req("stream", I64, "Stream id (`args.stream`, else `tid`)."),
         req("kind", S, "`kernel`, `memcpy` or `memset` (from the trace category)."),
         req("name", S, "Kernel or copy name as written (dictionary-encoded)."),
@@ -150,7 +150,7 @@ pub const GPU_ACTIVITIES: Table = Table {
         opt("external_id", I64, "`args[\"External id\"]`: links to the enclosing CPU op."),
         opt("step", I64, "Profiler step N of `ProfilerStep#N` (null when the trace has no steps)."),
         req("step_source", S, "`launch` (runtime call's step), `gpu_time` (fallback on the activity's own start) or `none`."),
-        opt("grid_x", I64, "Grid x as written (CUDA: blocks; ROCm Kineto: blocks or work-items by launch API)."),
+        opt("grid_x", I64, "Grid x as written (CUDA: blocks; ROCm Kineto: blocks or work-items by launch API; rocprof: work-items, so workgroups = grid / block)."),
         opt("grid_y", I64, "Grid y."),
         opt("grid_z", I64, "Grid z."),
         opt("block_x", I64, "Block x."),
