@@ -316,3 +316,66 @@ fn rocpd_rank_comes_from_the_process_environment() {
         .unwrap();
     assert!(run.path().join("rank=3").is_dir());
 }
+
+#[test]
+fn agent_info_of_the_group_maps_agents_to_gpu_indices_and_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    std::fs::create_dir(&run).unwrap();
+    // Agents 0 and 1 are CPUs, 2 and 3 GPUs: "Agent 3" is the second GPU, device 1.
+    std::fs::write(
+        run.join("9_agent_info.csv"),
+        "\"Node_Id\",\"Logical_Node_Id\",\"Agent_Type\",\"Name\",\"Product_Name\"\n\
+         0,0,\"CPU\",\"cpu\",\"EPYC\"\n1,1,\"CPU\",\"cpu\",\"EPYC\"\n\
+         2,2,\"GPU\",\"gfx942\",\"AMD Instinct MI300X\"\n3,3,\"GPU\",\"gfx942\",\"AMD Instinct MI300X\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        run.join("9_kernel_trace.csv"),
+        "\"Kind\",\"Agent_Id\",\"Queue_Id\",\"Stream_Id\",\"Kernel_Name\",\"Correlation_Id\",\"Start_Timestamp\",\"End_Timestamp\"\n\
+         \"KERNEL_DISPATCH\",\"Agent 3\",1,2,\"Cijk_Alik_Bljk\",1,100,200\n",
+    )
+    .unwrap();
+    std::fs::write(
+        run.join("9_memory_copy_trace.csv"),
+        "\"Kind\",\"Direction\",\"Stream_Id\",\"Source_Agent_Id\",\"Destination_Agent_Id\",\"Correlation_Id\",\"Start_Timestamp\",\"End_Timestamp\"\n\
+         \"MEMORY_COPY\",\"MEMORY_COPY_DEVICE_TO_HOST\",0,\"Agent 3\",\"Agent 0\",2,300,400\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let s = ingest(std::slice::from_ref(&run), &out).unwrap();
+    assert_eq!(s.ingested.len(), 1, "one job for the process's three files");
+    assert_eq!(s.rows()["gpu_activities"], 2);
+    let mut devices = Vec::new();
+    let mut stack = vec![out.join("gpu_activities")];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(d).unwrap().flatten() {
+            if e.path().is_dir() {
+                stack.push(e.path());
+                continue;
+            }
+            let f = std::fs::File::open(e.path()).unwrap();
+            let r = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(f)
+                .unwrap()
+                .build()
+                .unwrap();
+            for b in r.map(Result::unwrap) {
+                use arrow_array::{Array, Int64Array, StringArray};
+                let dev = b.column_by_name("device").unwrap();
+                let dev = dev.as_any().downcast_ref::<Int64Array>().unwrap();
+                let cat = b.column_by_name("category").unwrap();
+                let cat = cat.as_any().downcast_ref::<StringArray>().unwrap();
+                for i in 0..b.num_rows() {
+                    devices.push((cat.value(i).to_string(), dev.value(i)));
+                }
+                assert_eq!(dev.null_count(), 0);
+            }
+        }
+    }
+    devices.sort();
+    assert_eq!(
+        devices,
+        [("gemm".to_string(), 1), ("memcpy".to_string(), 1)],
+        "the GEMM on Agent 3 and the copy from it both on GPU 1"
+    );
+}
