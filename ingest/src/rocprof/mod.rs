@@ -259,6 +259,16 @@ impl<'a> Emit<'a> {
     }
 }
 
+/// A reader that stops early (a parse error) still waits for the writer thread here, so no
+/// part file is being written while the failed run's staging directory is removed.
+impl Drop for Emit<'_> {
+    fn drop(&mut self) {
+        if self.writer.is_some() {
+            let _ = self.join();
+        }
+    }
+}
+
 /// The rank of a rocprof output: the environment (rocpd only), the file name, `--rank`, or 0.
 pub fn parts_for(job: &FileJob, info: &mut RunInfo, from_env: Option<i64>) -> Parts {
     let rank = info.resolve_rank(job, from_env);
