@@ -157,17 +157,17 @@ fn csv_err(path: &Path, e: csv::Error) -> IngestError {
     }
 }
 
-/// A row with its columns found by name.
+/// A row with its columns found by name (lower-case name → position, built once per file).
 struct Row<'a> {
     rec: &'a csv::StringRecord,
-    cols: &'a [String],
+    cols: &'a rustc_hash::FxHashMap<String, usize>,
     path: &'a Path,
     line: u64,
 }
 
 impl Row<'_> {
     fn get(&self, name: &str) -> Option<&str> {
-        let i = self.cols.iter().position(|c| c == name)?;
+        let i = *self.cols.get(name)?;
         self.rec.get(i).map(str::trim)
     }
 
@@ -202,11 +202,11 @@ impl Row<'_> {
         ))
     }
 
-    fn xyz(&self, prefix: &str) -> Result<[Option<i64>; 3]> {
+    fn xyz(&self, names: [&str; 3]) -> Result<[Option<i64>; 3]> {
         Ok([
-            self.int(&format!("{prefix}_x"))?,
-            self.int(&format!("{prefix}_y"))?,
-            self.int(&format!("{prefix}_z"))?,
+            self.int(names[0])?,
+            self.int(names[1])?,
+            self.int(names[2])?,
         ])
     }
 }
@@ -252,7 +252,12 @@ impl Agents {
 /// Reads every row of `path`, calling `f` with each.
 fn each_row(path: &Path, mut f: impl FnMut(&Row) -> Result<()>) -> Result<u64> {
     let mut r = reader(path)?;
-    let cols = columns(r.headers().map_err(|e| csv_err(path, e))?);
+    let header = columns(r.headers().map_err(|e| csv_err(path, e))?);
+    // The first of duplicate names wins, as a scan by name would.
+    let mut cols = rustc_hash::FxHashMap::default();
+    for (i, c) in header.into_iter().enumerate() {
+        cols.entry(c).or_insert(i);
+    }
     let mut rec = csv::StringRecord::new();
     let mut n = 0;
     while r.read_record(&mut rec).map_err(|e| csv_err(path, e))? {
@@ -313,8 +318,8 @@ fn kernel(emit: &mut Emit, agents: &Agents, r: &Row) -> Result<()> {
         end,
         correlation: r.int("correlation_id")?,
         external: None,
-        grid: r.xyz("grid_size")?,
-        workgroup: r.xyz("workgroup_size")?,
+        grid: r.xyz(["grid_size_x", "grid_size_y", "grid_size_z"])?,
+        workgroup: r.xyz(["workgroup_size_x", "workgroup_size_y", "workgroup_size_z"])?,
     };
     emit.kernel(&d, class)
 }
