@@ -18,14 +18,54 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Read traces (Kineto .json/.json.gz/.json.zst, per-iteration JSONL) into a Parquet dataset.
+    /// Read traces (Kineto and generic Chrome JSON, Nsight Systems SQLite, per-iteration JSONL) into a Parquet dataset.
     #[command(after_help = INGEST_EXAMPLES)]
     Ingest(IngestArgs),
     /// GEMM/communication overlap per rank, step and collective kind; writes the overlap tables.
     #[command(after_help = OVERLAP_EXAMPLES)]
     Overlap(OverlapArgs),
+    /// Compare a reference (run or platform) with a candidate: steps, categories, operators, collectives.
+    #[command(after_help = COMPARE_EXAMPLES)]
+    Compare(CompareArgs),
     /// Print the dataset schema (tables and columns).
     Schema(SchemaArgs),
+}
+
+const COMPARE_EXAMPLES: &str = "\
+Examples:
+  aorta ingest traces/ && aorta compare --reference cuda --candidate rocm
+  aorta compare ds --reference h100_models --candidate mi300x_models -o cmp
+  aorta compare --reference baseline --candidate pr --fail-if-regressed 5   # CI gate
+
+A selector is a run label, else a platform (cuda, rocm). Levels: steps (step time = the step's
+GPU window, comm, exposed comm, every overlap ratio), categories (GPU time per step = sum of
+activity durations), operators (GPU time per step window, grouped by the launching CPU op and
+its input shapes and dtypes), collectives (per kind, bytes, dtype, group size: time, algbw,
+busbw). Every ratio is candidate / reference; each side's spread over steps and ranks is given
+as median and p10-p90. Writes DIR/summary.json, DIR/compare_*.parquet and DIR/report.html.
+Exit status: 0 ok, 1 regressed (--fail-if-regressed), 2 error.";
+
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    /// Dataset directory (written by `aorta ingest`).
+    #[arg(default_value = "aorta-data")]
+    pub dataset: PathBuf,
+    /// Reference: a run label, else a platform (`cuda`, `rocm`).
+    #[arg(long, value_name = "SEL")]
+    pub reference: String,
+    /// Candidate: a run label, else a platform.
+    #[arg(long, value_name = "SEL")]
+    pub candidate: String,
+    /// Output directory for summary.json, the comparison tables and report.html.
+    #[arg(short, long, value_name = "DIR", default_value = "aorta-compare")]
+    pub out: PathBuf,
+    /// Exit 1 when the candidate's median step time or exposed comm is worse than the
+    /// reference's by more than PCT percent.
+    #[arg(long, value_name = "PCT")]
+    pub fail_if_regressed: Option<f64>,
+    /// Operators listed in the terminal summary.
+    #[arg(long, default_value_t = 10)]
+    pub top: usize,
 }
 
 const OVERLAP_EXAMPLES: &str = "\
@@ -90,9 +130,13 @@ Examples:
   aorta ingest traces/cuda traces/rocm -o ds  # run labels: the first directory under each root
   aorta ingest rank0.pt.trace.json.gz --label baseline --rank 0
   aorta ingest traces/ --keep-going          # land the good files, list the broken ones
+  aorta ingest job.sqlite --rank-map ranks.txt  # Nsight Systems export; ranks.txt: `12345 0`
 
 Run labels: a file under ROOT/<dir>/... belongs to run <dir>; a file directly in ROOT to run
-ROOT. Rank: distributedInfo.rank, else the file name (rank3, rank-3, worker3), else --rank.
+ROOT. Rank: the trace's own (Kineto distributedInfo.rank), else --rank-map by process id, else
+the file name (rank3, rank-3, worker3), else --rank. A rank map has one `PID RANK` (or
+`PID=RANK`) pair per line, `#` comments; an Nsight Systems export of several processes
+without one numbers them in pid order (docs/INPUTS.md).
 Unchanged inputs (same content hash) are skipped; --force re-reads them. A failed run leaves
 the previous dataset untouched. Exit status: 0 ok, 1 some files failed (--keep-going), 2 error.";
 
@@ -110,6 +154,10 @@ pub struct IngestArgs {
     /// Rank for files whose trace and name carry none.
     #[arg(long)]
     pub rank: Option<i64>,
+    /// Process id → rank for traces that carry no rank (Nsight Systems, generic Chrome):
+    /// lines `PID RANK`, e.g. `1701896 0`.
+    #[arg(long, value_name = "FILE")]
+    pub rank_map: Option<PathBuf>,
     /// Worker threads (default: one per core).
     #[arg(short, long)]
     pub jobs: Option<usize>,

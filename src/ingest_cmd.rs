@@ -18,6 +18,7 @@ pub fn run(a: IngestArgs) -> anyhow::Result<ExitCode> {
         keep_going: a.keep_going,
         force: a.force,
         rules: a.rules,
+        rank_map: a.rank_map,
     };
     let progress = Progress::default();
     let bar = (!a.quiet && std::io::stderr().is_terminal()).then(|| spawn_bar(&progress));

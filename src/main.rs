@@ -1,6 +1,7 @@
 //! The `aorta` command: parse arguments, dispatch to a stage crate, map errors to exit codes.
 
 mod cli;
+mod compare_cmd;
 mod ingest_cmd;
 mod overlap_cmd;
 mod overlap_table;
@@ -41,6 +42,7 @@ fn run(args: cli::Cli) -> anyhow::Result<ExitCode> {
     match args.command {
         cli::Command::Ingest(a) => ingest_cmd::run(a),
         cli::Command::Overlap(a) => overlap_cmd::run(a),
+        cli::Command::Compare(a) => compare_cmd::run(a),
         cli::Command::Schema(a) => {
             use std::io::Write;
             let text = if a.markdown {

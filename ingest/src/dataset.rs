@@ -21,6 +21,10 @@ pub const MANIFEST: &str = "manifest.json";
 #[serde(rename_all = "lowercase")]
 pub enum Format {
     Kineto,
+    /// A Chrome trace without Kineto's markers (see `detect`).
+    Chrome,
+    /// An Nsight Systems SQLite export.
+    Nsys,
     Jsonl,
     #[serde(rename = "rocprofv3-csv")]
     RocprofCsv,
@@ -52,6 +56,7 @@ const TRACE_SUFFIXES: &[&str] = &[
     ".jsonl",
     ".jsonl.gz",
     ".jsonl.zst",
+    ".sqlite",
     ".csv",
     ".db",
 ];
@@ -206,7 +211,9 @@ fn same_path(a: &Path, b: &Path) -> bool {
     }
 }
 
-/// Decides the reader: `.jsonl` by name, otherwise by content (one JSON object per line).
+/// Decides the reader: `.jsonl` by name, otherwise by content: SQLite databases by what
+/// their tables are, one JSON object per line is JSONL, a trace with Kineto's markers is
+/// Kineto, any other Chrome trace is generic Chrome.
 pub fn detect(path: &Path) -> Result<Format> {
     let name = path.to_string_lossy().to_ascii_lowercase();
     if name.contains(".jsonl") {
@@ -215,8 +222,11 @@ pub fn detect(path: &Path) -> Result<Format> {
     if name.ends_with(".csv") {
         return Ok(Format::RocprofCsv);
     }
-    if crate::rocprof::rocpd::is_sqlite(path) {
-        return crate::rocprof::rocpd::detect(path).map(|()| Format::Rocpd);
+    if name.ends_with(".nsys-rep") || name.ends_with(".qdrep") {
+        return Err(IngestError::file(
+            path,
+            "an Nsight Systems report: aorta reads its SQLite export (nsys export --type sqlite)",
+        ));
     }
     let (r, _) =
         crate::source::open(path, Default::default()).map_err(|e| IngestError::io(path, e))?;
@@ -224,6 +234,9 @@ pub fn detect(path: &Path) -> Result<Format> {
     if r.take(1 << 16).read_to_end(&mut head).is_err() {
         // Corrupt compressed data: the trace reader reports it, with the offset where it broke.
         return Ok(Format::Kineto);
+    }
+    if head.starts_with(SQLITE_MAGIC) {
+        return detect_sqlite(path);
     }
     let first_line = head.split(|&b| b == b'\n').next().unwrap_or(&[]);
     let one_object =
@@ -242,9 +255,61 @@ pub fn detect(path: &Path) -> Result<Format> {
         || memchr::memmem::find(&head, b"\"ph\"").is_some();
     Ok(if whole && !trace {
         Format::NotATrace
+    } else if is_generic_chrome(&head) {
+        Format::Chrome
     } else {
         Format::Kineto
     })
+}
+
+/// The first 16 bytes of every SQLite 3 database.
+pub const SQLITE_MAGIC: &[u8] = b"SQLite format 3\0";
+
+/// Which reader a SQLite database needs, by its tables.
+fn detect_sqlite(path: &Path) -> Result<Format> {
+    let conn = crate::nsys::open(path)?;
+    if crate::nsys::is_nsys(&conn) {
+        return Ok(Format::Nsys);
+    }
+    if crate::rocprof::rocpd::is_rocpd(&conn) {
+        return Ok(Format::Rocpd);
+    }
+    Err(IngestError::file(
+        path,
+        "SQLite database that is neither an Nsight Systems export (no StringIds and CUPTI_ACTIVITY_KIND_* / export metadata tables) nor a rocpd database",
+    ))
+}
+
+/// Top-level keys and event text only Kineto (the PyTorch profiler) writes (FORMATS.md §1).
+const KINETO_MARKERS: &[&[u8]] = &[
+    b"\"schemaVersion\"",
+    b"\"deviceProperties\"",
+    b"\"distributedInfo\"",
+    b"\"baseTimeNanoseconds\"",
+    b"\"traceName\"",
+    b"\"External id\"",
+    b"\"cpu_op\"",
+    b"\"user_annotation\"",
+    b"\"cuda_runtime\"",
+    b"\"cuda_driver\"",
+    b"\"python_function\"",
+    b"\"ac2g\"",
+    b"\"ProfilerStep#",
+];
+
+/// A Chrome trace that is not Kineto's: a JSON array (Kineto always writes an object), or an
+/// object whose first 64 KiB hold none of Kineto's markers. Kineto files go to the Kineto
+/// reader, which links launches to kernels and steps; the generic reader adds `B`/`E` pairs
+/// and instants, which Kineto never writes.
+pub fn is_generic_chrome(head: &[u8]) -> bool {
+    let body = head.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(head);
+    match body.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'[') => true,
+        Some(b'{') => !KINETO_MARKERS
+            .iter()
+            .any(|m| memchr::memmem::find(head, m).is_some()),
+        _ => false,
+    }
 }
 
 /// Size and modification time (ns since the epoch) of a file.
@@ -289,6 +354,10 @@ pub struct Entry {
     pub rank: i64,
     pub format: Format,
     pub rules_version: String,
+    /// `RankMap::fingerprint` of the `--rank-map` used ("" without one): a file ingested
+    /// under another map is read again, its ranks may differ.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub rank_map: String,
     pub parts: Vec<PathBuf>,
     pub rows: BTreeMap<String, u64>,
 }

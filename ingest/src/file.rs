@@ -14,6 +14,8 @@ use crate::schema::{DIAGNOSTICS, RUNS, SCHEMA_VERSION, STEPS};
 use crate::sink::{Parts, SinkOut, StepAgg};
 use crate::writer::{write_all, Cols};
 
+pub use crate::rank_map::RankMap;
+
 /// Everything a reader needs to turn one file into parts.
 pub struct FileJob {
     pub path: PathBuf,
@@ -21,6 +23,8 @@ pub struct FileJob {
     pub siblings: Vec<PathBuf>,
     pub label: String,
     pub rank_flag: Option<i64>,
+    /// `--rank-map`: process id → rank (empty without the flag).
+    pub rank_map: Arc<RankMap>,
     /// Known when the file was hashed to decide whether to skip it; otherwise the reader
     /// hashes it while reading.
     pub content_hash: Option<String>,
@@ -101,15 +105,24 @@ impl RunInfo {
 
     /// Rank from the trace, else the file name, else `--rank`, else 0 (with a diagnostic).
     pub fn resolve_rank(&mut self, job: &FileJob, from_trace: Option<i64>) -> i64 {
+        self.resolve_rank_of(job, from_trace, &[])
+    }
+
+    /// Rank from the trace, else the rank map (the first of `pids` it names), else the file
+    /// name, else `--rank`, else 0 (with a diagnostic).
+    pub fn resolve_rank_of(&mut self, job: &FileJob, from_trace: Option<i64>, pids: &[i64]) -> i64 {
+        let mapped = pids.iter().find_map(|&p| job.rank_map.get(p));
         let (rank, source) = if let Some(r) = from_trace {
             (r, "distributed_info")
+        } else if let Some(r) = mapped {
+            (r, "rank_map")
         } else if let Some(r) = rank_from_name(&job.path) {
             (r, "file_name")
         } else if let Some(r) = job.rank_flag {
             (r, "flag")
         } else {
             self.diag.add("rank_default", None, || {
-                "no distributedInfo.rank, no rank in the file name, no --rank".into()
+                "no rank in the trace, the rank map or the file name, and no --rank".into()
             });
             (0, "default")
         };

@@ -1,10 +1,11 @@
 //! aorta ingest: GPU profiler traces in, one Parquet dataset out.
 //!
 //! The crate is a pipeline of small stages: `dataset` finds inputs and commits output
-//! atomically; `source` opens and decompresses; each format module (`kineto`, `jsonl`) turns
-//! bytes into rows with bounded memory; `classify` applies the kernel taxonomy; `sink` and
-//! `writer` turn rows into Parquet in the one schema of `schema`.
+//! atomically; `source` opens and decompresses; each format module (`kineto`, `chrome`,
+//! `nsys`, `jsonl`) turns bytes into rows with bounded memory; `classify` applies the kernel
+//! taxonomy; `sink` and `writer` turn rows into Parquet in the one schema of `schema`.
 
+pub mod chrome;
 pub mod classify;
 pub mod dataset;
 pub mod diag;
@@ -13,6 +14,8 @@ pub mod file;
 pub mod json;
 pub mod jsonl;
 pub mod kineto;
+pub mod nsys;
+pub mod rank_map;
 pub mod rocprof;
 pub mod rows;
 pub mod schema;
@@ -57,6 +60,8 @@ pub struct Options {
     pub keep_going: bool,
     pub force: bool,
     pub rules: Option<PathBuf>,
+    /// `--rank-map`: a file of `PID RANK` lines (see `rank_map`).
+    pub rank_map: Option<PathBuf>,
 }
 
 /// Shared counters a front end can poll for a progress bar.
@@ -115,6 +120,10 @@ struct Planned {
 /// which case the broken files are listed in the summary and the rest land.
 pub fn ingest(paths: &[PathBuf], opts: &Options, progress: &Progress) -> Result<Summary> {
     let classifier = Arc::new(Classifier::with_user_rules(opts.rules.as_deref())?);
+    let rank_map = Arc::new(match &opts.rank_map {
+        Some(p) => file::RankMap::load(p)?,
+        None => file::RankMap::default(),
+    });
     let inputs = dataset::discover(paths, opts.label.as_deref(), &opts.out)?;
     let mut manifest = Manifest::load(&opts.out)?;
     let mut summary = Summary {
@@ -137,6 +146,7 @@ pub fn ingest(paths: &[PathBuf], opts: &Options, progress: &Progress) -> Result<
                 && e.mtime_ns == mtime_ns
                 && e.label == input.label
                 && e.rules_version == classifier.version()
+                && e.rank_map == rank_map.fingerprint()
                 && e.parts.iter().all(|p| opts.out.join(p).exists())
         });
         // Same size and mtime: confirm with the content hash before skipping.
@@ -161,13 +171,18 @@ pub fn ingest(paths: &[PathBuf], opts: &Options, progress: &Progress) -> Result<
         .total
         .store(total, std::sync::atomic::Ordering::Relaxed);
     let staging = dataset::staging_dir(&opts.out)?;
-    let results = run_jobs(&todo, opts, &staging, &classifier, progress);
+    let shared = Shared {
+        classifier: &classifier,
+        rank_map: &rank_map,
+        progress,
+    };
+    let results = run_jobs(&todo, opts, &staging, &shared);
     let res = commit_results(
         todo,
         results,
         opts,
         &staging,
-        &classifier,
+        &shared,
         &mut manifest,
         &mut summary,
     );
@@ -175,12 +190,18 @@ pub fn ingest(paths: &[PathBuf], opts: &Options, progress: &Progress) -> Result<
     res.map(|_| summary)
 }
 
+/// What every job of one ingest shares.
+struct Shared<'a> {
+    classifier: &'a Arc<Classifier>,
+    rank_map: &'a Arc<file::RankMap>,
+    progress: &'a Progress,
+}
+
 fn run_jobs(
     todo: &[Planned],
     opts: &Options,
     staging: &std::path::Path,
-    classifier: &Arc<Classifier>,
-    progress: &Progress,
+    shared: &Shared,
 ) -> Vec<Result<(Format, FileOutcome)>> {
     let work = || {
         todo.par_iter()
@@ -190,16 +211,19 @@ fn run_jobs(
                     siblings: p.input.siblings.clone(),
                     label: p.input.label.clone(),
                     rank_flag: opts.rank,
+                    rank_map: shared.rank_map.clone(),
                     content_hash: p.hash.clone(),
                     source_key: p.key.clone(),
                     file_bytes: p.bytes,
                     staging: staging.to_path_buf(),
-                    classifier: classifier.clone(),
-                    progress: progress.read.clone(),
+                    classifier: shared.classifier.clone(),
+                    progress: shared.progress.read.clone(),
                 };
                 let format = dataset::detect(&job.path)?;
                 let out = match format {
                     Format::Kineto => kineto::ingest(&job)?,
+                    Format::Chrome => chrome::ingest(&job)?,
+                    Format::Nsys => nsys::ingest(&job)?,
                     Format::Jsonl => jsonl::ingest(&job)?,
                     Format::RocprofCsv => rocprof::csv::ingest(&job)?,
                     Format::RocprofJson => rocprof::json::ingest(&job)?,
@@ -214,13 +238,15 @@ fn run_jobs(
                         ))
                     }
                 };
-                // Every input counts twice toward the progress total, however often it is read.
+                // Progress expects every file read twice (Kineto's two passes); the other
+                // readers make up for the passes they do not make.
                 let unread = match format {
-                    Format::Jsonl | Format::RocprofJson => p.bytes,
-                    Format::RocprofCsv | Format::Rocpd => 2 * p.bytes,
+                    Format::Jsonl | Format::Chrome | Format::RocprofJson => p.bytes,
+                    Format::Nsys | Format::RocprofCsv | Format::Rocpd => 2 * p.bytes,
                     _ => 0,
                 };
-                progress
+                shared
+                    .progress
                     .read
                     .fetch_add(unread, std::sync::atomic::Ordering::Relaxed);
                 Ok((format, out))
@@ -242,7 +268,7 @@ fn commit_results(
     results: Vec<Result<(Format, FileOutcome)>>,
     opts: &Options,
     staging: &std::path::Path,
-    classifier: &Classifier,
+    shared: &Shared,
     manifest: &mut Manifest,
     summary: &mut Summary,
 ) -> Result<()> {
@@ -267,7 +293,8 @@ fn commit_results(
             label: p.input.label.clone(),
             rank: outcome.rank,
             format,
-            rules_version: classifier.version().to_string(),
+            rules_version: shared.classifier.version().to_string(),
+            rank_map: shared.rank_map.fingerprint(),
             parts: outcome.parts.clone(),
             rows: outcome
                 .rows

@@ -264,12 +264,12 @@ fn sqlite_that_is_not_rocpd_is_one_clear_error() {
     drop(c);
     let out = dir.path().join("out");
     let e = ingest(std::slice::from_ref(&p), &out).unwrap_err();
-    assert_eq!(
-        e.to_string(),
-        format!(
-            "{}: SQLite database that is not a rocpd database (no rocpd_metadata table) nor another format aorta reads",
-            p.display()
-        )
+    let msg = e.to_string();
+    assert!(
+        msg.starts_with(&format!("{}: SQLite database that is neither", p.display()))
+            && msg.contains("nor a rocpd database")
+            && !msg.contains('\n'),
+        "{msg}"
     );
     assert!(!out.join("manifest.json").exists());
 }
@@ -378,4 +378,24 @@ fn agent_info_of_the_group_maps_agents_to_gpu_indices_and_names() {
         [("gemm".to_string(), 1), ("memcpy".to_string(), 1)],
         "the GEMM on Agent 3 and the copy from it both on GPU 1"
     );
+}
+
+#[test]
+fn rank_map_gives_the_rank_of_a_rocprof_process_by_the_pid_in_its_file_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let kt = dir.path().join("1234_kernel_trace.csv");
+    std::fs::write(
+        &kt,
+        "Kind,Agent_Id,Queue_Id,Kernel_Id,Kernel_Name,Correlation_Id,Start_Timestamp,End_Timestamp\nKERNEL_DISPATCH,1,1,1,k,1,10,20\n",
+    )
+    .unwrap();
+    let map = dir.path().join("ranks.txt");
+    std::fs::write(&map, "1233 0\n1234 5\n").unwrap();
+    let opts = Options {
+        out: dir.path().join("out"),
+        rank_map: Some(map),
+        ..Default::default()
+    };
+    let s = aorta_ingest::ingest(std::slice::from_ref(&kt), &opts, &Default::default()).unwrap();
+    assert_eq!(s.ingested[0].1.rank, 5);
 }

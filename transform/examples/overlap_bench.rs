@@ -1,10 +1,11 @@
 //! Benchmark of the overlap sweep: N synthetic kernels on 8 streams of one rank.
 //!
-//! `cargo run -p aorta-transform --example overlap_bench -- [N] [steps]` (default 10 M, 100).
-//! The kernels are generated stream by stream, each stream in start order, as a dataset holds
-//! them; the timed work is `sweep::rank`: sort by start, the whole window, every step's window
+//! `cargo run -p aorta-transform --example overlap_bench -- [N] [steps] [in-order]` (default
+//! 10 M, 100). The kernels are generated stream by stream, each stream in start order, as a
+//! dataset holds them; the timed work is `sweep::rank`: the whole window, every step's window
 //! and every step's per-stream view. A second run times the same kernels shuffled (the worst
-//! case for the sort). Numbers: docs/PERFORMANCE.md.
+//! case: they must be regrouped by stream and step first) unless `in-order` is given.
+//! Numbers: docs/PERFORMANCE.md.
 
 use std::time::Instant;
 
@@ -80,33 +81,16 @@ fn time(label: &str, acts: &[Act], steps: usize) {
     );
 }
 
-/// Where the time goes, one part at a time (single runs, whole window).
-fn breakdown(acts: &[Act]) {
-    let mut v = acts.to_vec();
-    let t = Instant::now();
-    sweep::sort_by_start(&mut v);
-    let sort = t.elapsed();
-    let t = Instant::now();
-    let w = sweep::window(&v);
-    let window = t.elapsed();
-    let t = Instant::now();
-    let s = sweep::streams(&v);
-    let streams = t.elapsed();
-    println!(
-        "parts: sort {sort:.1?}, METRICS.md window {window:.1?}, per-stream view {streams:.1?} \
-         (busy {} ns, {} stream pairs)",
-        w.busy_ns,
-        s.pairs.len()
-    );
-}
-
 fn main() {
     let mut args = std::env::args().skip(1);
     let n: usize = args.next().map_or(10_000_000, |a| a.parse().expect("N"));
     let steps: u32 = args.next().map_or(100, |a| a.parse().expect("steps"));
+    let in_order_only = args.next().as_deref() == Some("in-order");
     let acts = generate(n, steps);
-    breakdown(&acts);
     time("in-order", &acts, steps as usize);
+    if in_order_only {
+        return;
+    }
     let mut shuffled = acts.clone();
     let mut rng = Rng(7);
     for i in (1..shuffled.len()).rev() {

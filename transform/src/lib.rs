@@ -3,6 +3,7 @@
 //! This crate reads what `aorta-ingest` wrote, through the same `schema` module, so a column
 //! renamed in one place breaks the build or a test, never a user's notebook.
 
+pub mod compare;
 pub mod dataset;
 pub mod jsonl;
 pub mod overlap;

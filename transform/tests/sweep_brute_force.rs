@@ -5,6 +5,8 @@ use aorta_transform::sweep::{self, Act, Class, COMM_OPS};
 use proptest::prelude::*;
 
 const SPAN: i64 = 80;
+/// More streams than the sweep's stream masks hold (16), so both per-stream paths run.
+const STREAMS: usize = 20;
 
 fn act() -> impl Strategy<Value = Act> {
     // Small ranges make overlapping, nested, touching and zero-length intervals common.
@@ -13,7 +15,7 @@ fn act() -> impl Strategy<Value = Act> {
         0i64..16,
         0usize..6,
         0u8..COMM_OPS.len() as u8,
-        0u16..9,
+        prop_oneof![4 => 0u16..5, 1 => 0u16..STREAMS as u16],
         0u32..3,
     )
         .prop_map(|(start, len, class, op, stream, step)| Act {
@@ -26,11 +28,38 @@ fn act() -> impl Strategy<Value = Act> {
         })
 }
 
+/// Streams as a dataset holds them: each back to back in start order (gaps and zero lengths
+/// included) with steps following each other, so the sweep's lanes are slices of the input;
+/// a stream id drawn twice gives a stream in two pieces, which must be regrouped.
+fn timelines() -> impl Strategy<Value = Vec<Act>> {
+    let item = (0i64..3, 0i64..4, 0usize..6, 0u8..COMM_OPS.len() as u8);
+    let stream = (0u16..6, prop::collection::vec(item, 0..12));
+    prop::collection::vec(stream, 1..6).prop_map(|streams| {
+        let mut acts = Vec::new();
+        for (stream, items) in streams {
+            let (mut t, n) = (0, items.len());
+            for (i, (gap, len, class, op)) in items.into_iter().enumerate() {
+                t += gap;
+                acts.push(Act {
+                    start: t,
+                    end: t + len,
+                    class: Class::ALL[class],
+                    op,
+                    stream,
+                    step: (i * 3 / n) as u32,
+                });
+                t += len;
+            }
+        }
+        acts
+    })
+}
+
 /// Per nanosecond: which classes, kinds and streams are running.
 struct Marks {
     class: Vec<[bool; 6]>,
     op: Vec<[bool; COMM_OPS.len()]>,
-    stream: Vec<[bool; 9]>,
+    stream: Vec<[bool; STREAMS]>,
 }
 
 fn mark(acts: &[Act]) -> Marks {
@@ -38,7 +67,7 @@ fn mark(acts: &[Act]) -> Marks {
     let mut m = Marks {
         class: vec![[false; 6]; n],
         op: vec![[false; COMM_OPS.len()]; n],
-        stream: vec![[false; 9]; n],
+        stream: vec![[false; STREAMS]; n],
     };
     for a in acts {
         for t in a.start..a.end {
@@ -94,14 +123,14 @@ fn expected(acts: &[Act]) -> sweep::Metrics {
 fn expected_streams(acts: &[Act]) -> sweep::StreamView {
     let m = mark(acts);
     let mut v = sweep::StreamView::default();
-    for s in 0..9u16 {
+    for s in 0..STREAMS as u16 {
         let n = acts.iter().filter(|a| a.stream == s).count() as i64;
         if n > 0 {
             v.busy.push((s, n, count(&m, |t| m.stream[t][s as usize])));
         }
     }
-    for a in 0..9usize {
-        for b in a + 1..9 {
+    for a in 0..STREAMS {
+        for b in a + 1..STREAMS {
             let ov = count(&m, |t| m.stream[t][a] && m.stream[t][b]);
             if ov > 0 {
                 v.pairs.push((a as u16, b as u16, ov));
@@ -130,7 +159,10 @@ proptest! {
     }
 
     #[test]
-    fn each_step_is_its_own_activities(mut acts in prop::collection::vec(act(), 1..40)) {
+    fn each_step_is_its_own_activities(
+        mut acts in prop::collection::vec(act(), 1..40),
+        chunk in 1usize..6,
+    ) {
         // Step indices must be 0..n with none empty: renumber the ones present.
         let mut present: Vec<u32> = acts.iter().map(|a| a.step).collect();
         present.sort();
@@ -138,10 +170,22 @@ proptest! {
         for a in &mut acts {
             a.step = present.iter().position(|&s| s == a.step).unwrap() as u32;
         }
-        let got = sweep::rank(&mut acts.clone(), present.len());
+        let got = sweep::rank_in_chunks(&mut acts.clone(), present.len(), chunk);
         sweep::sort_by_start(&mut acts);
         prop_assert_eq!(&got.whole, &expected(&acts));
         prop_assert_eq!(got.steps.len(), present.len());
+        for (i, (m, v)) in got.steps.iter().enumerate() {
+            let mine: Vec<Act> = acts.iter().filter(|a| a.step == i as u32).copied().collect();
+            prop_assert_eq!(m, &expected(&mine));
+            prop_assert_eq!(v, &expected_streams(&mine));
+        }
+    }
+
+    #[test]
+    fn lanes_as_a_dataset_holds_them(acts in timelines(), chunk in 1usize..8) {
+        let steps = 3;
+        let got = sweep::rank_in_chunks(&mut acts.clone(), steps, chunk);
+        prop_assert_eq!(&got.whole, &expected(&acts));
         for (i, (m, v)) in got.steps.iter().enumerate() {
             let mine: Vec<Act> = acts.iter().filter(|a| a.step == i as u32).copied().collect();
             prop_assert_eq!(m, &expected(&mine));

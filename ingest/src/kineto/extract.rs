@@ -86,7 +86,7 @@ impl Worker<'_, '_, '_> {
             if !OTHER_PHASES.contains(&ev.ph) {
                 let ph = String::from_utf8_lossy(ev.ph);
                 self.b.diag.add("unknown_phase", self.offset(), || {
-                    format!("ph \"{ph}\" (B/E pairs are read by the Chrome reader, not yet here)")
+                    format!("ph \"{ph}\" (B/E pairs are read by the generic Chrome reader, for traces without Kineto markers)")
                 });
             }
             return;

@@ -381,7 +381,8 @@ pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
         None => group_hash(&files)?,
     };
     let mut info = RunInfo::new("rocprofv3-csv", hash);
-    let parts = super::parts_for(job, &mut info, None);
+    let pids: Vec<i64> = super::pid_from_name(&job.path).into_iter().collect();
+    let parts = super::parts_for(job, &mut info, None, &pids);
     let kinds: Vec<CsvKind> = files.iter().map(|f| sniff(f)).collect::<Result<_>>()?;
     let agents = match files
         .iter()

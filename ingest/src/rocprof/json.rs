@@ -320,7 +320,8 @@ pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
     let hasher = job.content_hash.is_none().then(Hasher::default);
     let win = Window::open(&job.path, job.progress.clone(), hasher.clone())
         .map_err(|e| IngestError::io(&job.path, e))?;
-    // Ranks are not in rocprof JSON: the file name, `--rank` or 0. The hash is only known
+    // Ranks are not in rocprof JSON: the rank map (by the pid of `<pid>_results.json`), the
+    // file name, `--rank` or 0. The hash is only known
     // after reading, so the part tag uses the path and size until then.
     let mut info = RunInfo::new(
         "rocprofv3-json",
@@ -329,7 +330,8 @@ pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
     if job.content_hash.is_none() {
         info.content_hash = format!("{}", job.file_bytes);
     }
-    let parts = super::parts_for(job, &mut info, None);
+    let pids: Vec<i64> = super::pid_from_name(&job.path).into_iter().collect();
+    let parts = super::parts_for(job, &mut info, None, &pids);
     let mut emit = Emit::new(&job.classifier, &parts);
     let mut reader = Reader {
         emit: &mut emit,

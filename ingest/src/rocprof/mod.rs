@@ -269,9 +269,18 @@ impl Drop for Emit<'_> {
     }
 }
 
-/// The rank of a rocprof output: the environment (rocpd only), the file name, `--rank`, or 0.
-pub fn parts_for(job: &FileJob, info: &mut RunInfo, from_env: Option<i64>) -> Parts {
-    let rank = info.resolve_rank(job, from_env);
+/// The pid rocprofv3 puts before `_` in its file names (`908_results.json`,
+/// `908_kernel_trace.csv`), for the rank map.
+pub fn pid_from_name(path: &std::path::Path) -> Option<i64> {
+    let name = path.file_name()?.to_string_lossy();
+    let (pid, _) = name.split_once('_')?;
+    pid.parse().ok().filter(|p: &i64| *p > 0)
+}
+
+/// The rank of a rocprof output: the environment (rocpd only), the rank map by pid, the
+/// file name, `--rank`, or 0.
+pub fn parts_for(job: &FileJob, info: &mut RunInfo, from_env: Option<i64>, pids: &[i64]) -> Parts {
+    let rank = info.resolve_rank_of(job, from_env, pids);
     if from_env.is_some() {
         info.rank_source = "environment";
     }

@@ -16,14 +16,6 @@ use crate::classify::Kind;
 use crate::error::{IngestError, Result};
 use crate::file::{FileJob, FileOutcome, RunInfo};
 
-/// Whether the file starts with the SQLite header.
-pub fn is_sqlite(path: &Path) -> bool {
-    let mut head = [0u8; 16];
-    std::fs::File::open(path)
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
-        .is_ok_and(|()| &head == b"SQLite format 3\0")
-}
-
 /// Whether an open database is rocpd: it has the `rocpd_metadata` table or view.
 pub fn is_rocpd(conn: &Connection) -> bool {
     conn.query_row(
@@ -43,17 +35,11 @@ fn sql_err(path: &Path, e: rusqlite::Error) -> IngestError {
     IngestError::file(path, format!("SQLite: {e}"))
 }
 
-/// Ok for a rocpd database; otherwise the one-line reason it is not one.
-pub fn detect(path: &Path) -> Result<()> {
-    let conn = open(path)?;
-    if is_rocpd(&conn) {
-        Ok(())
-    } else {
-        Err(IngestError::file(
-            path,
-            "SQLite database that is not a rocpd database (no rocpd_metadata table) nor another format aorta reads",
-        ))
-    }
+fn not_rocpd(path: &Path) -> IngestError {
+    IngestError::file(
+        path,
+        "SQLite database that is not a rocpd database (no rocpd_metadata table)",
+    )
 }
 
 /// `rocpd_metadata.schema_version`; only major version 3 is known.
@@ -74,6 +60,15 @@ fn schema_version(path: &Path, conn: &Connection) -> Result<String> {
         ));
     }
     Ok(v)
+}
+
+/// The OS pids of the profiled processes, for the rank map.
+fn pids(conn: &Connection) -> Vec<i64> {
+    let Ok(mut st) = conn.prepare("SELECT pid FROM rocpd_info_process ORDER BY id") else {
+        return vec![];
+    };
+    let rows = st.query_map([], |r| r.get::<_, Option<i64>>(0));
+    rows.into_iter().flatten().flatten().flatten().collect()
 }
 
 /// (rank, world size) from the first process environment that has `RANK`.
@@ -224,7 +219,7 @@ pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
     let path = job.path.as_path();
     let conn = open(path)?;
     if !is_rocpd(&conn) {
-        return detect(path).map(|_| FileOutcome::default());
+        return Err(not_rocpd(path));
     }
     let version = schema_version(path, &conn)?;
     let hash = match &job.content_hash {
@@ -235,7 +230,7 @@ pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
     let (rank, world) = rank_from_env(&conn);
     info.world_size = world;
     info.runtime_version = Some(format!("rocpd_schema_version={version}"));
-    let parts = super::parts_for(job, &mut info, rank);
+    let parts = super::parts_for(job, &mut info, rank, &pids(&conn));
     let mut emit = Emit::new(&job.classifier, &parts);
     let res = kernels(path, &conn, &mut emit)
         .and_then(|()| copies(path, &conn, &mut emit))

@@ -1,0 +1,160 @@
+//! Generic Chrome Trace Event Format files (FORMATS.md §3): traces written by tools other
+//! than the PyTorch profiler: JSON arrays (possibly without their closing `]`), objects,
+//! `B`/`E` pairs, instants.
+//!
+//! Why a reader beside Kineto's: Kineto's two passes exist to link launches to kernels and
+//! steps, which generic traces do not have, and it never sees `B`/`E` (Kineto writes none).
+//! This one makes a single streaming pass with the same `Driver` (windows parsed on every
+//! worker); `B`/`E` edges are paired in file order in the driver's sequential `take`, so the
+//! only memory that grows with the file is the stack of still-open `B`s per thread.
+//! Timestamps stay on the trace's own clock (µs text → exact ns); there is no base time.
+
+pub mod slices;
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::SyncSender;
+use std::sync::Arc;
+
+use crate::classify::Classifier;
+use crate::error::{IngestError, ParseErr, Result};
+use crate::file::{FileJob, FileOutcome, RunInfo};
+use crate::json::{Cursor, JsonError};
+use crate::kineto::event;
+use crate::kineto::spawn_writer;
+use crate::kineto::stream::{Driver, Shape, Visitor};
+use crate::rows::Batch;
+use crate::sink::Parts;
+use crate::source::{digest, Hasher};
+use crate::window::Window;
+use slices::{Pairs, Part};
+
+fn drive(job: &FileJob, v: &mut impl Visitor, hash: Option<Hasher>) -> Result<Shape> {
+    let win = Window::open(&job.path, job.progress.clone(), hash)
+        .map_err(|e| IngestError::io(&job.path, e))?;
+    Driver::new(win).run(v).map_err(|e| e.at(&job.path))
+}
+
+/// The pass that writes rows: workers parse, `take` pairs and sends to the writer thread.
+struct RowPass<'a> {
+    classifier: &'a Classifier,
+    pairs: Pairs,
+    tx: Option<SyncSender<Batch>>,
+    failed: Arc<AtomicBool>,
+}
+
+impl Visitor for RowPass<'_> {
+    type Part = Part;
+
+    fn meta(&mut self, _key: &str, _raw: &[u8]) -> Result<(), ParseErr> {
+        Ok(())
+    }
+
+    fn event(&self, c: &mut Cursor<'_>, part: &mut Part, off: u64) -> Result<(), JsonError> {
+        let ev = event::parse(c)?;
+        slices::event(&ev, part, off);
+        Ok(())
+    }
+
+    fn take(&mut self, mut part: Part) -> Result<(), ParseErr> {
+        self.pairs.take(&mut part);
+        slices::classify(&mut part.batch, self.classifier);
+        let sent = self
+            .tx
+            .as_ref()
+            .is_some_and(|tx| tx.send(part.batch).is_ok());
+        if !sent || self.failed.load(Ordering::Relaxed) {
+            return Err(ParseErr::new(0, "stopped: writing the output failed"));
+        }
+        Ok(())
+    }
+}
+
+/// The process ids of a trace's events (a pass of its own, made only for `--rank-map`).
+#[derive(Default)]
+struct PidScan {
+    pids: BTreeSet<i64>,
+}
+
+impl Visitor for PidScan {
+    type Part = BTreeSet<i64>;
+
+    fn meta(&mut self, _key: &str, _raw: &[u8]) -> Result<(), ParseErr> {
+        Ok(())
+    }
+
+    fn event(&self, c: &mut Cursor<'_>, part: &mut Self::Part, _: u64) -> Result<(), JsonError> {
+        let ev = event::parse(c)?;
+        if let Some(pid) = ev.pid.and_then(event::int) {
+            part.insert(pid);
+        }
+        Ok(())
+    }
+
+    fn take(&mut self, part: Self::Part) -> Result<(), ParseErr> {
+        self.pids.extend(part);
+        Ok(())
+    }
+}
+
+pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
+    let hasher = job.content_hash.is_none().then(Hasher::default);
+    // Whichever pass reads the file first hashes it.
+    let mut unhashed = hasher.clone();
+    let mut info = RunInfo::new("chrome", String::new());
+    let rank = if job.rank_map.is_empty() {
+        info.resolve_rank(job, None)
+    } else {
+        let mut scan = PidScan::default();
+        drive(job, &mut scan, unhashed.take())?;
+        rank_of_pids(&mut info, job, &scan.pids)
+    };
+    let parts = Parts {
+        root: job.staging.clone(),
+        run: job.label.clone(),
+        rank,
+        // The content hash is known only after the pass; the source alone names the parts
+        // (a re-ingest replaces them in place at commit).
+        tag: format!(
+            "{:016x}",
+            xxhash_rust::xxh3::xxh3_64(job.source_key.as_bytes())
+        ),
+    };
+    let failed = Arc::new(AtomicBool::new(false));
+    let (tx, writer) = spawn_writer(parts.clone(), failed.clone());
+    let mut pass = RowPass {
+        classifier: &job.classifier,
+        pairs: Pairs::default(),
+        tx: Some(tx),
+        failed,
+    };
+    let res = drive(job, &mut pass, unhashed);
+    drop(pass.tx.take());
+    let out = writer.join().expect("writer thread does not panic");
+    let shape = res?;
+    let out = out?;
+    pass.pairs.finish(&mut info.diag);
+    info.content_hash = match (&job.content_hash, &hasher) {
+        (Some(h), _) => h.clone(),
+        (None, Some(h)) => digest(h),
+        (None, None) => unreachable!("a new file is hashed by one of the passes"),
+    };
+    info.event_count = shape.events;
+    info.platform = out.vendor_hint.unwrap_or("unknown");
+    let busiest = out.counts.devices.iter().max_by_key(|(_, n)| **n);
+    info.device_index = busiest.map(|(d, _)| *d);
+    info.finish(job, &parts, out, (&[], 0))
+}
+
+/// The rank of a trace whose pids the rank map may name: the lowest mapped pid's, with a
+/// finding when its pids map to several ranks.
+fn rank_of_pids(info: &mut RunInfo, job: &FileJob, pids: &BTreeSet<i64>) -> i64 {
+    let pids: Vec<i64> = pids.iter().copied().collect();
+    let ranks: BTreeSet<i64> = pids.iter().filter_map(|&p| job.rank_map.get(p)).collect();
+    if ranks.len() > 1 {
+        info.diag.add("rank_map_ambiguous", None, || {
+            format!("the trace's pids map to ranks {ranks:?}; the lowest mapped pid's was used")
+        });
+    }
+    info.resolve_rank_of(job, None, &pids)
+}

@@ -1,0 +1,232 @@
+//! The step and category levels: one row per side, run, rank and step, and each key's
+//! spread over those rows.
+
+use std::collections::BTreeMap;
+
+use polars::prelude::*;
+
+use crate::rows::str_column;
+use crate::summary::{spread, Spread};
+
+use super::load::{floats, ints, strs, SideData};
+
+pub const SIDES: [&str; 2] = ["reference", "candidate"];
+
+/// One key of one level: both sides' spread.
+pub struct LevelRow {
+    pub level: &'static str,
+    pub key: String,
+    pub unit: &'static str,
+    pub sides: [Option<Spread>; 2],
+}
+
+impl LevelRow {
+    /// candidate median / reference median; null when either is missing or the reference 0.
+    pub fn ratio(&self) -> Option<f64> {
+        match self.sides {
+            [Some(r), Some(c)] if r.median != 0.0 => Some(c.median / r.median),
+            _ => None,
+        }
+    }
+}
+
+/// One statistic of a spread.
+type Stat = fn(&Spread) -> f64;
+
+pub fn frame(rows: &[LevelRow]) -> PolarsResult<DataFrame> {
+    let stat = |side: usize, f: Stat| -> Vec<Option<f64>> {
+        rows.iter().map(|r| r.sides[side].as_ref().map(f)).collect()
+    };
+    let mut cols = vec![
+        str_column("level", rows.iter().map(|r| r.level)),
+        str_column("key", rows.iter().map(|r| r.key.as_str())),
+        str_column("unit", rows.iter().map(|r| r.unit)),
+    ];
+    for (side, name) in SIDES.iter().enumerate() {
+        let stats: [(&str, Stat); 3] = [
+            ("median", |s| s.median),
+            ("p10", |s| s.p10),
+            ("p90", |s| s.p90),
+        ];
+        for (stat_name, f) in stats {
+            let name = format!("{name}_{stat_name}");
+            cols.push(Column::new(name.into(), stat(side, f)));
+        }
+    }
+    let ratios: Vec<Option<f64>> = rows.iter().map(LevelRow::ratio).collect();
+    cols.push(Column::new("ratio".into(), ratios));
+    DataFrame::new_infer_height(cols)
+}
+
+/// The step-level keys: (key, unit, overlap_steps column, scale).
+pub const STEP_KEYS: [(&str, &str, &str, f64); 8] = [
+    ("step_ms", "ms", "window_ns", 1e-6),
+    ("comm_ms", "ms", "comm_ns", 1e-6),
+    ("exposed_comm_ms", "ms", "exposed_comm_ns", 1e-6),
+    ("compute_ms", "ms", "compute_ns", 1e-6),
+    (
+        "compute_comm_overlap_ms",
+        "ms",
+        "compute_comm_overlap_ns",
+        1e-6,
+    ),
+    ("overlap_ratio", "ratio", "overlap_ratio", 1.0),
+    ("comm_overlap_pct", "pct", "comm_overlap_pct", 1.0),
+    (
+        "compute_overlap_ratio",
+        "ratio",
+        "compute_overlap_ratio",
+        1.0,
+    ),
+];
+
+/// A window of one side: (side, run, rank, step).
+pub type Window = (usize, String, i64, Option<i64>);
+
+/// The step rows of both sides, each with the `STEP_KEYS` values.
+pub struct StepRows {
+    pub rows: Vec<(Window, Vec<Option<f64>>)>,
+}
+
+/// Which `overlap_steps` rows a side is compared on: its trace rows, or its JSONL rows when
+/// it has no trace (a side mixing both would count every iteration twice).
+pub fn step_source(d: &SideData) -> &'static str {
+    let src = strs(&d.overlap.steps, "source");
+    if src.contains(&Some("trace")) {
+        "trace"
+    } else {
+        "jsonl"
+    }
+}
+
+impl StepRows {
+    pub fn of(sides: &[SideData; 2]) -> StepRows {
+        let mut rows = Vec::new();
+        for (side, d) in sides.iter().enumerate() {
+            let df = &d.overlap.steps;
+            let source = step_source(d);
+            let (src, run) = (strs(df, "source"), strs(df, "run"));
+            let (rank, step) = (ints(df, "rank"), ints(df, "step"));
+            let values: Vec<Vec<Option<f64>>> = STEP_KEYS
+                .iter()
+                .map(|&(_, _, c, scale)| column_f64(df, c, scale))
+                .collect();
+            for i in (0..df.height()).filter(|&i| src[i] == Some(source)) {
+                let w = (
+                    side,
+                    run[i].unwrap_or("").to_string(),
+                    rank[i].unwrap_or(0),
+                    step[i],
+                );
+                rows.push((w, values.iter().map(|v| v[i]).collect()));
+            }
+        }
+        StepRows { rows }
+    }
+
+    pub fn levels(&self) -> Vec<LevelRow> {
+        STEP_KEYS
+            .iter()
+            .enumerate()
+            .map(|(k, &(key, unit, _, _))| LevelRow {
+                level: "steps",
+                key: key.to_string(),
+                unit,
+                sides: [0, 1]
+                    .map(|s| spread(self.rows.iter().filter(|r| r.0 .0 == s).map(|r| r.1[k]))),
+            })
+            .collect()
+    }
+
+    pub fn frame(&self) -> PolarsResult<DataFrame> {
+        let mut cols = window_columns(self.rows.iter().map(|r| &r.0));
+        for (k, &(key, ..)) in STEP_KEYS.iter().enumerate() {
+            let v: Vec<Option<f64>> = self.rows.iter().map(|r| r.1[k]).collect();
+            cols.push(Column::new(key.into(), v));
+        }
+        DataFrame::new_infer_height(cols)
+    }
+}
+
+/// An int or float column as f64 times `scale`.
+fn column_f64(df: &DataFrame, name: &str, scale: f64) -> Vec<Option<f64>> {
+    let ints = ints(df, name);
+    if ints.iter().any(Option::is_some) {
+        return ints.iter().map(|v| v.map(|x| x as f64 * scale)).collect();
+    }
+    floats(df, name)
+        .iter()
+        .map(|v| v.map(|x| x * scale))
+        .collect()
+}
+
+fn window_columns<'a>(w: impl Iterator<Item = &'a Window> + Clone) -> Vec<Column> {
+    vec![
+        str_column("side", w.clone().map(|w| SIDES[w.0])),
+        str_column("run", w.clone().map(|w| w.1.as_str())),
+        Column::new("rank".into(), w.clone().map(|w| w.2).collect::<Vec<_>>()),
+        Column::new("step".into(), w.map(|w| w.3).collect::<Vec<_>>()),
+    ]
+}
+
+/// The category groups compared (METRICS.md categories; memset joins `other`).
+pub const CATEGORIES: [&str; 5] = ["gemm", "comm", "attention", "memcpy", "other"];
+
+fn category_index(c: &str) -> usize {
+    CATEGORIES.iter().position(|&k| k == c).unwrap_or(4)
+}
+
+/// GPU time (sum of activity durations) per window and category group.
+pub struct CategoryRows {
+    pub rows: BTreeMap<Window, [i64; 5]>,
+}
+
+impl CategoryRows {
+    pub fn of(sides: &[SideData; 2]) -> CategoryRows {
+        let mut rows: BTreeMap<Window, [i64; 5]> = BTreeMap::new();
+        for (side, d) in sides.iter().enumerate() {
+            let df = &d.acts;
+            let (run, cat) = (strs(df, "run"), strs(df, "category"));
+            let (rank, step) = (ints(df, "rank"), ints(df, "step"));
+            let (start, end) = (ints(df, "start_ns"), ints(df, "end_ns"));
+            for i in 0..df.height() {
+                let w = (
+                    side,
+                    run[i].unwrap_or("").to_string(),
+                    rank[i].unwrap_or(0),
+                    step[i],
+                );
+                let dur = end[i].unwrap_or(0) - start[i].unwrap_or(0);
+                rows.entry(w).or_default()[category_index(cat[i].unwrap_or(""))] += dur.max(0);
+            }
+        }
+        CategoryRows { rows }
+    }
+
+    pub fn levels(&self) -> Vec<LevelRow> {
+        (0..CATEGORIES.len())
+            .map(|c| LevelRow {
+                level: "categories",
+                key: CATEGORIES[c].to_string(),
+                unit: "ms",
+                sides: [0, 1].map(|s| {
+                    let of_side = self.rows.iter().filter(|(w, _)| w.0 == s);
+                    spread(of_side.map(|(_, v)| Some(v[c] as f64 * 1e-6)))
+                }),
+            })
+            .collect()
+    }
+
+    pub fn frame(&self) -> PolarsResult<DataFrame> {
+        let long: Vec<(&Window, usize, i64)> = self
+            .rows
+            .iter()
+            .flat_map(|(w, v)| (0..CATEGORIES.len()).map(move |c| (w, c, v[c])))
+            .collect();
+        let mut cols = window_columns(long.iter().map(|r| r.0));
+        cols.push(str_column("category", long.iter().map(|r| CATEGORIES[r.1])));
+        let ms: Vec<f64> = long.iter().map(|r| r.2 as f64 * 1e-6).collect();
+        cols.push(Column::new("gpu_ms".into(), ms));
+        DataFrame::new_infer_height(cols)
+    }
+}

@@ -1,0 +1,129 @@
+//! The tables one side of a comparison needs, read once: its overlap tables (computed as
+//! `aorta overlap` does), its GPU activities, the CPU operators and runtime calls that
+//! launched them, and JSONL losses.
+
+use std::path::Path;
+
+use polars::prelude::*;
+
+use crate::dataset;
+use crate::overlap::{self, OverlapTables};
+
+use super::{CompareError, Side};
+
+pub struct SideData {
+    pub side: Side,
+    pub overlap: OverlapTables,
+    pub acts: DataFrame,
+    pub cpu: DataFrame,
+    pub losses: Vec<f64>,
+}
+
+/// `gpu_activities` columns the comparison reads.
+const ACTS: [&str; 14] = [
+    "run",
+    "rank",
+    "step",
+    "category",
+    "comm_op",
+    "start_ns",
+    "end_ns",
+    "correlation",
+    "external_id",
+    "collective_name",
+    "in_msg_nelems",
+    "out_msg_nelems",
+    "group_size",
+    "dtype",
+];
+
+/// `cpu_ops` columns the operator attribution reads.
+const CPU: [&str; 10] = [
+    "run",
+    "rank",
+    "category",
+    "name",
+    "tid",
+    "start_ns",
+    "end_ns",
+    "correlation",
+    "external_id",
+    "input_dims",
+];
+
+impl SideData {
+    pub fn load(root: &Path, side: &Side) -> Result<SideData, CompareError> {
+        let wanted = side
+            .runs
+            .iter()
+            .map(|r| col("run").eq(lit(r.as_str())))
+            .reduce(Expr::or)
+            .unwrap_or(lit(false));
+        let read = |table: &str, filter: Expr, cols: &[&str]| {
+            let cols: Vec<Expr> = cols.iter().map(|c| col(*c)).collect();
+            dataset::scan(root, table)?
+                .filter(filter)
+                .select(cols)
+                .collect()
+                .map_err(|source| CompareError::Polars {
+                    path: root.join(table),
+                    source,
+                })
+        };
+        let acts = read("gpu_activities", wanted.clone(), &ACTS)?;
+        let cpu_cat = col("category")
+            .eq(lit("cpu_op"))
+            .or(col("category").eq(lit("runtime")));
+        let mut cpu_cols = CPU.to_vec();
+        cpu_cols.push("input_types");
+        let cpu = read("cpu_ops", wanted.clone().and(cpu_cat), &cpu_cols)?;
+        let loss = read(
+            "metrics",
+            wanted.and(col("key").eq(lit("loss"))),
+            &["value"],
+        )?;
+        let losses = loss
+            .column("value")
+            .and_then(|c| c.f64().map(|v| v.iter().flatten().collect()))
+            .unwrap_or_default();
+        let overlap = overlap::from_dataset(root, &side.runs)?;
+        if acts.height() == 0 && overlap.steps.height() == 0 {
+            return Err(CompareError::Empty {
+                root: root.to_path_buf(),
+                selector: side.selector.clone(),
+                runs: side.runs.join(", "),
+            });
+        }
+        Ok(SideData {
+            side: side.clone(),
+            overlap,
+            acts,
+            cpu,
+            losses,
+        })
+    }
+}
+
+/// A column as `&str` values (missing column or wrong type: all null).
+pub fn strs<'a>(df: &'a DataFrame, name: &str) -> Vec<Option<&'a str>> {
+    match df.column(name).ok().and_then(|c| c.str().ok()) {
+        Some(ca) => ca.iter().collect(),
+        None => vec![None; df.height()],
+    }
+}
+
+/// A column as `i64` values (missing column or wrong type: all null).
+pub fn ints(df: &DataFrame, name: &str) -> Vec<Option<i64>> {
+    match df.column(name).ok().and_then(|c| c.i64().ok()) {
+        Some(ca) => ca.iter().collect(),
+        None => vec![None; df.height()],
+    }
+}
+
+/// A column as `f64` values (missing column or wrong type: all null).
+pub fn floats(df: &DataFrame, name: &str) -> Vec<Option<f64>> {
+    match df.column(name).ok().and_then(|c| c.f64().ok()) {
+        Some(ca) => ca.iter().collect(),
+        None => vec![None; df.height()],
+    }
+}

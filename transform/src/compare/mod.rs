@@ -1,0 +1,112 @@
+//! `aorta compare`: one set of runs (the reference) against another (the candidate).
+//!
+//! Kernel names differ between vendors, so the comparison stands on what does not: steps
+//! (time, comm, exposed comm, the overlap ratios of METRICS.md), GPU time per category,
+//! GPU time per launching CPU operator and its input shapes, and collectives per (kind,
+//! message size, dtype, group size). Every ratio is candidate / reference, and every level
+//! carries each side's spread over steps and ranks (median, p10–p90) so a reader can tell a
+//! real gap from noise. The results are plain DataFrames and one JSON document (a superset
+//! of the Python aorta `overlap_report.py` summary); the CLI writes them.
+
+mod collectives;
+mod levels;
+mod load;
+mod operators;
+mod select;
+mod summary_json;
+
+use std::path::{Path, PathBuf};
+
+use polars::prelude::*;
+
+use crate::dataset::DatasetError;
+
+pub use select::Side;
+
+/// What can go wrong comparing two selections of a dataset.
+#[derive(Debug, thiserror::Error)]
+pub enum CompareError {
+    #[error(transparent)]
+    Dataset(#[from] DatasetError),
+    #[error("{root}: no run or platform `{selector}` (runs: {runs}; platforms: {platforms})")]
+    Unknown {
+        root: PathBuf,
+        selector: String,
+        runs: String,
+        platforms: String,
+    },
+    #[error("{root}: `{selector}` selects runs with no GPU activities and no JSONL steps: {runs}")]
+    Empty {
+        root: PathBuf,
+        selector: String,
+        runs: String,
+    },
+    #[error("{path}: {source}")]
+    Polars { path: PathBuf, source: PolarsError },
+}
+
+/// Everything `aorta compare` computes.
+pub struct Comparison {
+    pub reference: Side,
+    pub candidate: Side,
+    /// Per level (steps, categories, collectives) and key: both sides' spread and the ratio.
+    pub levels: DataFrame,
+    /// One row per side, run, rank and step.
+    pub steps: DataFrame,
+    /// GPU time per side, run, rank, step and category.
+    pub categories: DataFrame,
+    /// GPU time per launching operator, input shapes and dtypes, matched across sides.
+    pub operators: DataFrame,
+    /// Time and bandwidth per side and (kind, bytes, dtype, group size).
+    pub collectives: DataFrame,
+    /// The summary.json document.
+    pub summary: serde_json::Value,
+}
+
+impl Comparison {
+    /// The tables as `aorta compare` writes them (`<name>.parquet`).
+    pub fn tables(&self) -> [(&'static str, &DataFrame); 5] {
+        [
+            ("compare_levels", &self.levels),
+            ("compare_steps", &self.steps),
+            ("compare_categories", &self.categories),
+            ("compare_operators", &self.operators),
+            ("compare_collectives", &self.collectives),
+        ]
+    }
+}
+
+/// Compares the runs `reference` selects with the runs `candidate` selects (a selector is a
+/// run label, else a platform: `cuda`, `rocm`).
+pub fn compare(root: &Path, reference: &str, candidate: &str) -> Result<Comparison, CompareError> {
+    let reference = select::select(root, reference)?;
+    let candidate = select::select(root, candidate)?;
+    let sides = [
+        load::SideData::load(root, &reference)?,
+        load::SideData::load(root, &candidate)?,
+    ];
+    let polars = |table: &str| {
+        let path = root.join(table);
+        move |source| CompareError::Polars { path, source }
+    };
+    let step_rows = levels::StepRows::of(&sides);
+    let category_rows = levels::CategoryRows::of(&sides);
+    let ops = operators::compare(&sides);
+    let colls = collectives::of(&sides);
+    let mut level_rows = step_rows.levels();
+    level_rows.extend(category_rows.levels());
+    level_rows.extend(collectives::levels(&colls));
+    let summary = summary_json::build(&sides, &level_rows, &ops);
+    Ok(Comparison {
+        levels: levels::frame(&level_rows).map_err(polars("compare_levels"))?,
+        steps: step_rows.frame().map_err(polars("compare_steps"))?,
+        categories: category_rows
+            .frame()
+            .map_err(polars("compare_categories"))?,
+        operators: operators::frame(&ops).map_err(polars("compare_operators"))?,
+        collectives: collectives::frame(&colls).map_err(polars("compare_collectives"))?,
+        summary,
+        reference,
+        candidate,
+    })
+}
