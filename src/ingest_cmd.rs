@@ -97,6 +97,9 @@ fn print_summary(s: &Summary, opts: &Options, took: Duration) {
             s.not_traces.len()
         );
     }
+    for (path, why) in &s.skipped_files {
+        eprintln!("skipped {}: {why}", path.display());
+    }
     if s.warnings() > 0 {
         eprintln!(
             "data-quality findings: {} (see the diagnostics table)",

@@ -26,6 +26,11 @@ pub enum Format {
     /// An Nsight Systems SQLite export.
     Nsys,
     Jsonl,
+    #[serde(rename = "rocprofv3-csv")]
+    RocprofCsv,
+    #[serde(rename = "rocprofv3-json")]
+    RocprofJson,
+    Rocpd,
     /// JSON that is neither a trace nor JSONL (a summary, a config): skipped in walks.
     NotATrace,
 }
@@ -37,6 +42,10 @@ pub struct Input {
     pub label: String,
     /// Named on the command line (not found by walking a directory).
     pub explicit: bool,
+    /// Files read with this one as one job (a rocprofv3 CSV group), in the content hash too.
+    pub siblings: Vec<PathBuf>,
+    /// Not ingested, and why (a CSV that is not a trace).
+    pub skip: Option<String>,
 }
 
 const TRACE_SUFFIXES: &[&str] = &[
@@ -48,6 +57,8 @@ const TRACE_SUFFIXES: &[&str] = &[
     ".jsonl.gz",
     ".jsonl.zst",
     ".sqlite",
+    ".csv",
+    ".db",
 ];
 
 fn is_candidate(p: &Path) -> bool {
@@ -72,6 +83,8 @@ pub fn discover(roots: &[PathBuf], label: Option<&str>, skip: &Path) -> Result<V
                 path: root.clone(),
                 label: l,
                 explicit: true,
+                siblings: vec![],
+                skip: None,
             });
             continue;
         }
@@ -93,10 +106,73 @@ pub fn discover(roots: &[PathBuf], label: Option<&str>, skip: &Path) -> Result<V
                 path: f,
                 label: l,
                 explicit: false,
+                siblings: vec![],
+                skip: None,
             });
         }
     }
+    group_csv(out)
+}
+
+/// Replaces the rocprofv3 CSV inputs by their jobs (see `rocprof::csv::group`).
+fn group_csv(inputs: Vec<Input>) -> Result<Vec<Input>> {
+    let is_csv = |i: &Input| {
+        i.path
+            .to_string_lossy()
+            .to_ascii_lowercase()
+            .ends_with(".csv")
+    };
+    let csvs: Vec<PathBuf> = inputs
+        .iter()
+        .filter(|i| is_csv(i))
+        .map(|i| i.path.clone())
+        .collect();
+    if csvs.is_empty() {
+        return Ok(inputs);
+    }
+    let mut plans: std::collections::HashMap<PathBuf, crate::rocprof::csv::Planned> =
+        crate::rocprof::csv::group(&csvs)?
+            .into_iter()
+            .map(|p| match &p {
+                crate::rocprof::csv::Planned::Job(f, _)
+                | crate::rocprof::csv::Planned::Skip(f, _) => (f.clone(), p),
+            })
+            .collect();
+    let mut out = Vec::new();
+    for mut i in inputs {
+        if !is_csv(&i) {
+            out.push(i);
+            continue;
+        }
+        match plans.remove(&i.path) {
+            Some(crate::rocprof::csv::Planned::Job(_, sib)) => i.siblings = sib,
+            Some(crate::rocprof::csv::Planned::Skip(_, why)) => i.skip = Some(why),
+            None => continue, // read with its group's kernel trace
+        }
+        out.push(i);
+    }
     Ok(out)
+}
+
+/// Size (all files) and latest modification time of an input and its siblings.
+pub fn stat_input(input: &Input) -> Result<(u64, i64)> {
+    let (mut bytes, mut mtime) = stat(&input.path)?;
+    for s in &input.siblings {
+        let (b, m) = stat(s)?;
+        bytes += b;
+        mtime = mtime.max(m);
+    }
+    Ok((bytes, mtime))
+}
+
+/// The content hash of an input, its siblings included.
+pub fn hash_input(input: &Input) -> Result<String> {
+    if input.siblings.is_empty() {
+        return content_hash(&input.path).map(|h| h.0);
+    }
+    let mut files = vec![input.path.as_path()];
+    files.extend(input.siblings.iter().map(PathBuf::as_path));
+    crate::rocprof::csv::group_hash(&files)
 }
 
 fn dir_name(p: Option<&Path>) -> String {
@@ -143,6 +219,9 @@ pub fn detect(path: &Path) -> Result<Format> {
     if name.contains(".jsonl") {
         return Ok(Format::Jsonl);
     }
+    if name.ends_with(".csv") {
+        return Ok(Format::RocprofCsv);
+    }
     if name.ends_with(".nsys-rep") || name.ends_with(".qdrep") {
         return Err(IngestError::file(
             path,
@@ -166,6 +245,9 @@ pub fn detect(path: &Path) -> Result<Format> {
     if one_object && more {
         return Ok(Format::Jsonl);
     }
+    if memchr::memmem::find(&head, b"\"rocprofiler-sdk-tool\"").is_some() {
+        return Ok(Format::RocprofJson);
+    }
     // A whole small JSON document without events is not a trace (summary.json, configs).
     // An empty (or blank) file is a trace cut off at byte 0: the reader reports it so.
     let whole = head.len() < 1 << 16 && !head.iter().all(u8::is_ascii_whitespace);
@@ -188,6 +270,9 @@ fn detect_sqlite(path: &Path) -> Result<Format> {
     let conn = crate::nsys::open(path)?;
     if crate::nsys::is_nsys(&conn) {
         return Ok(Format::Nsys);
+    }
+    if crate::rocprof::rocpd::is_rocpd(&conn) {
+        return Ok(Format::Rocpd);
     }
     Err(IngestError::file(
         path,

@@ -14,6 +14,7 @@ pub const CODES: &[(&str, &str)] = &[
     ("unknown_phase", "An event whose `ph` aorta does not know; not written."),
     ("unparsable_value", "A field aorta reads holds a value of the wrong type; the field is null."),
     ("skipped_category", "Slices of a category aorta has no table for (e.g. `cuda_sync`, `overhead`); counted, not written."),
+    ("unknown_kernel_id", "A rocprof dispatch whose kernel id has no kernel symbol; named `kernel_<id>`."),
     ("rank_default", "No rank in the trace, the rank map, the file name or `--rank`; rank 0 was used."),
     ("rank_map_ambiguous", "The pids of one Chrome trace map to several ranks in `--rank-map`; the lowest mapped pid's rank was used for the whole file."),
     ("unmatched_begin", "A Chrome `B` event never closed by an `E` on its pid/tid; not written."),

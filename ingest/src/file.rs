@@ -19,6 +19,8 @@ pub use crate::rank_map::RankMap;
 /// Everything a reader needs to turn one file into parts.
 pub struct FileJob {
     pub path: PathBuf,
+    /// Read with `path` as one job (the other CSV files of a rocprofv3 process).
+    pub siblings: Vec<PathBuf>,
     pub label: String,
     pub rank_flag: Option<i64>,
     /// `--rank-map`: process id → rank (empty without the flag).

@@ -16,6 +16,7 @@ pub mod jsonl;
 pub mod kineto;
 pub mod nsys;
 pub mod rank_map;
+pub mod rocprof;
 pub mod rows;
 pub mod schema;
 pub mod sink;
@@ -80,6 +81,8 @@ pub struct Summary {
     pub skipped: Vec<PathBuf>,
     /// Files found by walking that are JSON but not traces (e.g. a summary.json).
     pub not_traces: Vec<PathBuf>,
+    /// Files deliberately not ingested, with the reason (rocprofv3 stats, counters…).
+    pub skipped_files: Vec<(PathBuf, String)>,
     pub failed: Vec<IngestError>,
     pub bytes: u64,
 }
@@ -129,11 +132,15 @@ pub fn ingest(paths: &[PathBuf], opts: &Options, progress: &Progress) -> Result<
     };
     let mut todo = Vec::new();
     for input in inputs {
+        if let Some(why) = input.skip {
+            summary.skipped_files.push((input.path, why));
+            continue;
+        }
         let key = std::fs::canonicalize(&input.path)
             .map_err(|e| IngestError::io(&input.path, e))?
             .display()
             .to_string();
-        let (bytes, mtime_ns) = dataset::stat(&input.path)?;
+        let (bytes, mtime_ns) = dataset::stat_input(&input)?;
         let known = manifest.get(&key).filter(|e| {
             e.file_bytes == bytes
                 && e.mtime_ns == mtime_ns
@@ -144,7 +151,7 @@ pub fn ingest(paths: &[PathBuf], opts: &Options, progress: &Progress) -> Result<
         });
         // Same size and mtime: confirm with the content hash before skipping.
         let hash = match known {
-            Some(_) if !opts.force => Some(dataset::content_hash(&input.path)?.0),
+            Some(_) if !opts.force => Some(dataset::hash_input(&input)?),
             _ => None,
         };
         if hash.is_some() && known.map(|e| &e.content_hash) == hash.as_ref() {
@@ -201,6 +208,7 @@ fn run_jobs(
             .map(|p| {
                 let job = FileJob {
                     path: p.input.path.clone(),
+                    siblings: p.input.siblings.clone(),
                     label: p.input.label.clone(),
                     rank_flag: opts.rank,
                     rank_map: shared.rank_map.clone(),
@@ -217,6 +225,9 @@ fn run_jobs(
                     Format::Chrome => chrome::ingest(&job)?,
                     Format::Nsys => nsys::ingest(&job)?,
                     Format::Jsonl => jsonl::ingest(&job)?,
+                    Format::RocprofCsv => rocprof::csv::ingest(&job)?,
+                    Format::RocprofJson => rocprof::json::ingest(&job)?,
+                    Format::Rocpd => rocprof::rocpd::ingest(&job)?,
                     Format::NotATrace if !p.input.explicit => {
                         return Ok((format, FileOutcome::default()))
                     }
@@ -230,8 +241,8 @@ fn run_jobs(
                 // Progress expects every file read twice (Kineto's two passes); the other
                 // readers make up for the passes they do not make.
                 let unread = match format {
-                    Format::Jsonl | Format::Chrome => p.bytes,
-                    Format::Nsys => 2 * p.bytes,
+                    Format::Jsonl | Format::Chrome | Format::RocprofJson => p.bytes,
+                    Format::Nsys | Format::RocprofCsv | Format::Rocpd => 2 * p.bytes,
                     _ => 0,
                 };
                 shared

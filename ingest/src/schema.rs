@@ -108,12 +108,12 @@ pub const RUNS: Table = Table {
     doc: "One row per ingested file.",
     columns: &[
         req("source_path", S, "Input file as given on the command line (joined with the walked path)."),
-        req("format", S, "`kineto`, `chrome`, `nsys` or `jsonl`."),
+        req("format", S, "`kineto`, `chrome`, `nsys`, `jsonl`, `rocprofv3-csv`, `rocprofv3-json` or `rocpd`."),
         req("platform", S, "`cuda`, `rocm` or `unknown`: from version keys, else the device name, else warp size, else the runtime API names in the trace (`cuda*`/`hip*`)."),
         opt("device_name", S, "Name of the GPU the rank's activities ran on (deviceProperties)."),
         opt("device_index", I64, "Device index of the rank's GPU activities (Kineto GPU `pid`)."),
         opt("world_size", I64, "`distributedInfo.world_size` (or JSONL `world_size`)."),
-        req("rank_source", S, "Where the rank came from: `distributed_info`, `rank_map` (`--rank-map`, by pid), `file_name`, `flag`, `record` (JSONL field), `pid_order` (one of several processes of an Nsight Systems file, numbered in pid order) or `default` (0, with a diagnostic)."),
+        req("rank_source", S, "Where the rank came from: `distributed_info`, `rank_map` (`--rank-map`, by pid), `file_name`, `flag`, `record` (JSONL field), `pid_order` (one of several processes of an Nsight Systems file, numbered in pid order), `environment` (rocpd process environment `RANK`) or `default` (0, with a diagnostic)."),
         opt("runtime_version", S, "Version keys as written, e.g. `cuda_runtime_version=13000`."),
         opt("base_time_ns", I64, "`baseTimeNanoseconds` when the trace has relative timestamps; null when `ts` is absolute."),
         opt("first_ns", I64, "Earliest start of any GPU activity or CPU op (Unix epoch ns)."),
@@ -135,9 +135,9 @@ pub const RUNS: Table = Table {
 
 pub const GPU_ACTIVITIES: Table = Table {
     name: "gpu_activities",
-    doc: "Kernels, memcpys and memsets, one row each. Times are Unix epoch nanoseconds.",
+    doc: "Kernels, memcpys and memsets, one row each. Times are Unix epoch nanoseconds (rocprofv3/rocpd: the host's boot-time clock, as written).",
     columns: &[
-        req("device", I64, "GPU index (Kineto GPU `pid` / `args.device`): a device, not a rank."),
+        req("device", I64, "GPU index (Kineto GPU `pid` / `args.device`; rocprof: index among GPU agents): a device, not a rank."),
         req("stream", I64, "Stream id (`args.stream`, else `tid`)."),
         req("kind", S, "`kernel`, `memcpy` or `memset` (from the trace category)."),
         req("name", S, "Kernel or copy name as written (dictionary-encoded)."),
@@ -150,7 +150,7 @@ pub const GPU_ACTIVITIES: Table = Table {
         opt("external_id", I64, "`args[\"External id\"]`: links to the enclosing CPU op."),
         opt("step", I64, "Profiler step N of `ProfilerStep#N` (null when the trace has no steps)."),
         req("step_source", S, "`launch` (runtime call's step), `gpu_time` (fallback on the activity's own start) or `none`."),
-        opt("grid_x", I64, "Grid x as written (CUDA: blocks; ROCm Kineto: blocks or work-items by launch API)."),
+        opt("grid_x", I64, "Grid x as written (CUDA: blocks; ROCm Kineto: blocks or work-items by launch API; rocprof: work-items, so workgroups = grid / block)."),
         opt("grid_y", I64, "Grid y."),
         opt("grid_z", I64, "Grid z."),
         opt("block_x", I64, "Block x."),

@@ -161,8 +161,11 @@ impl Sink {
         // Buffers are reused across flushes: fresh multi-megabyte vectors cost page faults.
         let mut out = std::mem::take(&mut self.gpu_out);
         let mut keep = Vec::new();
+        // Unstable: in place. The stable sort's scratch (half the buffer, ~16 MB of rows)
+        // was mapped and zeroed afresh on every flush; rows with equal keys are equal in
+        // every column the order could show.
         self.gpu_buf
-            .sort_by_key(|r| (r.device, r.stream, r.start, r.raw_end));
+            .sort_unstable_by_key(|r| (r.device, r.stream, r.start, r.raw_end));
         let mut it = self.gpu_buf.drain(..).peekable();
         let mut prev_key = None;
         while let Some(mut r) = it.next() {

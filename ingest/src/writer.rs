@@ -7,7 +7,8 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow_array::builder::StringBuilder;
+use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch};
 use parquet::arrow::arrow_writer::{ArrowWriter, ArrowWriterOptions};
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::metadata::KeyValue;
@@ -55,11 +56,19 @@ impl Cols {
     }
 
     pub fn str<'a>(&mut self, name: &str, v: impl IntoIterator<Item = &'a str>) {
-        self.push(name, Arc::new(StringArray::from_iter_values(v)));
+        self.opt_str(name, v.into_iter().map(Some));
     }
 
+    /// Sized once: growing the string buffer by doubling cost a tenth of single-core
+    /// ingest time in reallocation and fresh pages (docs/PERFORMANCE.md, rocprofv3).
     pub fn opt_str<'a>(&mut self, name: &str, v: impl IntoIterator<Item = Option<&'a str>>) {
-        self.push(name, Arc::new(StringArray::from_iter(v)));
+        let v: Vec<Option<&str>> = v.into_iter().collect();
+        let bytes = v.iter().map(|s| s.map_or(0, str::len)).sum();
+        let mut b = StringBuilder::with_capacity(v.len(), bytes);
+        for s in v {
+            b.append_option(s);
+        }
+        self.push(name, Arc::new(b.finish()));
     }
 
     pub fn finish(self) -> RecordBatch {

@@ -1,0 +1,314 @@
+//! rocprofv3 (rocprofiler-sdk) outputs: CSV files, the `--output-format json` document and
+//! the rocpd SQLite database (ROCm 7's default), all into the tables Kineto fills.
+//!
+//! The three containers carry the same records (FORMATS.md §2): kernel dispatches and memory
+//! copies become `gpu_activities`, host API calls and markers become `cpu_ops`. What differs
+//! is only how a record is found and named, so each reader (`csv`, `json`, `rocpd`) turns its
+//! container into the plain values of `Emit`, which classifies, batches and hands rows to
+//! the same writer thread the Kineto reader uses. Timestamps are integer ns already
+//! (`CLOCK_BOOTTIME` of the profiled host, not the Unix epoch); rocprof has no profiler
+//! steps, so `step` is null.
+
+pub mod csv;
+pub mod json;
+mod records;
+pub mod rocpd;
+mod stream;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::SyncSender;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use crate::classify::{Class, Classifier, Kind};
+use crate::error::{IngestError, Result};
+use crate::file::{FileJob, FileOutcome, RunInfo};
+use crate::rows::{Batch, CpuCategory, CpuRow, GpuRow, StepSource};
+use crate::sink::{Parts, SinkOut};
+
+/// Rows per batch handed to the writer thread. Small on purpose: a batch of ~250-byte rows
+/// stays under glibc's 1 MiB mmap threshold (see `tune_allocator`), so its memory is reused
+/// from the heap instead of being mapped, faulted in and zeroed afresh for every batch
+/// (with 32 Ki-row batches that was a fifth of single-core ingest time).
+const BATCH_ROWS: usize = 2048;
+
+/// A kernel dispatch, as every container writes it.
+#[derive(Debug, Clone, Default)]
+pub struct Dispatch<'a> {
+    pub device: i64,
+    pub stream: i64,
+    pub name: &'a str,
+    pub start: i64,
+    pub end: i64,
+    /// `correlation_id.internal`: links to the API call that launched it.
+    pub correlation: Option<i64>,
+    /// `correlation_id.external` (0 = none).
+    pub external: Option<i64>,
+    /// Work-items, as rocprof writes them.
+    pub grid: [Option<i64>; 3],
+    pub workgroup: [Option<i64>; 3],
+}
+
+/// A memory copy (`MEMORY_COPY_HOST_TO_DEVICE`…, the direction is its name).
+#[derive(Debug, Clone, Default)]
+pub struct Copy<'a> {
+    pub device: i64,
+    pub stream: i64,
+    pub name: &'a str,
+    pub start: i64,
+    pub end: i64,
+    pub correlation: Option<i64>,
+    pub bytes: Option<i64>,
+}
+
+/// A host API call or marker range.
+#[derive(Debug, Clone, Default)]
+pub struct Api<'a> {
+    /// `HIP_RUNTIME_API_EXT`, `HSA_CORE_API`, `MARKER_CORE_API`, `RCCL_API`…
+    pub domain: &'a str,
+    pub name: &'a str,
+    pub pid: Option<i64>,
+    pub tid: Option<i64>,
+    pub start: i64,
+    pub end: i64,
+    pub correlation: Option<i64>,
+    pub external: Option<i64>,
+}
+
+/// `cpu_ops.category` of an API domain: markers are user annotations, HSA is the driver
+/// layer under HIP, everything else (HIP, RCCL, rocDecode…) a runtime call.
+pub fn api_category(domain: &str) -> CpuCategory {
+    let d = domain.to_ascii_uppercase();
+    if d.starts_with("MARKER") || d.starts_with("ROCTX") {
+        CpuCategory::UserAnnotation
+    } else if d.starts_with("HSA") {
+        CpuCategory::Driver
+    } else {
+        CpuCategory::Runtime
+    }
+}
+
+/// `0` is rocprof's "no external correlation".
+pub fn nonzero(v: Option<i64>) -> Option<i64> {
+    v.filter(|&x| x != 0)
+}
+
+/// Collects rows into batches for the writer thread.
+pub struct Emit<'a> {
+    classifier: &'a Classifier,
+    batch: Batch,
+    tx: Option<SyncSender<Batch>>,
+    failed: Arc<AtomicBool>,
+    writer: Option<JoinHandle<Result<SinkOut>>>,
+    /// Records read (every row written, plus records skipped with a diagnostic).
+    pub events: u64,
+}
+
+impl<'a> Emit<'a> {
+    pub fn new(classifier: &'a Classifier, parts: &Parts) -> Emit<'a> {
+        let failed = Arc::new(AtomicBool::new(false));
+        let (tx, writer) = crate::kineto::spawn_writer(parts.clone(), failed.clone());
+        Emit {
+            classifier,
+            batch: Batch::default(),
+            tx: Some(tx),
+            failed,
+            writer: Some(writer),
+            events: 0,
+        }
+    }
+
+    pub fn classify(&self, kind: Kind, name: &str) -> Class {
+        self.classifier.classify(kind, name)
+    }
+
+    pub fn diag(&mut self, code: &'static str, example: impl FnOnce() -> String) {
+        self.events += 1;
+        self.batch.diag.add(code, None, example);
+    }
+
+    /// A finding about a record that is still written.
+    pub fn diag_only(&mut self, code: &'static str, example: impl FnOnce() -> String) {
+        self.batch.diag.add(code, None, example);
+    }
+
+    /// `n` records of a kind aorta has no table for (memory allocations, PC samples…).
+    pub fn skipped(&mut self, n: u64, example: impl FnOnce() -> String) {
+        self.events += n;
+        self.batch.diag.add_n("skipped_category", n, None, example);
+    }
+
+    /// A dispatch whose class the caller already knows (readers cache it per kernel id).
+    pub fn kernel(&mut self, d: &Dispatch, class: Class) -> Result<()> {
+        let name = self.batch.strings.id(d.name);
+        let raw_end = d.end;
+        let end = self.checked_end(d.start, d.end, d.name);
+        self.batch.gpu.push(GpuRow {
+            device: d.device,
+            stream: d.stream,
+            kind: Kind::Kernel,
+            name,
+            category: class.0,
+            comm_op: class.1,
+            start: d.start,
+            end,
+            raw_end,
+            correlation: d.correlation,
+            external_id: nonzero(d.external),
+            step: None,
+            step_source: StepSource::None,
+            grid: d.grid,
+            block: d.workgroup,
+            bytes: None,
+            coll: None,
+        });
+        self.row()
+    }
+
+    pub fn copy(&mut self, c: &Copy) -> Result<()> {
+        let (category, comm_op) = self.classify(Kind::Memcpy, c.name);
+        let name = self.batch.strings.id(c.name);
+        let end = self.checked_end(c.start, c.end, c.name);
+        self.batch.gpu.push(GpuRow {
+            device: c.device,
+            stream: c.stream,
+            kind: Kind::Memcpy,
+            name,
+            category,
+            comm_op,
+            start: c.start,
+            end,
+            raw_end: c.end,
+            correlation: c.correlation,
+            external_id: None,
+            step: None,
+            step_source: StepSource::None,
+            grid: [None; 3],
+            block: [None; 3],
+            bytes: c.bytes,
+            coll: None,
+        });
+        self.row()
+    }
+
+    pub fn api(&mut self, a: &Api) -> Result<()> {
+        let name = self.batch.strings.id(a.name);
+        let end = self.checked_end(a.start, a.end, a.name);
+        self.batch.cpu.push(CpuRow {
+            category: api_category(a.domain),
+            name,
+            pid: a.pid,
+            tid: a.tid,
+            start: a.start,
+            end,
+            correlation: a.correlation,
+            external_id: nonzero(a.external),
+            step: None,
+            input_dims: None,
+            input_types: None,
+        });
+        self.row()
+    }
+
+    fn checked_end(&mut self, start: i64, end: i64, name: &str) -> i64 {
+        if end >= start {
+            return end;
+        }
+        self.batch.diag.add("negative_duration", None, || {
+            format!("{name}: end before start")
+        });
+        start
+    }
+
+    fn row(&mut self) -> Result<()> {
+        self.events += 1;
+        if self.batch.gpu.len() + self.batch.cpu.len() >= BATCH_ROWS {
+            self.send()?;
+        }
+        Ok(())
+    }
+
+    fn send(&mut self) -> Result<()> {
+        let batch = std::mem::take(&mut self.batch);
+        let sent = self.tx.as_ref().is_some_and(|tx| tx.send(batch).is_ok());
+        if !sent || self.failed.load(Ordering::Relaxed) {
+            // The writer's own error is what gets reported (see `finish`).
+            return self.join().and(Err(IngestError::File {
+                path: String::new(),
+                msg: "writing the output failed".into(),
+            }));
+        }
+        Ok(())
+    }
+
+    fn join(&mut self) -> Result<SinkOut> {
+        drop(self.tx.take());
+        match self.writer.take() {
+            Some(w) => w.join().expect("writer thread does not panic"),
+            None => Err(IngestError::File {
+                path: String::new(),
+                msg: "writer already finished".into(),
+            }),
+        }
+    }
+
+    /// Sends the last rows and waits for the writer.
+    pub fn finish(mut self) -> Result<SinkOut> {
+        self.send()?;
+        self.join()
+    }
+}
+
+/// A reader that stops early (a parse error) still waits for the writer thread here, so no
+/// part file is being written while the failed run's staging directory is removed.
+impl Drop for Emit<'_> {
+    fn drop(&mut self) {
+        if self.writer.is_some() {
+            let _ = self.join();
+        }
+    }
+}
+
+/// The pid rocprofv3 puts before `_` in its file names (`908_results.json`,
+/// `908_kernel_trace.csv`), for the rank map.
+pub fn pid_from_name(path: &std::path::Path) -> Option<i64> {
+    let name = path.file_name()?.to_string_lossy();
+    let (pid, _) = name.split_once('_')?;
+    pid.parse().ok().filter(|p: &i64| *p > 0)
+}
+
+/// The rank of a rocprof output: the environment (rocpd only), the rank map by pid, the
+/// file name, `--rank`, or 0.
+pub fn parts_for(job: &FileJob, info: &mut RunInfo, from_env: Option<i64>, pids: &[i64]) -> Parts {
+    let rank = info.resolve_rank_of(job, from_env, pids);
+    if from_env.is_some() {
+        info.rank_source = "environment";
+    }
+    Parts {
+        root: job.staging.clone(),
+        run: job.label.clone(),
+        rank,
+        tag: info.tag(job),
+    }
+}
+
+/// Fills the `runs` row from what the reader learned and writes the per-file tables.
+pub fn finish(
+    job: &FileJob,
+    mut info: RunInfo,
+    parts: &Parts,
+    out: SinkOut,
+    events: u64,
+    gpu_names: &dyn Fn(i64) -> Option<String>,
+) -> Result<FileOutcome> {
+    info.platform = "rocm";
+    info.event_count = events;
+    info.device_index = out
+        .counts
+        .devices
+        .iter()
+        .max_by_key(|(_, n)| **n)
+        .map(|(d, _)| *d);
+    info.device_name = info.device_index.and_then(gpu_names);
+    info.finish(job, parts, out, (&[], 0))
+}

@@ -1,0 +1,244 @@
+//! rocpd SQLite (`<pid>_results.db`, rocprofv3's default output since ROCm 7; FORMATS.md §2.5).
+//!
+//! The physical tables carry a per-file uuid suffix, so this reads only the unsuffixed data
+//! views rocprofv3 creates (`kernels`, `memory_copies`, `regions`), which also resolve names,
+//! agents and streams. Rows are streamed from SQLite in id order; nothing is held but the
+//! current batch. Unlike CSV/JSON, rocpd keeps the process environment, so torchrun's
+//! `RANK`/`WORLD_SIZE` give the rank.
+
+use std::path::Path;
+
+use rusqlite::{Connection, OpenFlags, Row};
+use serde_json::Value;
+
+use super::{Api, Copy, Dispatch, Emit};
+use crate::classify::Kind;
+use crate::error::{IngestError, Result};
+use crate::file::{FileJob, FileOutcome, RunInfo};
+
+/// Whether an open database is rocpd: it has the `rocpd_metadata` table or view.
+pub fn is_rocpd(conn: &Connection) -> bool {
+    conn.query_row(
+        "SELECT count(*) FROM sqlite_master WHERE name = 'rocpd_metadata'",
+        [],
+        |r| r.get::<_, i64>(0),
+    )
+    .is_ok_and(|n| n > 0)
+}
+
+fn open(path: &Path) -> Result<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    Connection::open_with_flags(path, flags).map_err(|e| sql_err(path, e))
+}
+
+fn sql_err(path: &Path, e: rusqlite::Error) -> IngestError {
+    IngestError::file(path, format!("SQLite: {e}"))
+}
+
+fn not_rocpd(path: &Path) -> IngestError {
+    IngestError::file(
+        path,
+        "SQLite database that is not a rocpd database (no rocpd_metadata table)",
+    )
+}
+
+/// `rocpd_metadata.schema_version`; only major version 3 is known.
+fn schema_version(path: &Path, conn: &Connection) -> Result<String> {
+    let v: String = conn
+        .query_row(
+            "SELECT value FROM rocpd_metadata WHERE tag = 'schema_version'",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(|e| {
+            IngestError::file(path, format!("rocpd_metadata has no schema_version: {e}"))
+        })?;
+    if v.split('.').next() != Some("3") {
+        return Err(IngestError::file(
+            path,
+            format!("rocpd schema_version {v} is not supported (aorta reads schema 3)"),
+        ));
+    }
+    Ok(v)
+}
+
+/// The OS pids of the profiled processes, for the rank map.
+fn pids(conn: &Connection) -> Vec<i64> {
+    let Ok(mut st) = conn.prepare("SELECT pid FROM rocpd_info_process ORDER BY id") else {
+        return vec![];
+    };
+    let rows = st.query_map([], |r| r.get::<_, Option<i64>>(0));
+    rows.into_iter().flatten().flatten().flatten().collect()
+}
+
+/// (rank, world size) from the first process environment that has `RANK`.
+fn rank_from_env(conn: &Connection) -> (Option<i64>, Option<i64>) {
+    let Ok(mut st) = conn.prepare("SELECT environment FROM rocpd_info_process ORDER BY id") else {
+        return (None, None);
+    };
+    let envs = st.query_map([], |r| r.get::<_, Option<String>>(0));
+    let int = |v: &Value, k: &str| {
+        v.get(k)
+            .and_then(|x| x.as_i64().or_else(|| x.as_str()?.trim().parse().ok()))
+    };
+    for env in envs.into_iter().flatten().flatten().flatten() {
+        let Ok(v) = serde_json::from_str::<Value>(&env) else {
+            continue;
+        };
+        if let Some(rank) = int(&v, "RANK") {
+            return (Some(rank), int(&v, "WORLD_SIZE"));
+        }
+    }
+    (None, None)
+}
+
+fn gpu_names(conn: &Connection) -> Vec<(i64, String)> {
+    let sql = "SELECT type_index, coalesce(nullif(product_name, ''), name) FROM rocpd_info_agent WHERE type = 'GPU'";
+    let Ok(mut st) = conn.prepare(sql) else {
+        return vec![];
+    };
+    let rows = st.query_map([], |r| Ok((r.get(0)?, r.get::<_, Option<String>>(1)?)));
+    rows.into_iter()
+        .flatten()
+        .flatten()
+        .map(|(i, n)| (i, n.unwrap_or_default()))
+        .collect()
+}
+
+/// Runs `sql` and calls `f` on each row; errors name the view.
+fn each(
+    path: &Path,
+    conn: &Connection,
+    view: &str,
+    sql: &str,
+    mut f: impl FnMut(&Row) -> Result<()>,
+) -> Result<()> {
+    let err = |e: rusqlite::Error| IngestError::file(path, format!("reading view {view}: {e}"));
+    let mut st = conn.prepare(sql).map_err(err)?;
+    let mut rows = st.query([]).map_err(err)?;
+    while let Some(r) = rows.next().map_err(err)? {
+        f(r)?;
+    }
+    Ok(())
+}
+
+const KERNELS: &str =
+    "SELECT agent_type_index, stream_id, name, start, \"end\", stack_id, corr_id, \
+    grid_x, grid_y, grid_z, workgroup_x, workgroup_y, workgroup_z FROM kernels ORDER BY id";
+const COPIES: &str = "SELECT CASE WHEN dst_agent_type = 'GPU' OR src_agent_type IS NOT 'GPU' \
+    THEN dst_agent_type_index ELSE src_agent_type_index END, stream_id, name, start, \"end\", \
+    stack_id, size FROM memory_copies ORDER BY id";
+const REGIONS: &str =
+    "SELECT category, name, pid, tid, start, \"end\", stack_id, corr_id FROM regions ORDER BY id";
+
+fn kernels(path: &Path, conn: &Connection, emit: &mut Emit) -> Result<()> {
+    each(path, conn, "kernels", KERNELS, |r| {
+        let get = |i| r.get::<_, Option<i64>>(i).map_err(|e| sql_err(path, e));
+        let name: String = r
+            .get::<_, Option<String>>(2)
+            .map_err(|e| sql_err(path, e))?
+            .unwrap_or_default();
+        let (Some(start), Some(end)) = (get(3)?, get(4)?) else {
+            emit.diag("missing_timestamp", || {
+                format!("{name}: kernel without start/end")
+            });
+            return Ok(());
+        };
+        let class = emit.classify(Kind::Kernel, &name);
+        let d = Dispatch {
+            device: get(0)?.unwrap_or(-1),
+            stream: get(1)?.unwrap_or(0),
+            name: &name,
+            start,
+            end,
+            correlation: get(5)?,
+            external: get(6)?,
+            grid: [get(7)?, get(8)?, get(9)?],
+            workgroup: [get(10)?, get(11)?, get(12)?],
+        };
+        emit.kernel(&d, class)
+    })
+}
+
+fn copies(path: &Path, conn: &Connection, emit: &mut Emit) -> Result<()> {
+    each(path, conn, "memory_copies", COPIES, |r| {
+        let get = |i| r.get::<_, Option<i64>>(i).map_err(|e| sql_err(path, e));
+        let name: String = r
+            .get::<_, Option<String>>(2)
+            .map_err(|e| sql_err(path, e))?
+            .unwrap_or_default();
+        let (Some(start), Some(end)) = (get(3)?, get(4)?) else {
+            emit.diag("missing_timestamp", || {
+                format!("{name}: copy without start/end")
+            });
+            return Ok(());
+        };
+        let c = Copy {
+            device: get(0)?.unwrap_or(-1),
+            stream: get(1)?.unwrap_or(0),
+            name: if name.is_empty() {
+                "MEMORY_COPY"
+            } else {
+                &name
+            },
+            start,
+            end,
+            correlation: get(5)?,
+            bytes: get(6)?,
+        };
+        emit.copy(&c)
+    })
+}
+
+fn regions(path: &Path, conn: &Connection, emit: &mut Emit) -> Result<()> {
+    each(path, conn, "regions", REGIONS, |r| {
+        let get = |i| r.get::<_, Option<i64>>(i).map_err(|e| sql_err(path, e));
+        let text = |i| r.get::<_, Option<String>>(i).map_err(|e| sql_err(path, e));
+        let (domain, name) = (text(0)?.unwrap_or_default(), text(1)?.unwrap_or_default());
+        let (Some(start), Some(end)) = (get(4)?, get(5)?) else {
+            emit.diag("missing_timestamp", || {
+                format!("{name}: region without start/end")
+            });
+            return Ok(());
+        };
+        let a = Api {
+            domain: &domain,
+            name: &name,
+            pid: get(2)?,
+            tid: get(3)?,
+            start,
+            end,
+            correlation: get(6)?,
+            external: get(7)?,
+        };
+        emit.api(&a)
+    })
+}
+
+pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
+    let path = job.path.as_path();
+    let conn = open(path)?;
+    if !is_rocpd(&conn) {
+        return Err(not_rocpd(path));
+    }
+    let version = schema_version(path, &conn)?;
+    let hash = match &job.content_hash {
+        Some(h) => h.clone(),
+        None => crate::dataset::content_hash(path)?.0,
+    };
+    let mut info = RunInfo::new("rocpd", hash);
+    let (rank, world) = rank_from_env(&conn);
+    info.world_size = world;
+    info.runtime_version = Some(format!("rocpd_schema_version={version}"));
+    let parts = super::parts_for(job, &mut info, rank, &pids(&conn));
+    let mut emit = Emit::new(&job.classifier, &parts);
+    let res = kernels(path, &conn, &mut emit)
+        .and_then(|()| copies(path, &conn, &mut emit))
+        .and_then(|()| regions(path, &conn, &mut emit));
+    let events = emit.events;
+    let out = emit.finish();
+    res?;
+    let names = gpu_names(&conn);
+    let name_of = |d: i64| names.iter().find(|(i, _)| *i == d).map(|(_, n)| n.clone());
+    super::finish(job, info, &parts, out?, events, &name_of)
+}

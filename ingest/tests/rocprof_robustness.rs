@@ -1,0 +1,90 @@
+//! Bad rocprofv3 JSON never crashes: a real (shortened) results file cut at any byte or with
+//! any bytes overwritten either ingests or fails with an error naming the file and an offset
+//! inside it — never a panic, never output left behind.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use proptest::prelude::*;
+
+/// The MI350X results file with its first 300 dispatches, minified as rocprofv3 writes it.
+fn sample() -> Option<&'static [u8]> {
+    static S: OnceLock<Option<Vec<u8>>> = OnceLock::new();
+    S.get_or_init(|| {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../shared/data/rocprofv3/json/mi350x_908_results.json.gz");
+        let Ok(f) = std::fs::File::open(&p) else {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "corpus missing: {}",
+                p.display()
+            );
+            return None;
+        };
+        let mut text = Vec::new();
+        flate2::read::GzDecoder::new(f)
+            .read_to_end(&mut text)
+            .unwrap();
+        let mut doc: serde_json::Value = serde_json::from_slice(&text).unwrap();
+        let proc0 = &mut doc["rocprofiler-sdk-tool"][0];
+        proc0["buffer_records"]["kernel_dispatch"]
+            .as_array_mut()
+            .unwrap()
+            .truncate(300);
+        proc0["kernel_symbols"]
+            .as_array_mut()
+            .unwrap()
+            .truncate(400);
+        Some(serde_json::to_vec(&doc).unwrap())
+    })
+    .as_deref()
+}
+
+fn check(bytes: &[u8]) -> Result<(), TestCaseError> {
+    let dir = tempfile::tempdir().unwrap();
+    let path: PathBuf = dir.path().join("908_results.json");
+    std::fs::write(&path, bytes).unwrap();
+    let out = dir.path().join("out");
+    let opts = aorta_ingest::Options {
+        out: out.clone(),
+        ..Default::default()
+    };
+    match aorta_ingest::ingest(std::slice::from_ref(&path), &opts, &Default::default()) {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            let msg = e.to_string();
+            prop_assert!(msg.starts_with(&path.display().to_string()), "{msg}");
+            if let aorta_ingest::IngestError::Parse { offset, .. } = e {
+                prop_assert!(offset <= bytes.len() as u64, "{msg}");
+            }
+            let left: Vec<_> = std::fs::read_dir(&out)
+                .map(|rd| rd.flatten().map(|e| e.file_name()).collect())
+                .unwrap_or_default();
+            prop_assert!(left.is_empty(), "failed run left {left:?}");
+            Ok(())
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    #[test]
+    fn cut_anywhere(frac in 0.0f64..1.0) {
+        let Some(s) = sample() else { return Ok(()) };
+        let cut = ((s.len() as f64) * frac) as usize;
+        check(&s[..cut])?;
+    }
+
+    #[test]
+    fn bytes_overwritten_anywhere(frac in 0.0f64..1.0, len in 1usize..64, byte in any::<u8>()) {
+        let Some(s) = sample() else { return Ok(()) };
+        let mut b = s.to_vec();
+        let at = ((b.len() as f64) * frac) as usize;
+        for x in b.iter_mut().skip(at).take(len) {
+            *x = byte;
+        }
+        check(&b)?;
+    }
+}
