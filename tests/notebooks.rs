@@ -13,11 +13,13 @@ use std::process::Command;
 
 use common::cli::{aorta, code, ingest, stderr};
 use common::corpus;
+use polars::prelude::{AnyValue, ParquetReader, SerReader};
 use serde_json::Value;
 
 const FSDP2: &str = "kineto/cuda/h200_fsdp2";
 const H100_MODELS: &str = "kineto/cuda/h100_models";
 const MI300X_MODELS: &str = "kineto/rocm/mi300x_models";
+const MI300X_RESNET: &str = "kineto/rocm/mi300x_resnet_ckpt";
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -162,19 +164,18 @@ fn overlap_notebook_recomputes_aorta_overlap_per_step() {
             && g["compute_comm_overlap_ns"].as_i64().unwrap() > 0));
 }
 
-#[test]
-fn compare_notebook_recomputes_the_summary_levels() {
-    let (Some(root), Some(py)) = (corpus(), python()) else {
-        return;
-    };
+/// Ingests `pairs` (corpus paths), runs `aorta compare --reference cuda --candidate rocm -o`,
+/// executes the compare notebook on both; returns (tempdir, compare dir, summary, check).
+fn compare_run(
+    py: &Path,
+    root: &Path,
+    pairs: &[&str],
+) -> (tempfile::TempDir, PathBuf, Value, Value) {
     let dir = tempfile::tempdir().unwrap();
-    let ds = dir.path().join("ds");
-    let out = dir.path().join("cmp");
-    ingest_ok(
-        &[&root.join(H100_MODELS), &root.join(MI300X_MODELS)],
-        &ds,
-        &["-q"],
-    );
+    let (ds, out) = (dir.path().join("ds"), dir.path().join("cmp"));
+    let paths: Vec<PathBuf> = pairs.iter().map(|p| root.join(p)).collect();
+    let refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
+    ingest_ok(&refs, &ds, &["-q"]);
     let (d, o) = (ds.to_str().unwrap(), out.to_str().unwrap());
     cli(&[
         "compare",
@@ -188,16 +189,19 @@ fn compare_notebook_recomputes_the_summary_levels() {
     ]);
     let summary: Value =
         serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let env = [
+        ("AORTA_DATASET", ds.as_path()),
+        ("AORTA_COMPARE", out.as_path()),
+    ];
+    let check = execute(py, "compare_vendors.ipynb", &env);
+    assert_eq!(check["reference"], "cuda");
+    assert_eq!(check["candidate"], "rocm");
+    (dir, out, summary, check)
+}
 
-    let check = execute(
-        &py,
-        "compare_vendors.ipynb",
-        &[("AORTA_DATASET", &ds), ("AORTA_COMPARE", &out)],
-    );
-    assert_eq!(
-        (check["reference"].as_str(), check["candidate"].as_str()),
-        (Some("cuda"), Some("rocm"))
-    );
+/// The notebook's steps and categories levels, per-side means and operator counts against
+/// summary.json.
+fn assert_levels_match(check: &Value, summary: &Value) {
     for sel in ["cuda", "rocm"] {
         let want = &summary["datasets"][sel];
         assert_eq!(check["count"][sel], want["count"], "{sel} windows");
@@ -227,15 +231,74 @@ fn compare_notebook_recomputes_the_summary_levels() {
         }
     }
     assert_eq!(compared, 4 + 5, "4 step keys and 5 categories checked");
+    for status in ["matched", "reference_only", "candidate_only"] {
+        let got = check["operators"].get(status).cloned().unwrap_or(0.into());
+        assert_eq!(got, summary["operators"][status], "operators {status}");
+    }
+}
+
+/// The notebook's collectives against `compare_collectives.parquet`, row for row.
+fn assert_collectives_match(check: &Value, out: &Path) -> usize {
+    let file = std::fs::File::open(out.join("compare_collectives.parquet")).unwrap();
+    let df = ParquetReader::new(file).finish().unwrap();
+    let got = check["collectives"].as_array().unwrap();
+    assert_eq!(
+        got.len(),
+        df.height(),
+        "one row per (side, kind, bytes, dtype, group size)"
+    );
+    for i in 0..df.height() {
+        let cell = |c: &str| -> Value {
+            let v = df.column(c).unwrap().get(i).unwrap();
+            match v {
+                AnyValue::Null => Value::Null,
+                AnyValue::String(s) => s.into(),
+                AnyValue::Int64(n) => n.into(),
+                AnyValue::Float64(f) => f.into(),
+                other => panic!("{c}: unexpected {other:?}"),
+            }
+        };
+        let key = ["side", "comm_op", "bytes", "dtype", "group_size"];
+        let row = got
+            .iter()
+            .find(|g| key.iter().all(|k| g[*k] == cell(k)))
+            .unwrap_or_else(|| panic!("no notebook row for {:?}", key.map(cell)));
+        assert_eq!(row["count"], cell("count"), "{:?}", key.map(cell));
+        for k in ["mean_ms", "algbw_gbps", "busbw_gbps"] {
+            assert_close(&row[k], &cell(k), &format!("{:?} {k}", key.map(cell)));
+        }
+    }
+    df.height()
+}
+
+#[test]
+fn compare_notebook_recomputes_the_summary_levels() {
+    let (Some(root), Some(py)) = (corpus(), python()) else {
+        return;
+    };
+    // The same two models on an H100 and an MI300X: no communication.
+    let (_dir, out, summary, check) = compare_run(&py, &root, &[H100_MODELS, MI300X_MODELS]);
+    assert_levels_match(&check, &summary);
     // Categories differ between the vendors: the check is not comparing zeros.
     let gemm = &check["categories"]["gemm"]["ratio"];
     assert!(gemm.as_f64().is_some_and(|r| r > 0.0 && r != 1.0), "{gemm}");
-    for status in ["matched", "candidate_only"] {
-        assert_eq!(
-            check["operators"][status], summary["operators"][status],
-            "{status}"
-        );
-    }
+    assert_eq!(check["operators"]["matched"], 50);
+    assert_eq!(assert_collectives_match(&check, &out), 0);
+}
+
+#[test]
+fn compare_notebook_recomputes_collectives_and_exposed_comm() {
+    let (Some(root), Some(py)) = (corpus(), python()) else {
+        return;
+    };
+    // Two traces with collectives: FSDP2 on 2×H200 (NCCL all_gather, reduce_scatter) and a
+    // ResNet rank on MI300X (RCCL all_reduce, broadcast, and kernels without arguments).
+    let (_dir, out, summary, check) = compare_run(&py, &root, &[FSDP2, MI300X_RESNET]);
+    assert_levels_match(&check, &summary);
+    let exposed = &check["steps"]["exposed_comm_ms"];
+    assert!(exposed["reference"]["median"].as_f64().unwrap() > 0.0);
+    assert!(exposed["candidate"]["median"].as_f64().unwrap() > 0.0);
+    assert_eq!(assert_collectives_match(&check, &out), 7);
 }
 
 /// (run, rank, activity count, first start, last end) of one per-rank row.
