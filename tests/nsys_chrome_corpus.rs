@@ -22,23 +22,6 @@ fn ok(o: &std::process::Output) {
     assert_eq!(code(o), 0, "stderr:\n{}", stderr(o));
 }
 
-/// Total length of the union of `[start, end)` intervals.
-fn union_ns(mut v: Vec<(i64, i64)>) -> i64 {
-    v.sort();
-    let (mut total, mut cur) = (0, None::<(i64, i64)>);
-    for (s, e) in v {
-        cur = match cur {
-            Some((cs, ce)) if s <= ce => Some((cs, ce.max(e))),
-            Some((cs, ce)) => {
-                total += ce - cs;
-                Some((s, e))
-            }
-            None => Some((s, e)),
-        };
-    }
-    total + cur.map_or(0, |(s, e)| e - s)
-}
-
 fn intervals(c: &Connection, table: &str) -> Vec<(i64, i64)> {
     let mut st = c
         .prepare(&format!("SELECT start, end FROM {table}"))
@@ -133,9 +116,9 @@ fn overlap_of_an_nsys_run_is_the_sql_union() {
     let c = Connection::open(&path).unwrap();
     let kernels = intervals(&c, "CUPTI_ACTIVITY_KIND_KERNEL");
     let copies = intervals(&c, "CUPTI_ACTIVITY_KIND_MEMCPY");
-    let compute = union_ns(kernels.clone());
-    let busy = union_ns(kernels.iter().chain(&copies).copied().collect());
-    let memcpy = union_ns(copies.clone());
+    let compute = union_len(kernels.clone());
+    let busy = union_len(kernels.iter().chain(&copies).copied().collect());
+    let memcpy = union_len(copies.clone());
     assert!(compute > 0 && busy >= compute);
 
     let tmp = tempfile::tempdir().unwrap();

@@ -123,24 +123,12 @@ fn activities(p: &Path, golden: &HashMap<(String, String), String>) -> Vec<(i64,
 
 /// |union| of the intervals whose category passes `keep`, by sort and merge.
 fn union_ns(acts: &[(i64, i64, String)], keep: impl Fn(&str) -> bool) -> i64 {
-    let mut v: Vec<(i64, i64)> = acts
+    let v: Vec<(i64, i64)> = acts
         .iter()
         .filter(|a| keep(&a.2))
         .map(|a| (a.0, a.1))
         .collect();
-    v.sort();
-    let (mut total, mut cur) = (0, None::<(i64, i64)>);
-    for (s, e) in v {
-        cur = match cur {
-            Some((cs, ce)) if s <= ce => Some((cs, ce.max(e))),
-            Some((cs, ce)) => {
-                total += ce - cs;
-                Some((s, e))
-            }
-            None => Some((s, e)),
-        };
-    }
-    total + cur.map_or(0, |(s, e)| e - s)
+    union_len(v)
 }
 
 const COMPUTE: [&str; 3] = ["gemm", "attention", "other_compute"];

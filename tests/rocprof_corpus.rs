@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use common::cli::{aorta, code, gunzip, ingest, stderr};
-use common::corpus;
+use common::{corpus, union_len};
 use serde_json::Value;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -79,24 +79,12 @@ fn dispatches(p: &Path) -> Vec<(i64, i64, Class)> {
 }
 
 fn union_ns(acts: &[(i64, i64, Class)], keep: impl Fn(Class) -> bool) -> i64 {
-    let mut v: Vec<(i64, i64)> = acts
+    let v: Vec<(i64, i64)> = acts
         .iter()
         .filter(|a| keep(a.2))
         .map(|a| (a.0, a.1))
         .collect();
-    v.sort();
-    let (mut total, mut cur) = (0, None::<(i64, i64)>);
-    for (s, e) in v {
-        cur = match cur {
-            Some((cs, ce)) if s <= ce => Some((cs, ce.max(e))),
-            Some((cs, ce)) => {
-                total += ce - cs;
-                Some((s, e))
-            }
-            None => Some((s, e)),
-        };
-    }
-    total + cur.map_or(0, |(s, e)| e - s)
+    union_len(v)
 }
 
 #[test]

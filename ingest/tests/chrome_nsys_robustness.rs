@@ -1,8 +1,11 @@
 //! Damaged generic Chrome traces and Nsight Systems exports never panic: they ingest, or
 //! fail with an error that names the file and leaves nothing behind.
 
+mod common;
+
+use common::check;
 use proptest::prelude::*;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// A generic Chrome array trace with every phase the reader handles.
 fn chrome_trace() -> Vec<u8> {
@@ -26,35 +29,6 @@ fn cloverleaf() -> Option<Vec<u8>> {
     let p =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/nsys/cloverleaf-cuda.sqlite");
     std::fs::read(p).ok()
-}
-
-/// Ingests `bytes` as the file `name`; on failure checks the message names the file and,
-/// for parse errors, an offset within the input, and that nothing was left behind.
-fn check(name: &str, bytes: &[u8]) -> Result<(), TestCaseError> {
-    let dir = tempfile::tempdir().unwrap();
-    let path: PathBuf = dir.path().join(name);
-    std::fs::write(&path, bytes).unwrap();
-    let out = dir.path().join("out");
-    let opts = aorta_ingest::Options {
-        out: out.clone(),
-        ..Default::default()
-    };
-    match aorta_ingest::ingest(std::slice::from_ref(&path), &opts, &Default::default()) {
-        Ok(_) => Ok(()),
-        Err(e) => {
-            let msg = e.to_string();
-            prop_assert!(msg.starts_with(&path.display().to_string()), "{msg}");
-            prop_assert!(!msg.contains('\n'), "{msg}");
-            if let aorta_ingest::IngestError::Parse { offset, .. } = e {
-                prop_assert!(offset <= bytes.len() as u64, "{msg}");
-            }
-            let leftovers: Vec<_> = std::fs::read_dir(&out)
-                .map(|rd| rd.flatten().map(|e| e.file_name()).collect())
-                .unwrap_or_default();
-            prop_assert!(leftovers.is_empty(), "failed run left {leftovers:?}");
-            Ok(())
-        }
-    }
 }
 
 fn overwrite(mut t: Vec<u8>, frac: f64, len: usize, byte: u8) -> Vec<u8> {

@@ -156,3 +156,21 @@ pub fn is_slice(e: &serde_json::Value) -> bool {
 pub mod browser;
 pub mod cli;
 pub mod compare_fixture;
+
+/// Total length of the union of `[start, end)` intervals, by sort-and-merge: the tests'
+/// independent check of the overlap sweep.
+pub fn union_len(mut v: Vec<(i64, i64)>) -> i64 {
+    v.sort();
+    let (mut total, mut cur) = (0, None::<(i64, i64)>);
+    for (s, e) in v {
+        cur = match cur {
+            Some((cs, ce)) if s <= ce => Some((cs, ce.max(e))),
+            Some((cs, ce)) => {
+                total += ce - cs;
+                Some((s, e))
+            }
+            None => Some((s, e)),
+        };
+    }
+    total + cur.map_or(0, |(s, e)| e - s)
+}
