@@ -4,11 +4,30 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::Output;
 
 use common::browser::{chromium, count, legend_texts, render, Rendered};
 use common::cli::{aorta, code, ingest, stderr};
 use common::*;
+
+/// Ingests `traces` (under the corpus) into a fresh dataset and runs `aorta report` into
+/// `page` beside it; returns the tempdir, the page and the command's output (status 0).
+fn report_of(root: &Path, traces: &str, page: &str) -> (tempfile::TempDir, PathBuf, Output) {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dir.path().join("ds");
+    let o = ingest(&[&root.join(traces)], &ds, &["-q"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let html = dir.path().join(page);
+    let o = aorta(&[
+        "report".as_ref(),
+        ds.as_os_str(),
+        "-o".as_ref(),
+        html.as_os_str(),
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    (dir, html, o)
+}
 
 /// Opens `html` and checks the console is silent and `plots` plotly charts rendered.
 fn open_and_check(browser: &Path, html: &Path, plots: usize) -> Rendered {
@@ -54,18 +73,7 @@ fn the_harness_sees_errors_and_unrendered_charts() {
 fn run_report_renders_every_chart_without_console_errors() {
     let Some(root) = corpus() else { return };
     let Some(browser) = chromium() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let ds = dir.path().join("ds");
-    let o = ingest(&[&root.join("kineto/cuda/h200_fsdp2")], &ds, &["-q"]);
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
-    let html = dir.path().join("report.html");
-    let o = aorta(&[
-        "report".as_ref(),
-        ds.as_os_str(),
-        "-o".as_ref(),
-        html.as_os_str(),
-    ]);
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let (_dir, html, _) = report_of(&root, "kineto/cuda/h200_fsdp2", "report.html");
     let r = open_and_check(&browser, &html, 4);
     let legend = legend_texts(&r.dom);
     for name in [
@@ -196,18 +204,7 @@ fn write_example_pages() {
 fn a_run_without_steps_or_communication_renders() {
     let Some(root) = corpus() else { return };
     let Some(browser) = chromium() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let ds = dir.path().join("ds");
-    let o = ingest(&[&root.join("kineto/rocm/mi300x_models")], &ds, &["-q"]);
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
-    let html = dir.path().join("rocm.html");
-    let o = aorta(&[
-        "report".as_ref(),
-        ds.as_os_str(),
-        "-o".as_ref(),
-        html.as_os_str(),
-    ]);
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let (_dir, html, o) = report_of(&root, "kineto/rocm/mi300x_models", "rocm.html");
     assert!(String::from_utf8_lossy(&o.stdout).contains("step null (median-duration step)"));
     let r = open_and_check(&browser, &html, 3);
     assert!(r

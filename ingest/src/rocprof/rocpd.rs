@@ -131,17 +131,32 @@ const COPIES: &str = "SELECT CASE WHEN dst_agent_type = 'GPU' OR src_agent_type 
 const REGIONS: &str =
     "SELECT category, name, pid, tid, start, \"end\", stack_id, corr_id FROM regions ORDER BY id";
 
+/// Columns 2–4 of a kernel or copy row: its name and start/end; a row without both times is
+/// counted (`missing_timestamp`) and skipped.
+fn timed_name(
+    path: &Path,
+    r: &rusqlite::Row,
+    emit: &mut Emit,
+    what: &str,
+) -> Result<Option<(String, i64, i64)>> {
+    let get = |i| r.get::<_, Option<i64>>(i).map_err(|e| sql_err(path, e));
+    let name: String = r
+        .get::<_, Option<String>>(2)
+        .map_err(|e| sql_err(path, e))?
+        .unwrap_or_default();
+    let (Some(start), Some(end)) = (get(3)?, get(4)?) else {
+        emit.diag("missing_timestamp", || {
+            format!("{name}: {what} without start/end")
+        });
+        return Ok(None);
+    };
+    Ok(Some((name, start, end)))
+}
+
 fn kernels(path: &Path, conn: &Connection, emit: &mut Emit) -> Result<()> {
     each(path, conn, "kernels", KERNELS, |r| {
         let get = |i| r.get::<_, Option<i64>>(i).map_err(|e| sql_err(path, e));
-        let name: String = r
-            .get::<_, Option<String>>(2)
-            .map_err(|e| sql_err(path, e))?
-            .unwrap_or_default();
-        let (Some(start), Some(end)) = (get(3)?, get(4)?) else {
-            emit.diag("missing_timestamp", || {
-                format!("{name}: kernel without start/end")
-            });
+        let Some((name, start, end)) = timed_name(path, r, emit, "kernel")? else {
             return Ok(());
         };
         let class = emit.classify(Kind::Kernel, &name);
@@ -163,14 +178,7 @@ fn kernels(path: &Path, conn: &Connection, emit: &mut Emit) -> Result<()> {
 fn copies(path: &Path, conn: &Connection, emit: &mut Emit) -> Result<()> {
     each(path, conn, "memory_copies", COPIES, |r| {
         let get = |i| r.get::<_, Option<i64>>(i).map_err(|e| sql_err(path, e));
-        let name: String = r
-            .get::<_, Option<String>>(2)
-            .map_err(|e| sql_err(path, e))?
-            .unwrap_or_default();
-        let (Some(start), Some(end)) = (get(3)?, get(4)?) else {
-            emit.diag("missing_timestamp", || {
-                format!("{name}: copy without start/end")
-            });
+        let Some((name, start, end)) = timed_name(path, r, emit, "copy")? else {
             return Ok(());
         };
         let c = Copy {
