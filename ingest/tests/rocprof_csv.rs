@@ -122,9 +122,8 @@ fn kernel_trace_generations_keep_names_times_and_streams() {
     }
 }
 
-/// (name, stream, start, raw end) of every gpu_activities row under `out`.
-fn gpu_rows(out: &Path) -> Vec<(String, i64, i64, i64)> {
-    use arrow_array::{Array, Int64Array, StringArray};
+/// Every record batch of the gpu_activities parts under `out`.
+fn gpu_batches(out: &Path) -> Vec<arrow_array::RecordBatch> {
     let mut v = Vec::new();
     let mut stack = vec![out.join("gpu_activities")];
     while let Some(d) = stack.pop() {
@@ -138,20 +137,28 @@ fn gpu_rows(out: &Path) -> Vec<(String, i64, i64, i64)> {
                 .unwrap()
                 .build()
                 .unwrap();
-            for b in r.map(Result::unwrap) {
-                let i = |c: &str| {
-                    let a = b.column_by_name(c).unwrap();
-                    a.as_any().downcast_ref::<Int64Array>().unwrap().clone()
-                };
-                let n = b.column_by_name("name").unwrap();
-                let n = n.as_any().downcast_ref::<StringArray>().unwrap();
-                let (st, s, e) = (i("stream"), i("start_ns"), i("raw_end_ns"));
-                for k in 0..b.num_rows() {
-                    v.push((n.value(k).to_string(), st.value(k), s.value(k), e.value(k)));
-                }
-                assert!(n.null_count() == 0);
-            }
+            v.extend(r.map(Result::unwrap));
         }
+    }
+    v
+}
+
+/// (name, stream, start, raw end) of every gpu_activities row under `out`.
+fn gpu_rows(out: &Path) -> Vec<(String, i64, i64, i64)> {
+    use arrow_array::{Array, Int64Array, StringArray};
+    let mut v = Vec::new();
+    for b in gpu_batches(out) {
+        let i = |c: &str| {
+            let a = b.column_by_name(c).unwrap();
+            a.as_any().downcast_ref::<Int64Array>().unwrap().clone()
+        };
+        let n = b.column_by_name("name").unwrap();
+        let n = n.as_any().downcast_ref::<StringArray>().unwrap();
+        let (st, s, e) = (i("stream"), i("start_ns"), i("raw_end_ns"));
+        for k in 0..b.num_rows() {
+            v.push((n.value(k).to_string(), st.value(k), s.value(k), e.value(k)));
+        }
+        assert!(n.null_count() == 0);
     }
     v
 }
@@ -347,30 +354,16 @@ fn agent_info_of_the_group_maps_agents_to_gpu_indices_and_names() {
     assert_eq!(s.ingested.len(), 1, "one job for the process's three files");
     assert_eq!(s.rows()["gpu_activities"], 2);
     let mut devices = Vec::new();
-    let mut stack = vec![out.join("gpu_activities")];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(d).unwrap().flatten() {
-            if e.path().is_dir() {
-                stack.push(e.path());
-                continue;
-            }
-            let f = std::fs::File::open(e.path()).unwrap();
-            let r = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(f)
-                .unwrap()
-                .build()
-                .unwrap();
-            for b in r.map(Result::unwrap) {
-                use arrow_array::{Array, Int64Array, StringArray};
-                let dev = b.column_by_name("device").unwrap();
-                let dev = dev.as_any().downcast_ref::<Int64Array>().unwrap();
-                let cat = b.column_by_name("category").unwrap();
-                let cat = cat.as_any().downcast_ref::<StringArray>().unwrap();
-                for i in 0..b.num_rows() {
-                    devices.push((cat.value(i).to_string(), dev.value(i)));
-                }
-                assert_eq!(dev.null_count(), 0);
-            }
+    for b in gpu_batches(&out) {
+        use arrow_array::{Array, Int64Array, StringArray};
+        let dev = b.column_by_name("device").unwrap();
+        let dev = dev.as_any().downcast_ref::<Int64Array>().unwrap();
+        let cat = b.column_by_name("category").unwrap();
+        let cat = cat.as_any().downcast_ref::<StringArray>().unwrap();
+        for i in 0..b.num_rows() {
+            devices.push((cat.value(i).to_string(), dev.value(i)));
         }
+        assert_eq!(dev.null_count(), 0);
     }
     devices.sort();
     assert_eq!(
