@@ -315,6 +315,32 @@ fn rank_platform_and_device_are_detected() {
     }
 }
 
+/// `runs.params` keeps the top-level keys a user added (the models' `metadata` object, as
+/// serde_json reads it from the raw file), and nothing for traces with only Kineto's own keys
+/// (the A100 trace's `INFO` log lines included).
+#[test]
+fn user_metadata_becomes_run_params() {
+    let Some(ds) = per_file_dataset() else { return };
+    for suffix in [
+        "h100_models/bert-small.json.gz",
+        "mi300x_models/qwen1.5-0.5b-chat.json.gz",
+    ] {
+        let f = ds.file(suffix);
+        let runs = table(ds.dir.path(), "runs", &label_of(f));
+        let params: serde_json::Value =
+            serde_json::from_str(strs(&runs, "params")[0].as_deref().unwrap()).unwrap();
+        let raw = raw_json(f);
+        assert_eq!(params, serde_json::json!({ "metadata": raw["metadata"] }), "{suffix}");
+    }
+    for suffix in [
+        "a100_nccl/nccl_data.json.gz",
+        "h200_fsdp2/rank0.pt.trace.json.gz",
+    ] {
+        let runs = table(ds.dir.path(), "runs", &label_of(ds.file(suffix)));
+        assert_eq!(strs(&runs, "params")[0], None, "{suffix}");
+    }
+}
+
 fn golden() -> HashMap<(String, String), (String, String)> {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),

@@ -60,6 +60,8 @@ pub struct RunInfo {
     pub rank: i64,
     pub rank_source: &'static str,
     pub runtime_version: Option<String>,
+    /// `runs.params`: a JSON object, when the file carries any.
+    pub params: Option<String>,
     pub base_time_ns: Option<i64>,
     pub event_count: u64,
     pub metric_count: u64,
@@ -243,6 +245,7 @@ pub fn runs_batch(
     b.opt_i64("world_size", [info.world_size]);
     b.str("rank_source", [info.rank_source]);
     b.opt_str("runtime_version", [info.runtime_version.as_deref()]);
+    b.opt_str("params", [info.params.as_deref()]);
     b.opt_i64("base_time_ns", [info.base_time_ns]);
     b.opt_i64("first_ns", [c.first_ns]);
     b.opt_i64("last_ns", [c.last_ns]);

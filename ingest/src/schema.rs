@@ -11,7 +11,7 @@ use std::sync::Arc;
 use arrow_schema::{DataType, Field, Schema};
 
 /// Bumped whenever a column is added, removed, renamed or changes meaning.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// The physical type of a column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,6 +115,7 @@ pub const RUNS: Table = Table {
         opt("world_size", I64, "`distributedInfo.world_size` (or JSONL `world_size`)."),
         req("rank_source", S, "Where the rank came from: `distributed_info`, `rank_map` (`--rank-map`, by pid), `file_name`, `flag`, `record` (JSONL field), `pid_order` (one of several processes of an Nsight Systems file, numbered in pid order), `environment` (rocpd process environment `RANK`) or `default` (0, with a diagnostic)."),
         opt("runtime_version", S, "Version keys as written, e.g. `cuda_runtime_version=13000`."),
+        opt("params", S, "Run parameters as a JSON object: the trace's top-level keys that Kineto does not write itself, i.e. what the user added with `prof.add_metadata_json` (aorta's own workloads put their knobs under `aorta_params`); null when there are none. Values over 64 KiB are replaced by a note of their size."),
         opt("base_time_ns", I64, "`baseTimeNanoseconds` when the trace has relative timestamps; null when `ts` is absolute."),
         opt("first_ns", I64, "Earliest start of any GPU activity or CPU op (Unix epoch ns)."),
         opt("last_ns", I64, "Latest end of any GPU activity or CPU op (Unix epoch ns)."),

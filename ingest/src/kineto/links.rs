@@ -32,7 +32,30 @@ pub struct Meta {
     pub devices: Vec<(i64, String, Option<i64>)>,
     /// Version keys as written, e.g. ("cuda_runtime_version", "13000").
     pub versions: Vec<(String, String)>,
+    /// Top-level keys Kineto does not write itself: run parameters (`runs.params`).
+    pub params: serde_json::Map<String, serde_json::Value>,
 }
+
+/// Top-level keys that Kineto and PyTorch's profiler write themselves (plus Kineto's log
+/// lines): not run parameters.
+const KINETO_KEYS: &[&str] = &[
+    "traceEvents",
+    "schemaVersion",
+    "displayTimeUnit",
+    "traceName",
+    "trace_id",
+    "record_shapes",
+    "profile_memory",
+    "with_stack",
+    "with_flops",
+    "with_modules",
+    "INFO",
+    "WARNING",
+    "ERROR",
+];
+
+/// A parameter value larger than this is replaced by a note of its size.
+const MAX_PARAM_BYTES: usize = 64 << 10;
 
 const VERSION_KEYS: &[&str] = &[
     "cuda_runtime_version",
@@ -65,9 +88,20 @@ impl Meta {
                 let text = String::from_utf8_lossy(raw).trim_matches('"').to_string();
                 self.versions.push((k.to_string(), text));
             }
-            _ => {}
+            k if KINETO_KEYS.contains(&k) => {}
+            k => {
+                self.params.insert(k.to_string(), param_value(raw));
+            }
         }
     }
+}
+
+fn param_value(raw: &[u8]) -> serde_json::Value {
+    if raw.len() > MAX_PARAM_BYTES {
+        return format!("<{} bytes omitted>", raw.len()).into();
+    }
+    serde_json::from_slice(raw)
+        .unwrap_or_else(|_| String::from_utf8_lossy(raw).into_owned().into())
 }
 
 fn json_int(v: &serde_json::Value) -> Option<i64> {

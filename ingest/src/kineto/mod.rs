@@ -153,6 +153,9 @@ fn describe(info: &mut RunInfo, meta: &Meta, out: &crate::sink::SinkOut, events:
     info.event_count = events;
     info.base_time_ns = meta.base_time_ns;
     info.world_size = meta.world_size;
+    if !meta.params.is_empty() {
+        info.params = serde_json::to_string(&meta.params).ok();
+    }
     let device = counts
         .devices
         .iter()
