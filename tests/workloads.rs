@@ -86,3 +86,18 @@ fn overlap_bench_traces_have_the_structure_the_benchmark_built() {
         }
     }
 }
+
+/// workloads/torch: the JSONL overlap rules and the knob parsing, through Python's unittest
+/// (values computed by hand there; no torch needed, so it runs on the test machine).
+#[test]
+fn torch_script_unit_tests_pass() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/torch");
+    let out = std::process::Command::new("python3")
+        .args(["-m", "unittest", "discover", "-s"])
+        .arg(&dir)
+        .output()
+        .expect("python3 runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("Ran 8 tests"), "{err}");
+}
