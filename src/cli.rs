@@ -41,18 +41,23 @@ const RUN_EXAMPLES: &str = "\
 Examples:
   aorta run overlap-bench --ranks 2 -o out -- --collective all-reduce --bytes 67108864
   aorta run overlap-bench -o out -- --serial          # the same, streams forced serial
+  aorta run fsdp --ranks 2 -o out -- --no-forward-prefetch --batch-size 4
   aorta run workloads/traces/overlap-bench/allreduce_overlap -o out   # existing output
 
-WORKLOAD is a workload name (overlap-bench: aorta-overlap-bench, GEMMs + NCCL on two
-streams; found next to the aorta binary or on PATH) or a path to traces already written.
-Launched workloads get one process per rank (RANK, WORLD_SIZE, a rendezvous file) writing
-into DIR/traces; arguments after `--` go to the workload. Then DIR/data is the dataset (run
-label: --label, else the workload or directory name), the overlap per rank is printed and
-written into it, and DIR/report.html is the report (as `aorta report`).";
+WORKLOAD is a workload name or a path to traces already written. Workloads:
+  overlap-bench  aorta-overlap-bench: GEMMs + NCCL collectives on two streams (found next to
+                 the aorta binary or on PATH); one process per rank (RANK, WORLD_SIZE, a
+                 rendezvous file)
+  fsdp           PyTorch FSDP2 steps with the Python aorta knobs (the script is built into
+                 aorta and written to DIR/workload); started with torchrun, needs PyTorch in
+                 python3 or $AORTA_PYTHON
+Arguments after `--` go to the workload, which writes into DIR/traces. Then DIR/data is the
+dataset (run label: --label, else the workload or directory name), the overlap per rank is
+printed and written into it, and DIR/report.html is the report (as `aorta report`).";
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// A workload name (overlap-bench) or a directory / file of traces already written.
+    /// A workload name (overlap-bench, fsdp) or a directory / file of traces already written.
     pub workload: String,
     /// Output directory: traces/, data/ (the dataset) and report.html.
     #[arg(short, long, value_name = "DIR", default_value = "aorta-run")]

@@ -10,12 +10,53 @@ use anyhow::{bail, Context, Result};
 
 use crate::cli::{By, Format, OverlapArgs, RunArgs};
 
-/// The workloads `aorta run` can launch, by name: (name, executable, what it does).
-pub const WORKLOADS: [(&str, &str, &str); 1] = [(
-    "overlap-bench",
-    "aorta-overlap-bench",
-    "GEMMs on one stream, NCCL collectives on another (CUDA)",
-)];
+/// How a workload is started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Launch {
+    /// A binary next to `aorta`, one process per rank, NCCL id through a rendezvous file.
+    Ranks,
+    /// A Python script embedded in `aorta`, written next to the traces and started with
+    /// `python3 -m torch.distributed.run` (torchrun), which starts the ranks.
+    Torchrun,
+}
+
+/// A workload `aorta run` can launch.
+pub struct Workload {
+    pub name: &'static str,
+    /// Executable (Ranks) or script (Torchrun) name.
+    pub program: &'static str,
+    pub launch: Launch,
+}
+
+/// The workloads `aorta run` can launch, by name (`aorta run --help` describes them).
+pub const WORKLOADS: [Workload; 2] = [
+    Workload {
+        name: "overlap-bench",
+        program: "aorta-overlap-bench",
+        launch: Launch::Ranks,
+    },
+    Workload {
+        name: "fsdp",
+        program: "fsdp_overlap.py",
+        launch: Launch::Torchrun,
+    },
+];
+
+/// The torch workload's files, embedded so that an installed `aorta` can run it.
+const TORCH_FILES: [(&str, &str); 3] = [
+    (
+        "fsdp_overlap.py",
+        include_str!("../workloads/torch/fsdp_overlap.py"),
+    ),
+    (
+        "fsdp_run.py",
+        include_str!("../workloads/torch/fsdp_run.py"),
+    ),
+    (
+        "aorta_metrics.py",
+        include_str!("../workloads/torch/aorta_metrics.py"),
+    ),
+];
 
 pub fn run(a: RunArgs) -> Result<ExitCode> {
     let existing = Path::new(&a.workload);
@@ -55,20 +96,27 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Runs `a.ranks` processes of the workload (one per GPU, `RANK`/`WORLD_SIZE` set, NCCL id
-/// through a rendezvous file) writing into `traces`; fails with the first failing rank's
-/// last stderr line.
+/// Starts the named workload writing into `traces` and waits for it.
 fn launch(a: &RunArgs, traces: &Path) -> Result<()> {
-    let Some(&(_, exe, _)) = WORKLOADS.iter().find(|w| w.0 == a.workload) else {
-        let known: Vec<&str> = WORKLOADS.iter().map(|w| w.0).collect();
+    let Some(w) = WORKLOADS.iter().find(|w| w.name == a.workload) else {
+        let known: Vec<&str> = WORKLOADS.iter().map(|w| w.name).collect();
         bail!(
             "`{}`: neither an existing path nor a workload (workloads: {})",
             a.workload,
             known.join(", ")
         );
     };
-    let bin = find_executable(exe)?;
     std::fs::create_dir_all(traces).with_context(|| traces.display().to_string())?;
+    match w.launch {
+        Launch::Ranks => launch_ranks(a, w.program, traces),
+        Launch::Torchrun => launch_torchrun(a, traces),
+    }
+}
+
+/// Runs `a.ranks` processes of the workload (one per GPU, `RANK`/`WORLD_SIZE` set, NCCL id
+/// through a rendezvous file); fails with the first failing rank's last stderr line.
+fn launch_ranks(a: &RunArgs, exe: &str, traces: &Path) -> Result<()> {
+    let bin = find_executable(exe)?;
     let rdv = traces.join(format!(".rendezvous-{}", std::process::id()));
     let ranks = a.ranks.max(1);
     let children: Vec<_> = (0..ranks)
@@ -91,12 +139,11 @@ fn launch(a: &RunArgs, traces: &Path) -> Result<()> {
         let out = child.wait_with_output()?;
         if !out.status.success() && failure.is_none() {
             let err = String::from_utf8_lossy(&out.stderr);
-            let last = err
-                .lines()
-                .rev()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("");
-            failure = Some(format!("{} rank {r} failed ({}): {last}", exe, out.status));
+            failure = Some(format!(
+                "{exe} rank {r} failed ({}): {}",
+                out.status,
+                last_line(&err)
+            ));
         }
     }
     let _ = std::fs::remove_file(&rdv);
@@ -104,6 +151,54 @@ fn launch(a: &RunArgs, traces: &Path) -> Result<()> {
         Some(f) => bail!(f),
         None => Ok(()),
     }
+}
+
+fn last_line(text: &str) -> &str {
+    text.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+}
+
+/// Writes the embedded torch script into `DIR/workload` and runs it under torchrun with
+/// `a.ranks` processes (`$AORTA_PYTHON`, else `python3`).
+fn launch_torchrun(a: &RunArgs, traces: &Path) -> Result<()> {
+    let python = std::env::var("AORTA_PYTHON").unwrap_or_else(|_| "python3".into());
+    let probe = Command::new(&python)
+        .args(["-c", "import torch"])
+        .output()
+        .with_context(|| format!("{python} (set AORTA_PYTHON to the Python with PyTorch)"))?;
+    if !probe.status.success() {
+        bail!(
+            "PyTorch not found: `{python} -c 'import torch'` failed ({}); set AORTA_PYTHON to \
+             the Python that has it",
+            last_line(&String::from_utf8_lossy(&probe.stderr))
+        );
+    }
+    let dir = a.out.join("workload");
+    std::fs::create_dir_all(&dir).with_context(|| dir.display().to_string())?;
+    for (name, text) in TORCH_FILES {
+        let p = dir.join(name);
+        std::fs::write(&p, text).with_context(|| p.display().to_string())?;
+    }
+    let status = Command::new(&python)
+        .args([
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+        ])
+        .arg(a.ranks.max(1).to_string())
+        .arg(dir.join(TORCH_FILES[0].0))
+        .args(&a.args)
+        .arg("--output-dir")
+        .arg(traces)
+        .status()
+        .with_context(|| format!("{python} -m torch.distributed.run"))?;
+    if !status.success() {
+        bail!("the fsdp workload failed ({status}): its ranks' errors are printed above");
+    }
+    Ok(())
 }
 
 /// `name` next to the running `aorta` binary (a cargo build puts them together), else on

@@ -98,7 +98,34 @@ fn an_unknown_workload_lists_the_known_ones() {
     let err = stderr(&o);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
-        err.contains("`no-such-workload`") && err.contains("overlap-bench"),
+        err.contains("`no-such-workload`") && err.contains("overlap-bench") && err.contains("fsdp"),
         "{err}"
     );
+}
+
+/// The torch workload with a Python that has no torch: one line that says so and how to point
+/// aorta at the right Python; nothing launched.
+#[test]
+fn the_fsdp_workload_without_torch_fails_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    // A Python that certainly lacks torch: `-I` ignores site-packages and PYTHONPATH.
+    let shim = dir.path().join("python-no-torch");
+    std::fs::write(&shim, "#!/bin/sh\nexec python3 -I -S \"$@\"\n").unwrap();
+    let mut perms = std::fs::metadata(&shim).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&shim, perms).unwrap();
+    let o = std::process::Command::new(common::cli::AORTA)
+        .args(["run", "fsdp", "-o", out.to_str().unwrap()])
+        .env("AORTA_PYTHON", &shim)
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 2);
+    let err = stderr(&o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("PyTorch not found") && err.contains("AORTA_PYTHON"),
+        "{err}"
+    );
+    assert!(!out.join("workload").exists() && !out.join("report.html").exists());
 }
