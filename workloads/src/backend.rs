@@ -1,6 +1,6 @@
 //! The one trait a GPU backend implements (CUDA now, ROCm next behind the `rocm` feature).
 
-use anyhow::Result;
+use crate::error::Result;
 
 /// The two streams of the overlap benchmark.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -8,7 +8,7 @@
 
 use crate::backend::{Backend, Stream};
 use crate::config::BenchConfig;
-use anyhow::Result;
+use crate::error::Result;
 
 /// What an operation was.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,6 +1,6 @@
 //! Benchmark parameters and their validation (no GPU needed).
 
-use anyhow::{bail, Result};
+use crate::error::{bail_config, Result};
 use clap::ValueEnum;
 
 /// Element type of the GEMM operands and the collective buffers.
@@ -93,25 +93,25 @@ impl BenchConfig {
     /// Reject what would fail (or mean nothing) on the GPU, with one clear message.
     pub fn validate(&self) -> Result<()> {
         if self.m == 0 || self.n == 0 || self.k == 0 {
-            bail!("--m, --n and --k must be > 0");
+            bail_config!("--m, --n and --k must be > 0");
         }
         if [self.m, self.n, self.k]
             .iter()
             .any(|&d| d > i32::MAX as usize)
         {
-            bail!("--m, --n and --k must fit in a 32-bit int (cuBLAS)");
+            bail_config!("--m, --n and --k must fit in a 32-bit int (cuBLAS)");
         }
         if self.iters == 0 {
-            bail!("--iters must be > 0");
+            bail_config!("--iters must be > 0");
         }
         if self.gemms_per_iter == 0 && self.collectives_per_iter == 0 {
-            bail!("nothing to run: --gemms-per-iter and --collectives-per-iter are both 0");
+            bail_config!("nothing to run: --gemms-per-iter and --collectives-per-iter are both 0");
         }
         if self.world_size == 0 {
-            bail!("WORLD_SIZE must be > 0");
+            bail_config!("WORLD_SIZE must be > 0");
         }
         if self.rank >= self.world_size {
-            bail!(
+            bail_config!(
                 "RANK {} must be < WORLD_SIZE {}",
                 self.rank,
                 self.world_size
@@ -122,7 +122,7 @@ impl BenchConfig {
             _ => self.dtype.size() * self.world_size,
         };
         if self.bytes == 0 || self.bytes % unit != 0 {
-            bail!(
+            bail_config!(
                 "--bytes {} must be a positive multiple of {unit} ({} elements{})",
                 self.bytes,
                 self.dtype.name(),

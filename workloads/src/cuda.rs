@@ -3,16 +3,15 @@
 
 use crate::backend::{Backend, Stream};
 use crate::config::{BenchConfig, Collective, Dtype};
-use anyhow::{anyhow, bail, Context, Result};
+use crate::error::{Error, Result};
+use crate::rendezvous;
 use cudarc::cublas::{result as cublas, sys as cublas_sys};
 use cudarc::driver::{
     result as drv, sys as drv_sys, CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr,
 };
 use cudarc::nccl::{result as nccl, sys as nccl_sys};
 use std::ffi::c_void;
-use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 /// Fail with one clear line when the driver, cuBLAS or NCCL cannot be loaded (cudarc would
 /// panic on first use otherwise).
@@ -20,73 +19,71 @@ pub fn probe() -> Result<()> {
     // SAFETY: these only try to dlopen the libraries.
     unsafe {
         if !drv_sys::is_culib_present() {
-            bail!("no CUDA driver: libcuda.so could not be loaded (no NVIDIA GPU or driver here)");
+            return Err(Error::NoDriver {
+                runtime: "CUDA",
+                library: "libcuda.so",
+                hint: "no NVIDIA GPU or driver here",
+            });
         }
         if !cublas_sys::is_culib_present() {
-            bail!("cuBLAS not found: libcublas.so could not be loaded (set LD_LIBRARY_PATH)");
+            return Err(Error::NoLibrary {
+                name: "cuBLAS",
+                library: "libcublas.so",
+                hint: "set LD_LIBRARY_PATH",
+            });
         }
         if !nccl_sys::is_culib_present() {
-            bail!("NCCL not found: libnccl.so.2 could not be loaded (set LD_LIBRARY_PATH)");
+            return Err(Error::NoLibrary {
+                name: "NCCL",
+                library: "libnccl.so.2",
+                hint: "set LD_LIBRARY_PATH",
+            });
         }
     }
-    let n = CudaContext::device_count().map_err(|e| anyhow!("CUDA init failed: {e:?}"))?;
-    if n < 1 {
-        bail!("no CUDA device visible");
+    if device_count()? < 1 {
+        return Err(Error::NoDevice {
+            runtime: "CUDA",
+            detail: "cuDeviceGetCount returned 0".into(),
+        });
     }
     Ok(())
 }
 
 /// Number of visible CUDA devices (after [`probe`]).
 pub fn device_count() -> Result<usize> {
-    Ok(CudaContext::device_count().map_err(|e| anyhow!("cuDeviceGetCount: {e:?}"))? as usize)
+    let n = CudaContext::device_count().map_err(derr("cuDeviceGetCount"))?;
+    Ok(n.max(0) as usize)
 }
 
-/// NCCL unique id through a file: rank 0 creates it (the file must not exist yet, so a stale
-/// id from an earlier run is never used) and writes it atomically; the other ranks poll.
-pub fn rendezvous(path: &Path, rank: usize, timeout: Duration) -> Result<nccl_sys::ncclUniqueId> {
-    if rank == 0 {
-        if path.exists() {
-            bail!(
-                "rendezvous file {} already exists (stale from an earlier run?): remove it",
-                path.display()
-            );
-        }
-        let id = nccl::get_uniqueid().map_err(|e| anyhow!("ncclGetUniqueId: {e:?}"))?;
-        let bytes: Vec<u8> = id.internal.iter().map(|&c| c as u8).collect();
-        let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, &bytes).with_context(|| format!("writing {}", tmp.display()))?;
-        std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
-        return Ok(id);
+/// The library's name of a driver error code (`CUDA_ERROR_OUT_OF_MEMORY`).
+fn code(e: drv::DriverError) -> String {
+    match e.error_name() {
+        Ok(name) => name.to_string_lossy().into_owned(),
+        Err(_) => format!("{:?}", e.0),
     }
-    let t0 = Instant::now();
-    loop {
-        if let Ok(bytes) = std::fs::read(path) {
-            if bytes.len() == 128 {
-                let mut id = nccl_sys::ncclUniqueId { internal: [0; 128] };
-                for (d, s) in id.internal.iter_mut().zip(bytes) {
-                    *d = s as std::ffi::c_char;
-                }
-                return Ok(id);
-            }
-        }
-        if t0.elapsed() > timeout {
-            bail!(
-                "rank {rank}: no NCCL id in {} after {}s (is rank 0 running?)",
-                path.display(),
-                timeout.as_secs()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+}
+
+fn derr(call: &str) -> impl Fn(drv::DriverError) -> Error + '_ {
+    move |e| Error::api(call, code(e))
+}
+
+fn blas_err(call: String) -> impl FnOnce(cublas::CublasError) -> Error {
+    move |e| Error::api(call, format!("{:?}", e.0))
+}
+
+fn nccl_err(call: String) -> impl FnOnce(nccl::NcclError) -> Error {
+    move |e| Error::api(call, format!("{:?}", e.0))
+}
+
+/// A fresh NCCL unique id, as the bytes the rendezvous file holds.
+pub fn unique_id() -> Result<[u8; rendezvous::ID_BYTES]> {
+    let id = nccl::get_uniqueid().map_err(nccl_err("ncclGetUniqueId".into()))?;
+    Ok(id.internal.map(|c| c as u8))
 }
 
 fn ptr(s: &CudaSlice<u8>, stream: &CudaStream) -> drv_sys::CUdeviceptr {
     // Event tracking is off, so the guard does nothing.
     s.device_ptr(stream).0
-}
-
-fn derr(what: &str) -> impl Fn(drv::DriverError) -> anyhow::Error + '_ {
-    move |e| anyhow!("{what}: {e:?}")
 }
 
 /// One rank: one device, a compute stream (lowest priority) and a comm stream (highest).
@@ -110,7 +107,10 @@ pub struct CudaBackend {
 
 impl CudaBackend {
     /// Open `device`, create streams, cuBLAS handle, buffers and the NCCL communicator.
-    pub fn new(cfg: &BenchConfig, device: usize, id: nccl_sys::ncclUniqueId) -> Result<Self> {
+    pub fn new(cfg: &BenchConfig, device: usize, id: [u8; rendezvous::ID_BYTES]) -> Result<Self> {
+        let id = nccl_sys::ncclUniqueId {
+            internal: id.map(|b| b as std::ffi::c_char),
+        };
         let count = device_count()?;
         let ctx = CudaContext::new(device).map_err(derr("creating the CUDA context"))?;
         // SAFETY: no work is in flight yet; we order the streams ourselves with events.
@@ -137,7 +137,7 @@ impl CudaBackend {
             let s = if i < 3 { &compute } else { &comm };
             bufs.push(
                 s.alloc_zeros::<u8>(n)
-                    .map_err(|e| anyhow!("allocating {n} bytes on GPU {device}: {e:?}"))?,
+                    .map_err(derr(&format!("allocating {n} bytes on GPU {device}")))?,
             );
         }
         ctx.synchronize().map_err(derr("synchronize"))?;
@@ -146,10 +146,10 @@ impl CudaBackend {
             .enumerate()
             .map(|(i, b)| ptr(b, if i < 3 { &compute } else { &comm }))
             .collect();
-        let handle = cublas::create_handle().map_err(|e| anyhow!("cublasCreate: {e:?}"))?;
+        let handle = cublas::create_handle().map_err(blas_err("cublasCreate".into()))?;
         // SAFETY: valid handle and stream of this context.
         unsafe { cublas::set_stream(handle, compute.cu_stream() as cublas_sys::cudaStream_t) }
-            .map_err(|e| anyhow!("cublasSetStream: {e:?}"))?;
+            .map_err(blas_err("cublasSetStream".into()))?;
         let mut comm_raw = std::mem::MaybeUninit::uninit();
         // SAFETY: the context is current on this thread (bound by the calls above).
         let nccl_comm = unsafe {
@@ -159,7 +159,7 @@ impl CudaBackend {
                 id,
                 cfg.rank as i32,
             )
-            .map_err(|e| anyhow!("ncclCommInitRank: {e:?}"))?;
+            .map_err(nccl_err("ncclCommInitRank".into()))?;
             comm_raw.assume_init()
         };
         Ok(CudaBackend {
@@ -235,8 +235,7 @@ impl Backend for CudaBackend {
         let (m, n, k) = (cfg.m as i32, cfg.n as i32, cfg.k as i32);
         // SAFETY: buffers sized m*k, k*n, m*n in `new`; column-major, no transpose.
         unsafe {
-            cublas::set_stream(self.cublas, stream)
-                .map_err(|e| anyhow!("cublasSetStream: {e:?}"))?;
+            cublas::set_stream(self.cublas, stream).map_err(blas_err("cublasSetStream".into()))?;
             cublas::gemm_ex(
                 self.cublas,
                 cublas_sys::cublasOperation_t::CUBLAS_OP_N,
@@ -258,7 +257,7 @@ impl Backend for CudaBackend {
                 compute,
                 cublas_sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
             )
-            .map_err(|e| anyhow!("cublasGemmEx {}: {e:?}", cfg.gemm_name()))
+            .map_err(blas_err(format!("cublasGemmEx {}", cfg.gemm_name())))
         }
     }
 
@@ -287,7 +286,7 @@ impl Backend for CudaBackend {
             }
         };
         r.map(|_| ())
-            .map_err(|e| anyhow!("NCCL {}: {e:?}", cfg.collective.op()))
+            .map_err(nccl_err(format!("NCCL {}", cfg.collective.op())))
     }
 
     fn record(&mut self, s: Stream) -> Result<CudaEvent> {

@@ -13,7 +13,10 @@ pub mod bench;
 pub mod config;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+pub mod error;
 pub mod output;
 pub mod overlap;
+pub mod rendezvous;
 
 pub use backend::{Backend, Stream};
+pub use error::{Error, Result};

@@ -3,8 +3,8 @@
 use crate::backend::Stream;
 use crate::bench::{IterTiming, OpKind};
 use crate::config::BenchConfig;
+use crate::error::{Error, Result};
 use crate::overlap::{self, Range};
-use anyhow::{Context, Result};
 use serde_json::{json, Value};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -203,20 +203,22 @@ pub fn write_outputs(
     iters: &[IterTiming],
     lines: &[Value],
 ) -> Result<(PathBuf, PathBuf)> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    std::fs::create_dir_all(dir).map_err(Error::io("creating", dir))?;
     let trace = dir.join(format!("rank{}.trace.json", cfg.rank));
-    let text = serde_json::to_vec(&chrome_trace(cfg, info, iters))?;
-    std::fs::write(&trace, text).with_context(|| format!("writing {}", trace.display()))?;
+    let text = chrome_trace(cfg, info, iters).to_string();
+    std::fs::write(&trace, text).map_err(Error::io("writing", &trace))?;
     let jsonl = dir.join(format!("rank_{:02}_metrics.jsonl", cfg.rank));
-    let mut f = std::io::BufWriter::new(
-        std::fs::File::create(&jsonl).with_context(|| format!("writing {}", jsonl.display()))?,
-    );
+    write_jsonl(&jsonl, lines).map_err(Error::io("writing", &jsonl))?;
+    Ok((trace, jsonl))
+}
+
+fn write_jsonl(path: &Path, lines: &[Value]) -> std::io::Result<()> {
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
     for l in lines {
         serde_json::to_writer(&mut f, l)?;
         f.write_all(b"\n")?;
     }
-    f.flush()?;
-    Ok((trace, jsonl))
+    f.flush()
 }
 
 #[cfg(test)]

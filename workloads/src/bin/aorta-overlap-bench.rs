@@ -119,8 +119,8 @@ fn run_cuda(_: &BenchConfig, _: &Args) -> Result<()> {
 #[cfg(feature = "cuda")]
 fn run_cuda(cfg: &BenchConfig, args: &Args) -> Result<()> {
     use aorta_workloads::cuda::{self, CudaBackend};
-    use aorta_workloads::output;
     use aorta_workloads::Backend;
+    use aorta_workloads::{output, rendezvous};
     use std::time::Duration;
 
     cuda::probe()?;
@@ -133,10 +133,13 @@ fn run_cuda(cfg: &BenchConfig, args: &Args) -> Result<()> {
         bail!("GPU {device} requested but only {count} visible");
     }
     let id = match &args.rendezvous {
-        Some(p) => cuda::rendezvous(p, cfg.rank, Duration::from_secs(args.timeout_s))?,
-        None => {
-            cudarc::nccl::result::get_uniqueid().map_err(|e| anyhow!("ncclGetUniqueId: {e:?}"))?
-        }
+        Some(p) => rendezvous::exchange(
+            p,
+            cfg.rank,
+            Duration::from_secs(args.timeout_s),
+            cuda::unique_id,
+        )?,
+        None => cuda::unique_id()?,
     };
     let mut b = CudaBackend::new(cfg, device, id)?;
     if cfg.rank == 0 {
