@@ -1,14 +1,21 @@
-//! The one trait a GPU backend implements (CUDA now, ROCm next behind the `rocm` feature).
+//! The one trait a GPU backend implements (CUDA with cudarc; ROCm behind the `rocm` feature).
+//!
+//! Both workloads are the same shape — GEMMs on a low-priority compute stream and something
+//! else on a high-priority side stream (NCCL collectives, or host↔device copies) — so one
+//! trait with one operation per kind of work serves both, and a backend that was set up for
+//! one workload refuses the other's operation with an error rather than a second trait.
 
-use anyhow::Result;
+use crate::error::Result;
 
-/// The two streams of the overlap benchmark.
+/// The streams a workload uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Stream {
-    /// GEMMs.
+    /// GEMMs (lowest priority).
     Compute,
-    /// Collectives.
+    /// Collectives (highest priority).
     Comm,
+    /// Host↔device copies (highest priority).
+    Copy,
 }
 
 impl Stream {
@@ -18,12 +25,40 @@ impl Stream {
         match self {
             Stream::Compute => 7,
             Stream::Comm => 13,
+            Stream::Copy => 14,
+        }
+    }
+
+    /// Word for the trace's `thread_name`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Stream::Compute => "compute",
+            Stream::Comm => "comm",
+            Stream::Copy => "memcpy",
         }
     }
 }
 
-/// What the benchmark needs from a GPU runtime: one device, two streams, a GEMM, a
-/// collective, and timing events.
+/// Direction of one asynchronous copy between pinned host memory and the device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CopyDir {
+    HtoD,
+    DtoH,
+}
+
+/// One unit of work a workload enqueues.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// The configured GEMM.
+    Gemm,
+    /// The configured collective.
+    Collective,
+    /// One copy of the configured size.
+    Copy(CopyDir),
+}
+
+/// What the workloads need from a GPU runtime: one device, its streams, a GEMM, a collective,
+/// async copies, and timing events.
 ///
 /// All calls are asynchronous (they enqueue work on a stream) except
 /// [`Backend::synchronize`] and [`Backend::elapsed_ms`].
@@ -38,8 +73,11 @@ pub trait Backend {
     fn device_name(&self) -> String;
     /// Enqueue the configured GEMM on `stream`.
     fn gemm(&mut self, stream: Stream) -> Result<()>;
-    /// Enqueue the configured collective on `stream`.
+    /// Enqueue the configured collective on `stream` (an error if none was set up).
     fn collective(&mut self, stream: Stream) -> Result<()>;
+    /// Enqueue one async copy between pinned host memory and the device on `stream` (an error
+    /// if no copy buffers were set up).
+    fn copy(&mut self, stream: Stream, dir: CopyDir) -> Result<()>;
     /// Record a timing event on `stream`.
     fn record(&mut self, stream: Stream) -> Result<Self::Event>;
     /// Make `stream` wait for `event` (GPU-side, the host does not block).
@@ -48,4 +86,13 @@ pub trait Backend {
     fn elapsed_ms(&self, start: &Self::Event, end: &Self::Event) -> Result<f64>;
     /// Block the host until all enqueued work is done.
     fn synchronize(&mut self) -> Result<()>;
+
+    /// Enqueue `op` on `stream`.
+    fn enqueue(&mut self, stream: Stream, op: Op) -> Result<()> {
+        match op {
+            Op::Gemm => self.gemm(stream),
+            Op::Collective => self.collective(stream),
+            Op::Copy(dir) => self.copy(stream, dir),
+        }
+    }
 }

@@ -1,27 +1,33 @@
-//! The overlap benchmark loop, written once against [`Backend`].
+//! The benchmark loop, written once against [`Backend`] and shared by both workloads.
 //!
-//! Per iteration: an iteration-start event on the compute stream, which the comm stream
-//! waits for; `gemms_per_iter` GEMMs on the compute stream and `collectives_per_iter`
-//! collectives on the comm stream, each between two timing events; with `serial` the comm
-//! stream also waits for the last GEMM (so overlap ≈ 0); then the compute stream waits for the
-//! comm stream and records the iteration-end event.
+//! Per iteration: an iteration-start event on the compute stream, which the side stream
+//! waits for; `gemms` GEMMs on the compute stream and the `side` ops (collectives or copies)
+//! on the side stream, each between two timing events; with `serial` the side stream also
+//! waits for the last GEMM (so overlap is 0 by construction); then the compute stream waits
+//! for the side stream and records the iteration-end event.
 
-use crate::backend::{Backend, Stream};
-use crate::config::BenchConfig;
-use anyhow::Result;
+use crate::backend::{Backend, Op, Stream};
+use crate::error::Result;
 
-/// What an operation was.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OpKind {
-    Gemm,
-    Collective,
+/// What one iteration enqueues, and how many iterations.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Schedule {
+    /// GEMMs per iteration on [`Stream::Compute`].
+    pub gemms: usize,
+    /// The ops of one iteration on `side_stream`, in order.
+    pub side: Vec<Op>,
+    pub side_stream: Stream,
+    /// The side stream starts only after the iteration's last GEMM.
+    pub serial: bool,
+    pub iters: usize,
+    pub warmup: usize,
 }
 
 /// One timed operation, ms relative to the run's base event (the first measured iteration's
 /// start).
 #[derive(Clone, Debug, PartialEq)]
 pub struct OpTiming {
-    pub kind: OpKind,
+    pub kind: Op,
     pub stream: Stream,
     pub start_ms: f64,
     pub end_ms: f64,
@@ -37,8 +43,16 @@ pub struct IterTiming {
     pub ops: Vec<OpTiming>,
 }
 
+/// The measured iterations of one run and the host wall clock (epoch ns) just before they
+/// were enqueued.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Measured {
+    pub iters: Vec<IterTiming>,
+    pub base_time_ns: u64,
+}
+
 struct PendingOp<E> {
-    kind: OpKind,
+    kind: Op,
     stream: Stream,
     start: E,
     end: E,
@@ -50,23 +64,34 @@ struct PendingIter<E> {
     ops: Vec<PendingOp<E>>,
 }
 
-/// Run `warmup` iterations, synchronize, then `iters` timed ones; returns their timings and
-/// the host wall clock (epoch ns) just before the timed ones were enqueued.
-pub fn run<B: Backend>(b: &mut B, cfg: &BenchConfig) -> Result<(Vec<IterTiming>, u64)> {
-    for _ in 0..cfg.warmup {
-        iteration(b, cfg)?;
+/// Run `warmup` iterations, synchronize, then `iters` timed ones, and read their events.
+pub fn run<B: Backend>(b: &mut B, s: &Schedule) -> Result<Measured> {
+    for _ in 0..s.warmup {
+        iteration(b, s)?;
     }
     b.synchronize()?;
     let base_time_ns = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0);
-    let mut pending = Vec::with_capacity(cfg.iters);
-    for _ in 0..cfg.iters {
-        pending.push(iteration(b, cfg)?);
+    let mut pending = Vec::with_capacity(s.iters);
+    for _ in 0..s.iters {
+        pending.push(iteration(b, s)?);
     }
     b.synchronize()?;
-    let base = &pending[0].start;
+    let iters = read_times(b, &pending)?;
+    Ok(Measured {
+        iters,
+        base_time_ns,
+    })
+}
+
+/// Event times relative to the first iteration's start event.
+fn read_times<B: Backend>(b: &B, pending: &[PendingIter<B::Event>]) -> Result<Vec<IterTiming>> {
+    let Some(first) = pending.first() else {
+        return Ok(Vec::new());
+    };
+    let base = &first.start;
     let mut out = Vec::with_capacity(pending.len());
     for (step, it) in pending.iter().enumerate() {
         let mut ops = Vec::with_capacity(it.ops.len());
@@ -85,18 +110,13 @@ pub fn run<B: Backend>(b: &mut B, cfg: &BenchConfig) -> Result<(Vec<IterTiming>,
             ops,
         });
     }
-    Ok((out, base_time_ns))
+    Ok(out)
 }
 
-/// Enqueues `op` on `stream` between two timing events.
-fn timed<B: Backend>(
-    b: &mut B,
-    stream: Stream,
-    kind: OpKind,
-    op: impl FnOnce(&mut B) -> Result<()>,
-) -> Result<PendingOp<B::Event>> {
+/// Enqueues `kind` on `stream` between two timing events.
+fn timed<B: Backend>(b: &mut B, stream: Stream, kind: Op) -> Result<PendingOp<B::Event>> {
     let start = b.record(stream)?;
-    op(b)?;
+    b.enqueue(stream, kind)?;
     let end = b.record(stream)?;
     Ok(PendingOp {
         kind,
@@ -106,26 +126,23 @@ fn timed<B: Backend>(
     })
 }
 
-fn iteration<B: Backend>(b: &mut B, cfg: &BenchConfig) -> Result<PendingIter<B::Event>> {
+fn iteration<B: Backend>(b: &mut B, s: &Schedule) -> Result<PendingIter<B::Event>> {
+    let side = s.side_stream;
     let start = b.record(Stream::Compute)?;
-    b.wait(Stream::Comm, &start)?;
-    let mut ops = Vec::with_capacity(cfg.gemms_per_iter + cfg.collectives_per_iter);
-    for _ in 0..cfg.gemms_per_iter {
-        ops.push(timed(b, Stream::Compute, OpKind::Gemm, |b| {
-            b.gemm(Stream::Compute)
-        })?);
+    b.wait(side, &start)?;
+    let mut ops = Vec::with_capacity(s.gemms + s.side.len());
+    for _ in 0..s.gemms {
+        ops.push(timed(b, Stream::Compute, Op::Gemm)?);
     }
-    if cfg.serial {
+    if s.serial {
         let done = b.record(Stream::Compute)?;
-        b.wait(Stream::Comm, &done)?;
+        b.wait(side, &done)?;
     }
-    for _ in 0..cfg.collectives_per_iter {
-        ops.push(timed(b, Stream::Comm, OpKind::Collective, |b| {
-            b.collective(Stream::Comm)
-        })?);
+    for &op in &s.side {
+        ops.push(timed(b, side, op)?);
     }
-    let comm_done = b.record(Stream::Comm)?;
-    b.wait(Stream::Compute, &comm_done)?;
+    let side_done = b.record(side)?;
+    b.wait(Stream::Compute, &side_done)?;
     let end = b.record(Stream::Compute)?;
     Ok(PendingIter { start, end, ops })
 }
@@ -133,17 +150,30 @@ fn iteration<B: Backend>(b: &mut B, cfg: &BenchConfig) -> Result<PendingIter<B::
 /// A simulated GPU: each stream is a clock; work advances it, waits take the max.
 #[cfg(test)]
 pub(crate) struct SimBackend {
-    pub clock: [f64; 2],
+    pub clock: [f64; 3],
     pub gemm_ms: f64,
     pub coll_ms: f64,
+    pub h2d_ms: f64,
+    pub d2h_ms: f64,
 }
 
 #[cfg(test)]
 impl SimBackend {
+    pub fn new(gemm_ms: f64, coll_ms: f64) -> Self {
+        SimBackend {
+            clock: [0.0; 3],
+            gemm_ms,
+            coll_ms,
+            h2d_ms: 0.0,
+            d2h_ms: 0.0,
+        }
+    }
+
     fn idx(s: Stream) -> usize {
         match s {
             Stream::Compute => 0,
             Stream::Comm => 1,
+            Stream::Copy => 2,
         }
     }
 }
@@ -168,6 +198,13 @@ impl Backend for SimBackend {
         self.clock[Self::idx(s)] += self.coll_ms;
         Ok(())
     }
+    fn copy(&mut self, s: Stream, dir: crate::backend::CopyDir) -> Result<()> {
+        self.clock[Self::idx(s)] += match dir {
+            crate::backend::CopyDir::HtoD => self.h2d_ms,
+            crate::backend::CopyDir::DtoH => self.d2h_ms,
+        };
+        Ok(())
+    }
     fn record(&mut self, s: Stream) -> Result<f64> {
         Ok(self.clock[Self::idx(s)])
     }
@@ -187,31 +224,27 @@ impl Backend for SimBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::test_config;
+    use crate::backend::CopyDir;
+    use crate::config::{test_config, test_copy_config, Direction};
 
     fn sim() -> SimBackend {
-        SimBackend {
-            clock: [100.0, 100.0],
-            gemm_ms: 1.0,
-            coll_ms: 1.5,
-        }
+        let mut b = SimBackend::new(1.0, 1.5);
+        b.clock = [100.0; 3];
+        b
     }
 
     #[test]
     fn overlapped_schedule() {
         let cfg = test_config(); // 2 GEMMs, 1 collective, 1 warm-up, 3 iters
-        let (its, _) = run(&mut sim(), &cfg).unwrap();
+        let its = run(&mut sim(), &cfg.schedule()).unwrap().iters;
         assert_eq!(its.len(), 3);
         assert_eq!(its[0].start_ms, 0.0);
         // GEMMs 0-1, 1-2; collective 0-1.5 alongside; iteration 2 ms.
         let it = &its[1];
         assert_eq!((it.start_ms, it.end_ms), (2.0, 4.0));
-        let coll = it
-            .ops
-            .iter()
-            .find(|o| o.kind == OpKind::Collective)
-            .unwrap();
+        let coll = it.ops.iter().find(|o| o.kind == Op::Collective).unwrap();
         assert_eq!((coll.start_ms, coll.end_ms), (2.0, 3.5));
+        assert_eq!(coll.stream, Stream::Comm);
         assert_eq!(it.ops.len(), 3);
     }
 
@@ -219,14 +252,39 @@ mod tests {
     fn serial_schedule() {
         let mut cfg = test_config();
         cfg.serial = true;
-        let (its, _) = run(&mut sim(), &cfg).unwrap();
+        let its = run(&mut sim(), &cfg.schedule()).unwrap().iters;
         let it = &its[0];
-        let coll = it
-            .ops
-            .iter()
-            .find(|o| o.kind == OpKind::Collective)
-            .unwrap();
+        let coll = it.ops.iter().find(|o| o.kind == Op::Collective).unwrap();
         assert_eq!((coll.start_ms, coll.end_ms), (2.0, 3.5));
         assert_eq!(it.end_ms, 3.5);
+    }
+
+    #[test]
+    fn copies_both_directions_on_the_copy_stream() {
+        let mut cfg = test_copy_config(); // 3 GEMMs, 1 warm-up, 2 iters
+        cfg.direction = Direction::Both;
+        let mut b = sim();
+        (b.h2d_ms, b.d2h_ms) = (0.5, 0.25);
+        let its = run(&mut b, &cfg.schedule(false)).unwrap().iters;
+        // GEMMs 0-3; H2D 0-0.5 then D2H 0.5-0.75 on the copy stream; iteration 3 ms.
+        let it = &its[1];
+        assert_eq!((it.start_ms, it.end_ms), (3.0, 6.0));
+        let copies: Vec<_> = it
+            .ops
+            .iter()
+            .filter(|o| o.stream == Stream::Copy)
+            .map(|o| (o.kind, o.start_ms, o.end_ms))
+            .collect();
+        assert_eq!(
+            copies,
+            vec![
+                (Op::Copy(CopyDir::HtoD), 3.0, 3.5),
+                (Op::Copy(CopyDir::DtoH), 3.5, 3.75)
+            ]
+        );
+        // Serial: copies after the GEMMs, iteration 3.75 ms.
+        let its = run(&mut b, &cfg.schedule(true)).unwrap().iters;
+        assert_eq!(its[1].end_ms - its[1].start_ms, 3.75);
+        assert_eq!(its[1].ops[3].start_ms - its[1].start_ms, 3.0);
     }
 }

@@ -1,6 +1,11 @@
-//! Benchmark parameters and their validation (no GPU needed).
+//! Workload parameters and their validation (no GPU needed).
+//!
+//! Checked here, before any GPU call, so that a bad flag is one clear line rather than an
+//! error code from deep inside cuBLAS or NCCL.
 
-use anyhow::{bail, Result};
+use crate::backend::{CopyDir, Op, Stream};
+use crate::bench::Schedule;
+use crate::error::{bail_config, Result};
 use clap::ValueEnum;
 
 /// Element type of the GEMM operands and the collective buffers.
@@ -70,15 +75,71 @@ impl Collective {
     }
 }
 
-/// Everything a run needs, validated.
-#[derive(Clone, Debug)]
-pub struct BenchConfig {
+/// The GEMM both workloads run: column-major `C = A·B`, `A` m×k, `B` k×n.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GemmShape {
     pub m: usize,
     pub n: usize,
     pub k: usize,
+    pub dtype: Dtype,
+}
+
+impl GemmShape {
+    pub fn validate(&self) -> Result<()> {
+        if self.m == 0 || self.n == 0 || self.k == 0 {
+            bail_config!("--m, --n and --k must be > 0");
+        }
+        if [self.m, self.n, self.k]
+            .iter()
+            .any(|&d| d > i32::MAX as usize)
+        {
+            bail_config!("--m, --n and --k must fit in a 32-bit int (cuBLAS, hipBLAS)");
+        }
+        Ok(())
+    }
+
+    /// Trace name, e.g. `gemm_bf16_8192x8192x8192` (classified as `gemm`).
+    pub fn name(&self) -> String {
+        format!(
+            "gemm_{}_{}x{}x{}",
+            self.dtype.name(),
+            self.m,
+            self.n,
+            self.k
+        )
+    }
+
+    /// Bytes the GEMM reads and writes (A, B and C once each).
+    pub fn bytes(&self) -> usize {
+        (self.m * self.k + self.k * self.n + self.m * self.n) * self.dtype.size()
+    }
+
+    /// Floating-point operations of one GEMM.
+    pub fn flops(&self) -> f64 {
+        2.0 * self.m as f64 * self.n as f64 * self.k as f64
+    }
+}
+
+/// Checks shared by both workloads: iteration count and the rank within the world.
+fn validate_run(iters: usize, rank: usize, world_size: usize) -> Result<()> {
+    if iters == 0 {
+        bail_config!("--iters must be > 0");
+    }
+    if world_size == 0 {
+        bail_config!("WORLD_SIZE must be > 0");
+    }
+    if rank >= world_size {
+        bail_config!("RANK {rank} must be < WORLD_SIZE {world_size}");
+    }
+    Ok(())
+}
+
+/// `aorta-overlap-bench`: everything a run needs, validated.
+#[derive(Clone, Debug)]
+pub struct BenchConfig {
+    pub gemm: GemmShape,
     /// Collective message size: the full (unsharded) tensor in bytes.
     pub bytes: usize,
-    pub dtype: Dtype,
     pub collective: Collective,
     pub iters: usize,
     pub warmup: usize,
@@ -92,69 +153,25 @@ pub struct BenchConfig {
 impl BenchConfig {
     /// Reject what would fail (or mean nothing) on the GPU, with one clear message.
     pub fn validate(&self) -> Result<()> {
-        if self.m == 0 || self.n == 0 || self.k == 0 {
-            bail!("--m, --n and --k must be > 0");
-        }
-        if [self.m, self.n, self.k]
-            .iter()
-            .any(|&d| d > i32::MAX as usize)
-        {
-            bail!("--m, --n and --k must fit in a 32-bit int (cuBLAS)");
-        }
-        if self.iters == 0 {
-            bail!("--iters must be > 0");
-        }
+        self.gemm.validate()?;
+        validate_run(self.iters, self.rank, self.world_size)?;
         if self.gemms_per_iter == 0 && self.collectives_per_iter == 0 {
-            bail!("nothing to run: --gemms-per-iter and --collectives-per-iter are both 0");
+            bail_config!("nothing to run: --gemms-per-iter and --collectives-per-iter are both 0");
         }
-        if self.world_size == 0 {
-            bail!("WORLD_SIZE must be > 0");
-        }
-        if self.rank >= self.world_size {
-            bail!(
-                "RANK {} must be < WORLD_SIZE {}",
-                self.rank,
-                self.world_size
-            );
-        }
+        let el = self.gemm.dtype.size();
         let unit = match self.collective {
-            Collective::AllReduce => self.dtype.size(),
-            _ => self.dtype.size() * self.world_size,
+            Collective::AllReduce => el,
+            _ => el * self.world_size,
         };
         if self.bytes == 0 || self.bytes % unit != 0 {
-            bail!(
-                "--bytes {} must be a positive multiple of {unit} ({} elements{})",
+            let times = if unit == el { "" } else { " times WORLD_SIZE" };
+            bail_config!(
+                "--bytes {} must be a positive multiple of {unit} ({} elements{times})",
                 self.bytes,
-                self.dtype.name(),
-                if unit == self.dtype.size() {
-                    ""
-                } else {
-                    " times WORLD_SIZE"
-                }
+                self.gemm.dtype.name(),
             );
         }
         Ok(())
-    }
-
-    /// Trace name of the GEMM, e.g. `gemm_bf16_8192x8192x8192` (classified as `gemm`).
-    pub fn gemm_name(&self) -> String {
-        format!(
-            "gemm_{}_{}x{}x{}",
-            self.dtype.name(),
-            self.m,
-            self.n,
-            self.k
-        )
-    }
-
-    /// Bytes the GEMM reads and writes (A, B and C once each).
-    pub fn gemm_bytes(&self) -> usize {
-        (self.m * self.k + self.k * self.n + self.m * self.n) * self.dtype.size()
-    }
-
-    /// Floating-point operations of one GEMM.
-    pub fn gemm_flops(&self) -> f64 {
-        2.0 * self.m as f64 * self.n as f64 * self.k as f64
     }
 
     /// (send, receive) buffer sizes in bytes for one collective on this rank.
@@ -166,16 +183,112 @@ impl BenchConfig {
             Collective::ReduceScatter => (self.bytes, shard),
         }
     }
+
+    /// The benchmark loop's schedule: collectives on the comm stream.
+    pub fn schedule(&self) -> Schedule {
+        Schedule {
+            gemms: self.gemms_per_iter,
+            side: vec![Op::Collective; self.collectives_per_iter],
+            side_stream: Stream::Comm,
+            serial: self.serial,
+            iters: self.iters,
+            warmup: self.warmup,
+        }
+    }
+}
+
+/// `--direction` of `aorta-copy-overlap`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Direction {
+    /// Host (pinned) → device.
+    H2d,
+    /// Device → host (pinned).
+    D2h,
+    /// Each copy slot is one host→device then one device→host copy.
+    Both,
+}
+
+impl Direction {
+    /// The copies of one copy slot, in order.
+    pub fn copies(self) -> &'static [CopyDir] {
+        match self {
+            Direction::H2d => &[CopyDir::HtoD],
+            Direction::D2h => &[CopyDir::DtoH],
+            Direction::Both => &[CopyDir::HtoD, CopyDir::DtoH],
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Direction::H2d => "h2d",
+            Direction::D2h => "d2h",
+            Direction::Both => "both",
+        }
+    }
+}
+
+/// `aorta-copy-overlap`: GEMMs plus async host↔device copies, validated.
+#[derive(Clone, Debug)]
+pub struct CopyConfig {
+    pub gemm: GemmShape,
+    /// Bytes of one copy.
+    pub copy_bytes: usize,
+    pub direction: Direction,
+    /// Copy slots per iteration (each `direction.copies()`).
+    pub copies_per_iter: usize,
+    pub gemms_per_iter: usize,
+    pub iters: usize,
+    pub warmup: usize,
+    /// Which measured mode the trace and JSONL are written for (both are measured).
+    pub write_serial: bool,
+    pub rank: usize,
+    pub world_size: usize,
+}
+
+impl CopyConfig {
+    /// Reject what would fail (or mean nothing) on the GPU, with one clear message.
+    pub fn validate(&self) -> Result<()> {
+        self.gemm.validate()?;
+        validate_run(self.iters, self.rank, self.world_size)?;
+        if self.gemms_per_iter == 0 || self.copies_per_iter == 0 {
+            bail_config!(
+                "nothing to overlap: --gemms-per-iter and --copies-per-iter must both be > 0"
+            );
+        }
+        if self.copy_bytes == 0 {
+            bail_config!("--copy-bytes must be > 0");
+        }
+        Ok(())
+    }
+
+    /// The benchmark loop's schedule for one mode: copies on the copy stream, waiting for the
+    /// GEMMs when `serial`.
+    pub fn schedule(&self, serial: bool) -> Schedule {
+        let slot = self.direction.copies();
+        let side = (0..self.copies_per_iter)
+            .flat_map(|_| slot.iter().map(|&d| Op::Copy(d)))
+            .collect();
+        Schedule {
+            gemms: self.gemms_per_iter,
+            side,
+            side_stream: Stream::Copy,
+            serial,
+            iters: self.iters,
+            warmup: self.warmup,
+        }
+    }
 }
 
 #[cfg(test)]
 pub(crate) fn test_config() -> BenchConfig {
     BenchConfig {
-        m: 256,
-        n: 256,
-        k: 256,
+        gemm: GemmShape {
+            m: 256,
+            n: 256,
+            k: 256,
+            dtype: Dtype::Bf16,
+        },
         bytes: 1 << 20,
-        dtype: Dtype::Bf16,
         collective: Collective::AllReduce,
         iters: 3,
         warmup: 1,
@@ -188,12 +301,34 @@ pub(crate) fn test_config() -> BenchConfig {
 }
 
 #[cfg(test)]
+pub(crate) fn test_copy_config() -> CopyConfig {
+    CopyConfig {
+        gemm: GemmShape {
+            m: 128,
+            n: 64,
+            k: 32,
+            dtype: Dtype::Fp16,
+        },
+        copy_bytes: 1 << 20,
+        direction: Direction::H2d,
+        copies_per_iter: 1,
+        gemms_per_iter: 3,
+        iters: 2,
+        warmup: 1,
+        write_serial: false,
+        rank: 0,
+        world_size: 1,
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn valid_default() {
         test_config().validate().unwrap();
+        test_copy_config().validate().unwrap();
     }
 
     #[test]
@@ -203,7 +338,7 @@ mod tests {
             f(&mut c);
             c.validate().unwrap_err().to_string()
         };
-        assert!(bad(&|c| c.m = 0).contains("--m"));
+        assert!(bad(&|c| c.gemm.m = 0).contains("--m"));
         assert!(bad(&|c| c.iters = 0).contains("--iters"));
         assert!(bad(&|c| c.rank = 2).contains("RANK"));
         assert!(bad(&|c| c.bytes = 3).contains("multiple of 2"));
@@ -220,14 +355,49 @@ mod tests {
     }
 
     #[test]
+    fn rejects_bad_copy_values() {
+        let bad = |f: &dyn Fn(&mut CopyConfig)| {
+            let mut c = test_copy_config();
+            f(&mut c);
+            c.validate().unwrap_err().to_string()
+        };
+        assert_eq!(bad(&|c| c.copy_bytes = 0), "--copy-bytes must be > 0");
+        assert_eq!(bad(&|c| c.iters = 0), "--iters must be > 0");
+        assert_eq!(bad(&|c| c.rank = 1), "RANK 1 must be < WORLD_SIZE 1");
+        assert!(bad(&|c| c.copies_per_iter = 0).starts_with("nothing to overlap"));
+        assert!(bad(&|c| c.gemms_per_iter = 0).starts_with("nothing to overlap"));
+        assert!(bad(&|c| c.gemm.k = 1 << 31).contains("32-bit"));
+    }
+
+    #[test]
     fn buffers_and_names() {
         let mut c = test_config();
-        assert_eq!(c.gemm_name(), "gemm_bf16_256x256x256");
+        assert_eq!(c.gemm.name(), "gemm_bf16_256x256x256");
         assert_eq!(c.collective_buffers(), (1 << 20, 1 << 20));
         c.collective = Collective::AllGather;
         assert_eq!(c.collective_buffers(), (1 << 19, 1 << 20));
         c.collective = Collective::ReduceScatter;
         assert_eq!(c.collective_buffers(), (1 << 20, 1 << 19));
-        assert_eq!(c.gemm_bytes(), 3 * 256 * 256 * 2);
+        assert_eq!(c.gemm.bytes(), 3 * 256 * 256 * 2);
+        let g = test_copy_config().gemm;
+        // A 128x32, B 32x64, C 128x64, 2 bytes each.
+        assert_eq!(g.bytes(), (4096 + 2048 + 8192) * 2);
+        assert_eq!(g.flops(), 2.0 * 128.0 * 64.0 * 32.0);
+    }
+
+    #[test]
+    fn copy_schedules() {
+        let mut c = test_copy_config();
+        c.copies_per_iter = 2;
+        c.direction = Direction::Both;
+        let s = c.schedule(true);
+        let (h, d) = (Op::Copy(CopyDir::HtoD), Op::Copy(CopyDir::DtoH));
+        assert_eq!(s.side, vec![h, d, h, d]);
+        assert_eq!((s.gemms, s.side_stream, s.serial), (3, Stream::Copy, true));
+        c.direction = Direction::D2h;
+        assert_eq!(c.schedule(false).side, vec![d, d]);
+        let b = test_config().schedule();
+        assert_eq!(b.side, vec![Op::Collective]);
+        assert_eq!(b.side_stream, Stream::Comm);
     }
 }

@@ -1,11 +1,17 @@
-//! The two per-rank outputs: a Chrome/Kineto-style trace and the Python aorta JSONL.
+//! The two per-rank outputs: a Chrome/Kineto-style trace and the Python aorta JSONL, for
+//! either workload.
+//!
+//! The writers know ops only through [`Workload::label`], so the overlap bench (GEMMs +
+//! collectives) and the copy-overlap bench (GEMMs + memcpys) share them; a memcpy is labelled
+//! the way Kineto labels one (`cat` `gpu_memcpy`, `Memcpy HtoD (Pinned -> Device)`), so ingest
+//! classifies it as a copy rather than a kernel.
 
-use crate::backend::Stream;
-use crate::bench::{IterTiming, OpKind};
-use crate::config::BenchConfig;
+use crate::backend::{CopyDir, Op, Stream};
+use crate::bench::IterTiming;
+use crate::config::{BenchConfig, CopyConfig, GemmShape};
+use crate::error::{Error, Result};
 use crate::overlap::{self, Range};
-use anyhow::{Context, Result};
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -19,115 +25,235 @@ pub struct RunInfo {
     pub base_time_ns: u64,
 }
 
+/// How one op appears in both outputs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpLabel {
+    /// Trace `name` and JSONL `metadata.function`.
+    pub name: String,
+    /// Trace `cat`: `kernel` or `gpu_memcpy`.
+    pub cat: &'static str,
+    /// `args.op` and the JSONL range `tag`.
+    pub op: &'static str,
+    /// Bytes the op moves (GEMM: A+B+C; collective: the message; copy: the copy).
+    pub bytes: usize,
+    /// The Python aorta stream name of the JSONL range.
+    pub stream: &'static str,
+    /// Further trace `args`.
+    pub args: Map<String, Value>,
+}
+
+/// What the writers need to know about a workload.
+pub trait Workload {
+    /// Trace `traceName`: the binary.
+    fn trace_name(&self) -> &'static str;
+    fn rank(&self) -> usize;
+    fn world_size(&self) -> usize;
+    /// The GEMM on the compute stream.
+    fn gemm(&self) -> &GemmShape;
+    /// The label of `op`; `None` for an op this workload never schedules.
+    fn label(&self, op: Op) -> Option<OpLabel>;
+    /// The Python aorta stream name of the side stream (for the summary).
+    fn side_stream_name(&self) -> &'static str;
+}
+
+fn args(pairs: Value) -> Map<String, Value> {
+    match pairs {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
+/// The GEMM: `gemm_{dtype}_{m}x{n}x{k}`, a kernel on the `compute` stream.
+pub fn gemm_label(g: &GemmShape) -> OpLabel {
+    OpLabel {
+        name: g.name(),
+        cat: "kernel",
+        op: "gemm",
+        bytes: g.bytes(),
+        stream: overlap::COMPUTE,
+        args: args(json!({"dtype": g.dtype.name(), "m": g.m, "n": g.n, "k": g.k})),
+    }
+}
+
+/// One async copy of `bytes`, named as Kineto names a pinned-memory copy.
+pub fn copy_label(dir: CopyDir, bytes: usize) -> OpLabel {
+    let (name, op) = match dir {
+        CopyDir::HtoD => ("Memcpy HtoD (Pinned -> Device)", "memcpy_htod"),
+        CopyDir::DtoH => ("Memcpy DtoH (Device -> Pinned)", "memcpy_dtoh"),
+    };
+    OpLabel {
+        name: name.into(),
+        cat: "gpu_memcpy",
+        op,
+        bytes,
+        stream: "memcpy",
+        args: Map::new(),
+    }
+}
+
+impl Workload for BenchConfig {
+    fn trace_name(&self) -> &'static str {
+        "aorta-overlap-bench"
+    }
+    fn rank(&self) -> usize {
+        self.rank
+    }
+    fn world_size(&self) -> usize {
+        self.world_size
+    }
+    fn gemm(&self) -> &GemmShape {
+        &self.gemm
+    }
+    fn label(&self, op: Op) -> Option<OpLabel> {
+        match op {
+            Op::Gemm => Some(gemm_label(&self.gemm)),
+            Op::Collective => Some(OpLabel {
+                name: self.collective.kernel_name().into(),
+                cat: "kernel",
+                op: self.collective.op(),
+                bytes: self.bytes,
+                stream: self.collective.stream_name(),
+                args: args(json!({
+                    "dtype": self.gemm.dtype.name(),
+                    "Collective name": self.collective.collective_name(),
+                    "Group size": self.world_size,
+                })),
+            }),
+            Op::Copy(_) => None,
+        }
+    }
+    fn side_stream_name(&self) -> &'static str {
+        self.collective.stream_name()
+    }
+}
+
+impl Workload for CopyConfig {
+    fn trace_name(&self) -> &'static str {
+        "aorta-copy-overlap"
+    }
+    fn rank(&self) -> usize {
+        self.rank
+    }
+    fn world_size(&self) -> usize {
+        self.world_size
+    }
+    fn gemm(&self) -> &GemmShape {
+        &self.gemm
+    }
+    fn label(&self, op: Op) -> Option<OpLabel> {
+        match op {
+            Op::Gemm => Some(gemm_label(&self.gemm)),
+            Op::Copy(dir) => Some(copy_label(dir, self.copy_bytes)),
+            Op::Collective => None,
+        }
+    }
+    fn side_stream_name(&self) -> &'static str {
+        "memcpy"
+    }
+}
+
 /// µs with 3 decimals (ns resolution), from ms.
 fn us(ms: f64) -> f64 {
     (ms * 1e6).round() / 1e3
 }
 
-fn op_fields(cfg: &BenchConfig, kind: OpKind) -> (String, &'static str, usize) {
-    match kind {
-        OpKind::Gemm => (cfg.gemm_name(), "gemm", cfg.gemm_bytes()),
-        OpKind::Collective => (
-            cfg.collective.kernel_name().to_string(),
-            cfg.collective.op(),
-            cfg.bytes,
-        ),
-    }
+/// The timed ops of all iterations with their labels: (step, op, label).
+fn labelled<'a, W: Workload>(
+    w: &'a W,
+    iters: &'a [IterTiming],
+) -> impl Iterator<Item = (usize, &'a crate::bench::OpTiming, OpLabel)> + 'a {
+    iters.iter().flat_map(move |it| {
+        it.ops
+            .iter()
+            .filter_map(move |op| w.label(op.kind).map(|l| (it.step, op, l)))
+    })
 }
 
-/// The Chrome trace: `{"traceEvents": [...]}` with one `X` slice (`cat` "kernel") per GEMM and
-/// collective, `pid` = device, `tid` = stream.
-pub fn chrome_trace(cfg: &BenchConfig, info: &RunInfo, iters: &[IterTiming]) -> Value {
-    let dev = info.device as i64;
+/// Process and thread (stream) name metadata for the streams the iterations used.
+fn metadata_events(dev: i64, iters: &[IterTiming]) -> Vec<Value> {
+    let mut streams: Vec<Stream> = iters
+        .iter()
+        .flat_map(|it| it.ops.iter().map(|o| o.stream))
+        .chain([Stream::Compute])
+        .collect();
+    streams.sort();
+    streams.dedup();
     let mut events = vec![json!({
         "ph": "M", "name": "process_name", "pid": dev, "tid": 0,
         "args": {"name": format!("GPU {dev}")}
     })];
-    for (s, label) in [(Stream::Compute, "compute"), (Stream::Comm, "comm")] {
+    for s in streams {
         events.push(json!({
             "ph": "M", "name": "thread_name", "pid": dev, "tid": s.id(),
-            "args": {"name": format!("stream {} ({label})", s.id())}
+            "args": {"name": format!("stream {} ({})", s.id(), s.label())}
         }));
     }
-    let mut correlation = 0i64;
-    for it in iters {
-        for op in &it.ops {
-            correlation += 1;
-            let (name, opname, bytes) = op_fields(cfg, op.kind);
-            let mut args = json!({
-                "device": dev,
-                "stream": op.stream.id(),
-                "correlation": correlation,
-                "op": opname,
-                "bytes": bytes,
-                "step": it.step,
-                "dtype": cfg.dtype.name(),
-            });
-            if op.kind == OpKind::Collective {
-                args["Collective name"] = json!(cfg.collective.collective_name());
-                args["Group size"] = json!(cfg.world_size);
-            } else {
-                args["m"] = json!(cfg.m);
-                args["n"] = json!(cfg.n);
-                args["k"] = json!(cfg.k);
-            }
-            let ts = us(op.start_ms);
-            events.push(json!({
-                "ph": "X", "cat": "kernel", "name": name,
-                "pid": dev, "tid": op.stream.id(),
-                "ts": ts, "dur": ((us(op.end_ms) - ts) * 1e3).round() / 1e3,
-                "args": args,
-            }));
+    events
+}
+
+/// The Chrome trace: `{"traceEvents": [...]}` with one `X` slice per op (`cat` from its label),
+/// `pid` = device, `tid` = stream.
+pub fn chrome_trace<W: Workload>(w: &W, info: &RunInfo, iters: &[IterTiming]) -> Value {
+    let dev = info.device as i64;
+    let mut events = metadata_events(dev, iters);
+    for (correlation, (step, op, label)) in labelled(w, iters).enumerate() {
+        let ts = us(op.start_ms);
+        let dur = ((us(op.end_ms) - ts) * 1e3).round() / 1e3;
+        let mut args = json!({
+            "device": dev,
+            "stream": op.stream.id(),
+            "correlation": correlation + 1,
+            "op": label.op,
+            "bytes": label.bytes,
+            "step": step,
+        });
+        args.as_object_mut().unwrap().extend(label.args);
+        if label.cat == "gpu_memcpy" && dur > 0.0 {
+            // bytes per ns = GB/s, as Kineto's memcpy args have it.
+            let gbs = label.bytes as f64 / (dur * 1e3);
+            args["memory bandwidth (GB/s)"] = json!((gbs * 1e3).round() / 1e3);
         }
+        events.push(json!({
+            "ph": "X", "cat": label.cat, "name": label.name,
+            "pid": dev, "tid": op.stream.id(), "ts": ts, "dur": dur, "args": args,
+        }));
     }
     json!({
         "schemaVersion": 1,
         "deviceProperties": [{"id": dev, "name": info.device_name}],
-        "distributedInfo": {"backend": "nccl", "rank": cfg.rank, "world_size": cfg.world_size},
+        "distributedInfo": {"backend": "nccl", "rank": w.rank(), "world_size": w.world_size()},
         "baseTimeNanoseconds": info.base_time_ns,
-        "traceName": "aorta-overlap-bench",
+        "traceName": w.trace_name(),
         "traceEvents": events,
     })
 }
 
 /// One JSONL line per measured iteration, in the Python aorta `rank_*_metrics.jsonl` schema.
-pub fn metrics_lines(cfg: &BenchConfig, iters: &[IterTiming]) -> Vec<Value> {
+pub fn metrics_lines<W: Workload>(w: &W, iters: &[IterTiming]) -> Vec<Value> {
     iters
         .iter()
         .map(|it| {
-            let ranges: Vec<Range> = it
-                .ops
-                .iter()
-                .map(|op| {
-                    let (name, tag, bytes) = op_fields(cfg, op.kind);
-                    let stream = match op.stream {
-                        Stream::Compute => overlap::COMPUTE,
-                        Stream::Comm => cfg.collective.stream_name(),
-                    };
-                    let mut r = Range::new(
-                        stream,
-                        tag,
-                        op.start_ms - it.start_ms,
-                        op.end_ms - it.start_ms,
-                    );
-                    r.metadata = json!({"function": name, "bytes": bytes});
+            let ranges: Vec<Range> = labelled(w, std::slice::from_ref(it))
+                .map(|(_, op, l)| {
+                    let (t0, t1) = (op.start_ms - it.start_ms, op.end_ms - it.start_ms);
+                    let mut r = Range::new(l.stream, l.op, t0, t1);
+                    r.metadata = json!({"function": l.name, "bytes": l.bytes});
                     r
                 })
                 .collect();
             let total_ms = it.end_ms - it.start_ms;
-            let ov = overlap::compute(&ranges, total_ms);
             json!({
-                "rank": cfg.rank,
-                "world_size": cfg.world_size,
+                "rank": w.rank(),
+                "world_size": w.world_size(),
                 "epoch": 0,
                 "step": it.step,
                 "global_step": it.step,
                 "profile": {
                     "index": it.step,
                     "total_ms": total_ms,
+                    "overlap": overlap::compute(&ranges, total_ms),
                     "ranges": ranges,
                     "markers": [],
-                    "overlap": ov,
                 },
             })
         })
@@ -138,102 +264,93 @@ pub fn metrics_lines(cfg: &BenchConfig, iters: &[IterTiming]) -> Vec<Value> {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Summary {
     pub iter_ms: f64,
+    /// Busy time of the compute stream.
     pub compute_ms: f64,
-    pub comm_ms: f64,
+    /// Busy time of the side stream (collectives or copies).
+    pub side_ms: f64,
+    /// Compute busy while the side stream is (`compute_comm`).
     pub overlap_ms: f64,
-    /// overlap / comm busy time.
+    /// overlap / side busy time.
     pub overlap_ratio: f64,
+    /// One GEMM's FLOPs over its mean duration.
     pub gemm_tflops: f64,
-    /// Algorithm bandwidth of one collective (message bytes / its mean duration), GB/s.
-    pub coll_algbw_gbs: f64,
+    /// Side-op bytes over their summed durations, GB/s (collective algbw, copy bandwidth).
+    pub side_gbs: f64,
 }
 
-pub fn summary(cfg: &BenchConfig, lines: &[Value], iters: &[IterTiming]) -> Summary {
+fn ratio(num: f64, den: f64) -> f64 {
+    if den > 0.0 {
+        num / den
+    } else {
+        0.0
+    }
+}
+
+pub fn summary<W: Workload>(w: &W, lines: &[Value], iters: &[IterTiming]) -> Summary {
     let n = lines.len().max(1) as f64;
     let get = |l: &Value, p: &str| l.pointer(p).and_then(Value::as_f64).unwrap_or(0.0);
-    let comm = cfg.collective.stream_name();
-    let sum = |p: &str| lines.iter().map(|l| get(l, p)).sum::<f64>() / n;
-    let iter_ms = sum("/profile/total_ms");
-    let compute_ms = sum("/profile/overlap/per_stream_ms/compute");
-    let comm_ms = sum(&format!("/profile/overlap/per_stream_ms/{comm}"));
-    let overlap_ms = sum("/profile/overlap/overlap_ms/compute_comm");
-    let mean_dur = |k: OpKind| {
-        let d: Vec<f64> = iters
-            .iter()
-            .flat_map(|i| i.ops.iter())
-            .filter(|o| o.kind == k)
-            .map(|o| o.end_ms - o.start_ms)
-            .collect();
-        if d.is_empty() {
-            0.0
-        } else {
-            d.iter().sum::<f64>() / d.len() as f64
+    let mean = |p: &str| lines.iter().map(|l| get(l, p)).sum::<f64>() / n;
+    let side = w.side_stream_name();
+    let side_ms = mean(&format!("/profile/overlap/per_stream_ms/{side}"));
+    let overlap_ms = mean("/profile/overlap/overlap_ms/compute_comm");
+    // (bytes or flops, ms) summed over the GEMMs and over the side ops.
+    let (mut gemm, mut other) = ((0.0, 0.0), (0.0, 0.0));
+    for (_, op, l) in labelled(w, iters) {
+        let ms = op.end_ms - op.start_ms;
+        match op.kind {
+            Op::Gemm => gemm = (gemm.0 + 1.0, gemm.1 + ms),
+            _ => other = (other.0 + l.bytes as f64, other.1 + ms),
         }
-    };
-    let g = mean_dur(OpKind::Gemm);
-    let c = mean_dur(OpKind::Collective);
+    }
+    let flops = w.gemm().flops();
     Summary {
-        iter_ms,
-        compute_ms,
-        comm_ms,
+        iter_ms: mean("/profile/total_ms"),
+        compute_ms: mean("/profile/overlap/per_stream_ms/compute"),
+        side_ms,
         overlap_ms,
-        overlap_ratio: if comm_ms > 0.0 {
-            overlap_ms / comm_ms
-        } else {
-            0.0
-        },
-        gemm_tflops: if g > 0.0 {
-            cfg.gemm_flops() / (g * 1e-3) / 1e12
-        } else {
-            0.0
-        },
-        coll_algbw_gbs: if c > 0.0 {
-            cfg.bytes as f64 / (c * 1e-3) / 1e9
-        } else {
-            0.0
-        },
+        overlap_ratio: ratio(overlap_ms, side_ms),
+        gemm_tflops: ratio(flops * gemm.0, gemm.1 * 1e-3) / 1e12,
+        side_gbs: ratio(other.0, other.1 * 1e-3) / 1e9,
     }
 }
 
 /// Write `DIR/rank{r}.trace.json` and `DIR/rank_{r:02}_metrics.jsonl`; returns both paths.
-pub fn write_outputs(
+pub fn write_outputs<W: Workload>(
     dir: &Path,
-    cfg: &BenchConfig,
+    w: &W,
     info: &RunInfo,
     iters: &[IterTiming],
     lines: &[Value],
 ) -> Result<(PathBuf, PathBuf)> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let trace = dir.join(format!("rank{}.trace.json", cfg.rank));
-    let text = serde_json::to_vec(&chrome_trace(cfg, info, iters))?;
-    std::fs::write(&trace, text).with_context(|| format!("writing {}", trace.display()))?;
-    let jsonl = dir.join(format!("rank_{:02}_metrics.jsonl", cfg.rank));
-    let mut f = std::io::BufWriter::new(
-        std::fs::File::create(&jsonl).with_context(|| format!("writing {}", jsonl.display()))?,
-    );
+    std::fs::create_dir_all(dir).map_err(Error::io("creating", dir))?;
+    let trace = dir.join(format!("rank{}.trace.json", w.rank()));
+    let text = chrome_trace(w, info, iters).to_string();
+    std::fs::write(&trace, text).map_err(Error::io("writing", &trace))?;
+    let jsonl = dir.join(format!("rank_{:02}_metrics.jsonl", w.rank()));
+    write_jsonl(&jsonl, lines).map_err(Error::io("writing", &jsonl))?;
+    Ok((trace, jsonl))
+}
+
+fn write_jsonl(path: &Path, lines: &[Value]) -> std::io::Result<()> {
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
     for l in lines {
         serde_json::to_writer(&mut f, l)?;
         f.write_all(b"\n")?;
     }
-    f.flush()?;
-    Ok((trace, jsonl))
+    f.flush()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::bench::{run, SimBackend};
-    use crate::config::test_config;
+    use crate::config::{test_config, test_copy_config, Direction};
 
     fn sample(serial: bool) -> (BenchConfig, Vec<IterTiming>) {
         let mut cfg = test_config();
         cfg.serial = serial;
-        let mut b = SimBackend {
-            clock: [0.0, 0.0],
-            gemm_ms: 1.0,
-            coll_ms: 1.5,
-        };
-        let (its, _) = run(&mut b, &cfg).unwrap();
+        let mut b = SimBackend::new(1.0, 1.5);
+        let its = run(&mut b, &cfg.schedule()).unwrap().iters;
         (cfg, its)
     }
 
@@ -291,6 +408,9 @@ mod tests {
         assert_eq!(p["overlap"]["per_stream_ms"]["allreduce"], 1.5);
         let s = summary(&cfg, &lines, &its);
         assert_eq!(s.overlap_ratio, 1.0);
+        // GEMM 2*256^3 flop in 1 ms; 1 MiB all-reduce in 1.5 ms.
+        assert_eq!(s.gemm_tflops, 2.0 * 256f64.powi(3) / 1e-3 / 1e12);
+        assert_eq!(s.side_gbs, (1 << 20) as f64 / 1.5e-3 / 1e9);
 
         let (cfg, its) = sample(true);
         let lines = metrics_lines(&cfg, &its);
@@ -312,5 +432,81 @@ mod tests {
         assert!(v["traceEvents"].is_array());
         let text = std::fs::read_to_string(&j).unwrap();
         assert_eq!(text.lines().count(), 3);
+    }
+
+    fn copy_sample(serial: bool) -> (CopyConfig, Vec<IterTiming>) {
+        let mut cfg = test_copy_config(); // 3 GEMMs, 1 MiB copies, 2 iters
+        cfg.direction = Direction::Both;
+        let mut b = SimBackend::new(1.0, 0.0);
+        (b.h2d_ms, b.d2h_ms) = (2.0, 0.5);
+        let its = run(&mut b, &cfg.schedule(serial)).unwrap().iters;
+        (cfg, its)
+    }
+
+    #[test]
+    fn copy_trace_is_kineto_memcpy() {
+        let (cfg, its) = copy_sample(false);
+        let t = chrome_trace(&cfg, &info(), &its);
+        assert_eq!(t["traceName"], "aorta-copy-overlap");
+        let ev = t["traceEvents"].as_array().unwrap();
+        let names: Vec<&str> = ev
+            .iter()
+            .filter(|e| e["name"] == "thread_name")
+            .map(|e| e["args"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["stream 7 (compute)", "stream 14 (memcpy)"]);
+        let copies: Vec<&Value> = ev.iter().filter(|e| e["cat"] == "gpu_memcpy").collect();
+        assert_eq!(copies.len(), 2 * 2);
+        let h = copies[0];
+        assert_eq!(h["name"], "Memcpy HtoD (Pinned -> Device)");
+        assert_eq!(
+            (h["ts"].as_f64(), h["dur"].as_f64()),
+            (Some(0.0), Some(2000.0))
+        );
+        assert_eq!(h["tid"], 14);
+        assert_eq!(h["args"]["op"], "memcpy_htod");
+        assert_eq!(h["args"]["bytes"], 1 << 20);
+        // 1048576 B in 2 ms = 0.524288 GB/s; in 0.5 ms = 2.097152 GB/s.
+        assert_eq!(h["args"]["memory bandwidth (GB/s)"], 0.524);
+        let d = copies[1];
+        assert_eq!(d["name"], "Memcpy DtoH (Device -> Pinned)");
+        assert_eq!(
+            (d["ts"].as_f64(), d["dur"].as_f64()),
+            (Some(2000.0), Some(500.0))
+        );
+        assert_eq!(d["args"]["memory bandwidth (GB/s)"], 2.097);
+        assert!(d["args"].get("dtype").is_none());
+        let g = ev.iter().find(|e| e["args"]["op"] == "gemm").unwrap();
+        assert_eq!(
+            (g["cat"].as_str(), g["name"].as_str()),
+            (Some("kernel"), Some("gemm_fp16_128x64x32"))
+        );
+    }
+
+    #[test]
+    fn copy_jsonl_and_summary() {
+        let (cfg, its) = copy_sample(false);
+        let lines = metrics_lines(&cfg, &its);
+        let p = &lines[1]["profile"];
+        assert_eq!(p["total_ms"], 3.0);
+        assert_eq!(p["ranges"][3]["stream"], "memcpy");
+        assert_eq!(p["ranges"][3]["tag"], "memcpy_htod");
+        assert_eq!(
+            p["ranges"][4]["metadata"]["function"],
+            "Memcpy DtoH (Device -> Pinned)"
+        );
+        assert_eq!(p["overlap"]["per_stream_ms"]["memcpy"], 2.5);
+        assert_eq!(p["overlap"]["overlap_ms"]["compute_comm"], 2.5);
+        let s = summary(&cfg, &lines, &its);
+        assert_eq!((s.iter_ms, s.compute_ms, s.side_ms), (3.0, 3.0, 2.5));
+        assert_eq!((s.overlap_ms, s.overlap_ratio), (2.5, 1.0));
+        // Two 1 MiB copies in 2.5 ms; GEMM 2*128*64*32 flop in 1 ms.
+        assert_eq!(s.side_gbs, 2.0 * 1048576.0 / 2.5e-3 / 1e9);
+        assert_eq!(s.gemm_tflops, 524288.0 / 1e-3 / 1e12);
+
+        let (cfg, its) = copy_sample(true);
+        let lines = metrics_lines(&cfg, &its);
+        let s = summary(&cfg, &lines, &its);
+        assert_eq!((s.iter_ms, s.overlap_ms, s.overlap_ratio), (5.5, 0.0, 0.0));
     }
 }

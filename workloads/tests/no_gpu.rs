@@ -1,28 +1,69 @@
-//! Without a GPU (or its libraries) the workload says so in one line and exits non-zero,
-//! rather than panicking inside cudarc. (Building this test also puts the binary next to
-//! `aorta`, where `aorta run` looks for it.)
+//! Without a GPU (or its libraries) each workload says so in one line and exits non-zero,
+//! rather than panicking inside cudarc; a bad argument is one line too, before any GPU call.
+//! (Building this test also puts the binaries next to `aorta`, where `aorta run` looks.)
 
-use std::process::Command;
+use std::process::{Command, Output};
+
+fn run(exe: &str, args: &[&str]) -> Output {
+    Command::new(exe)
+        .args(args)
+        .env("RANK", "0")
+        .env("WORLD_SIZE", "1")
+        .env_remove("LOCAL_RANK")
+        .output()
+        .unwrap()
+}
+
+/// The one non-empty stderr line of a failed run.
+fn one_error_line(o: &Output) -> String {
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    lines[0].to_string()
+}
+
+fn gpu_present() -> bool {
+    std::path::Path::new("/dev/nvidia0").exists() || std::path::Path::new("/dev/kfd").exists()
+}
 
 #[test]
 fn no_gpu_is_one_line_and_a_failure() {
-    if std::path::Path::new("/dev/nvidia0").exists() {
+    if gpu_present() {
         eprintln!("skipping: a GPU is present");
         return;
     }
-    let o = Command::new(env!("CARGO_BIN_EXE_aorta-overlap-bench"))
-        .args(["--iters", "1"])
-        .env("RANK", "0")
-        .env("WORLD_SIZE", "1")
-        .output()
-        .unwrap();
-    assert!(!o.status.success());
-    let err = String::from_utf8_lossy(&o.stderr);
-    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert_eq!(lines.len(), 1, "{err}");
-    assert!(
-        lines[0].starts_with("aorta-overlap-bench: error:") && lines[0].contains("CUDA"),
-        "{err}"
+    for (exe, name) in [
+        (
+            env!("CARGO_BIN_EXE_aorta-overlap-bench"),
+            "aorta-overlap-bench",
+        ),
+        (
+            env!("CARGO_BIN_EXE_aorta-copy-overlap"),
+            "aorta-copy-overlap",
+        ),
+    ] {
+        let line = one_error_line(&run(exe, &["--iters", "1"]));
+        assert!(
+            line.starts_with(&format!("{name}: error: no ")) && line.contains("CUDA"),
+            "{line}"
+        );
+    }
+}
+
+#[test]
+fn bad_arguments_are_one_line_before_any_gpu_call() {
+    let exe = env!("CARGO_BIN_EXE_aorta-copy-overlap");
+    let line = one_error_line(&run(exe, &["--copy-bytes", "0"]));
+    assert_eq!(line, "aorta-copy-overlap: error: --copy-bytes must be > 0");
+    let line = one_error_line(&run(exe, &["--copies-per-iter", "0"]));
+    assert_eq!(
+        line,
+        "aorta-copy-overlap: error: nothing to overlap: --gemms-per-iter and --copies-per-iter \
+         must both be > 0"
     );
-    assert!(!err.contains("panicked"), "{err}");
+    let exe = env!("CARGO_BIN_EXE_aorta-overlap-bench");
+    let line = one_error_line(&run(exe, &["--iters", "0"]));
+    assert_eq!(line, "aorta-overlap-bench: error: --iters must be > 0");
 }

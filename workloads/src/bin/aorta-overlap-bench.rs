@@ -6,8 +6,9 @@
 //! RANK=1 WORLD_SIZE=2 aorta-overlap-bench --rendezvous /tmp/id --out out
 //! ```
 
-use anyhow::{anyhow, bail, Context, Result};
-use aorta_workloads::config::{BenchConfig, Collective, Dtype};
+use anyhow::{bail, Result};
+use aorta_workloads::config::{BenchConfig, Collective, Dtype, GemmShape};
+use aorta_workloads::{bench, launch, output, rendezvous, Backend};
 use clap::Parser;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -66,17 +67,6 @@ struct Args {
     timeout_s: u64,
 }
 
-fn env_usize(name: &str) -> Result<Option<usize>> {
-    match std::env::var(name) {
-        Ok(v) => v
-            .trim()
-            .parse()
-            .map(Some)
-            .map_err(|_| anyhow!("{name}={v:?} is not a non-negative integer")),
-        Err(_) => Ok(None),
-    }
-}
-
 fn main() -> ExitCode {
     match real_main() {
         Ok(()) => ExitCode::SUCCESS,
@@ -89,20 +79,23 @@ fn main() -> ExitCode {
 
 fn real_main() -> Result<()> {
     let args = Args::parse();
+    let (rank, world_size) = launch::rank_and_world()?;
     let cfg = BenchConfig {
-        m: args.m,
-        n: args.n,
-        k: args.k,
+        gemm: GemmShape {
+            m: args.m,
+            n: args.n,
+            k: args.k,
+            dtype: args.dtype,
+        },
         bytes: args.bytes,
-        dtype: args.dtype,
         collective: args.collective,
         iters: args.iters,
         warmup: args.warmup,
         gemms_per_iter: args.gemms_per_iter,
         collectives_per_iter: args.collectives_per_iter,
         serial: args.serial,
-        rank: env_usize("RANK")?.unwrap_or(0),
-        world_size: env_usize("WORLD_SIZE")?.unwrap_or(1),
+        rank,
+        world_size,
     };
     cfg.validate()?;
     if cfg.world_size > 1 && args.rendezvous.is_none() {
@@ -119,64 +112,67 @@ fn run_cuda(_: &BenchConfig, _: &Args) -> Result<()> {
 #[cfg(feature = "cuda")]
 fn run_cuda(cfg: &BenchConfig, args: &Args) -> Result<()> {
     use aorta_workloads::cuda::{self, CudaBackend};
-    use aorta_workloads::output;
-    use aorta_workloads::Backend;
     use std::time::Duration;
 
-    cuda::probe()?;
-    let count = cuda::device_count()?;
-    let device = match (args.device, env_usize("LOCAL_RANK")?) {
-        (Some(d), _) | (None, Some(d)) => d,
-        (None, None) => cfg.rank % count,
-    };
-    if device >= count {
-        bail!("GPU {device} requested but only {count} visible");
-    }
+    cuda::probe(true)?;
+    let device = launch::pick_device(
+        args.device,
+        launch::env_usize("LOCAL_RANK")?,
+        cfg.rank,
+        cuda::device_count()?,
+    )?;
     let id = match &args.rendezvous {
-        Some(p) => cuda::rendezvous(p, cfg.rank, Duration::from_secs(args.timeout_s))?,
-        None => {
-            cudarc::nccl::result::get_uniqueid().map_err(|e| anyhow!("ncclGetUniqueId: {e:?}"))?
-        }
+        Some(p) => rendezvous::exchange(
+            p,
+            cfg.rank,
+            Duration::from_secs(args.timeout_s),
+            cuda::unique_id,
+        )?,
+        None => cuda::unique_id()?,
     };
-    let mut b = CudaBackend::new(cfg, device, id)?;
+    let mut b = CudaBackend::new(&cfg.gemm, device)?.with_collective(cfg, id)?;
     if cfg.rank == 0 {
         if let Some(p) = &args.rendezvous {
             // Every rank has joined (ncclCommInitRank is collective): the id is spent.
             let _ = std::fs::remove_file(p);
         }
     }
-    let (iters, base_time_ns) = aorta_workloads::bench::run(&mut b, cfg)?;
+    drive(&mut b, cfg, args)
+}
+
+/// The benchmark on any backend: run, write both outputs, print the summary line.
+fn drive<B: Backend>(b: &mut B, cfg: &BenchConfig, args: &Args) -> Result<()> {
+    let m = bench::run(b, &cfg.schedule())?;
     let info = output::RunInfo {
-        device,
+        device: b.device(),
         device_name: b.device_name(),
-        base_time_ns,
+        base_time_ns: m.base_time_ns,
     };
-    let lines = output::metrics_lines(cfg, &iters);
-    let (trace, jsonl) = output::write_outputs(&args.out, cfg, &info, &iters, &lines)
-        .context("writing the outputs")?;
-    let s = output::summary(cfg, &lines, &iters);
+    let lines = output::metrics_lines(cfg, &m.iters);
+    let (trace, jsonl) = output::write_outputs(&args.out, cfg, &info, &m.iters, &lines)?;
+    let s = output::summary(cfg, &lines, &m.iters);
     println!(
         "rank {}/{} GPU {} ({}): {} {} B {} x{} | {} x{} {}: iter {:.3} ms, compute {:.3} ms, \
          comm {:.3} ms, overlap {:.3} ms ({:.1}% of comm), GEMM {:.1} TFLOP/s, collective \
          algbw {:.1} GB/s -> {}, {}",
         cfg.rank,
         cfg.world_size,
-        device,
+        info.device,
         info.device_name,
         cfg.collective.op(),
         cfg.bytes,
-        cfg.dtype.name(),
+        cfg.gemm.dtype.name(),
         cfg.collectives_per_iter,
-        cfg.gemm_name(),
+        cfg.gemm.name(),
         cfg.gemms_per_iter,
         if cfg.serial { "serial" } else { "overlapped" },
         s.iter_ms,
         s.compute_ms,
-        s.comm_ms,
+        s.side_ms,
         s.overlap_ms,
         100.0 * s.overlap_ratio,
         s.gemm_tflops,
-        s.coll_algbw_gbs,
+        s.side_gbs,
         trace.display(),
         jsonl.display(),
     );
