@@ -30,6 +30,15 @@ impl Dtype {
             Dtype::Fp32 => "fp32",
         }
     }
+    /// The name PyTorch's profiler writes in a collective's `args.dtype`, so that `aorta
+    /// compare` matches these collectives with a PyTorch run's.
+    pub fn torch_name(self) -> &'static str {
+        match self {
+            Dtype::Bf16 => "BFloat16",
+            Dtype::Fp16 => "Half",
+            Dtype::Fp32 => "Float",
+        }
+    }
 }
 
 /// The collective on the comm stream.

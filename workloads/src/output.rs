@@ -114,8 +114,10 @@ impl Workload for BenchConfig {
                 bytes: self.bytes,
                 stream: self.collective.stream_name(),
                 args: args(json!({
-                    "dtype": self.gemm.dtype.name(),
+                    "dtype": self.gemm.dtype.torch_name(),
                     "Collective name": self.collective.collective_name(),
+                    "In msg nelems": self.collective_buffers().0 / self.gemm.dtype.size(),
+                    "Out msg nelems": self.collective_buffers().1 / self.gemm.dtype.size(),
                     "Group size": self.world_size,
                 })),
             }),
@@ -379,6 +381,10 @@ mod tests {
         assert_eq!(coll["args"]["stream"], 13);
         assert_eq!(coll["args"]["Collective name"], "allreduce");
         assert_eq!(coll["args"]["bytes"], 1 << 20);
+        // As PyTorch writes them: bf16 elements of the 1 MiB all-reduce, in and out.
+        assert_eq!(coll["args"]["dtype"], "BFloat16");
+        assert_eq!(coll["args"]["In msg nelems"], 1 << 19);
+        assert_eq!(coll["args"]["Out msg nelems"], 1 << 19);
         assert_eq!(coll["ts"], 0.0);
         assert_eq!(coll["dur"], 1500.0);
         let g = xs
