@@ -40,6 +40,9 @@ pub enum Error {
         runtime: &'static str,
         detail: String,
     },
+    /// `--backend auto` found neither GPU runtime: both reasons, CUDA's first.
+    #[error("no GPU: {cuda}; {rocm}")]
+    NoGpu { cuda: Box<Error>, rocm: Box<Error> },
     /// A GPU API call returned an error code.
     #[error("{call} failed: {code}")]
     Api {
@@ -72,6 +75,15 @@ impl Error {
             call: call.into(),
             code: code.to_string(),
         }
+    }
+
+    /// The runtime or its device is absent (rather than broken): `--backend auto` may try the
+    /// other one.
+    pub fn is_no_gpu(&self) -> bool {
+        matches!(
+            self,
+            Error::NoDriver { .. } | Error::NoDevice { .. } | Error::NoGpu { .. }
+        )
     }
 
     /// An [`Error::Config`].

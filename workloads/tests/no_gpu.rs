@@ -67,3 +67,33 @@ fn bad_arguments_are_one_line_before_any_gpu_call() {
     let line = one_error_line(&run(exe, &["--iters", "0"]));
     assert_eq!(line, "aorta-overlap-bench: error: --iters must be > 0");
 }
+
+/// `--backend rocm`: with the feature, HIP's own answer in one line; without, how to get it.
+#[test]
+fn rocm_backend_line() {
+    if std::path::Path::new("/dev/kfd").exists() {
+        eprintln!("skipping: an AMD GPU is present");
+        return;
+    }
+    for (exe, name) in [
+        (
+            env!("CARGO_BIN_EXE_aorta-overlap-bench"),
+            "aorta-overlap-bench",
+        ),
+        (
+            env!("CARGO_BIN_EXE_aorta-copy-overlap"),
+            "aorta-copy-overlap",
+        ),
+    ] {
+        let line = one_error_line(&run(exe, &["--backend", "rocm", "--iters", "1"]));
+        let expected = if cfg!(feature = "rocm") {
+            "no ROCm GPU: hipGetDeviceCount returned "
+        } else {
+            "built without the `rocm` feature: rebuild with `cargo build --features rocm`"
+        };
+        assert!(
+            line.starts_with(&format!("{name}: error: {expected}")),
+            "{line}"
+        );
+    }
+}

@@ -7,9 +7,13 @@
 //! aorta-copy-overlap --copy-bytes 67108864 --direction both --out out
 //! ```
 
+// Built with no backend at all, only the error path remains.
+#![cfg_attr(not(any(feature = "cuda", feature = "rocm")), allow(dead_code))]
+
 use anyhow::Result;
 use aorta_workloads::config::{CopyConfig, Direction, Dtype, GemmShape};
-use aorta_workloads::{copy_overlap, launch, output, Backend};
+use aorta_workloads::launch::{self, BackendChoice, Runtime};
+use aorta_workloads::{copy_overlap, output, Backend};
 use clap::Parser;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -61,6 +65,9 @@ struct Args {
     /// GPU to use (default: LOCAL_RANK, else RANK modulo the visible device count).
     #[arg(long)]
     device: Option<usize>,
+    /// GPU runtime: auto = CUDA if its driver sees a GPU, else ROCm (builds with `rocm`).
+    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+    backend: BackendChoice,
 }
 
 fn main() -> ExitCode {
@@ -94,27 +101,41 @@ fn real_main() -> Result<()> {
         world_size,
     };
     cfg.validate()?;
-    run_cuda(&cfg, &args)
+    match launch::choose(args.backend, |rt| launch::probe(rt, false))? {
+        Runtime::Cuda => run_cuda(&cfg, &args),
+        Runtime::Rocm => run_rocm(&cfg, &args),
+    }
 }
 
-#[cfg(not(feature = "cuda"))]
-fn run_cuda(_: &CopyConfig, _: &Args) -> Result<()> {
-    anyhow::bail!("built without the `cuda` feature: no GPU backend");
+fn device(cfg: &CopyConfig, args: &Args, count: usize) -> Result<usize> {
+    let local = launch::env_usize("LOCAL_RANK")?;
+    Ok(launch::pick_device(args.device, local, cfg.rank, count)?)
 }
 
 #[cfg(feature = "cuda")]
 fn run_cuda(cfg: &CopyConfig, args: &Args) -> Result<()> {
     use aorta_workloads::cuda::{self, CudaBackend};
-
-    cuda::probe(false)?;
-    let device = launch::pick_device(
-        args.device,
-        launch::env_usize("LOCAL_RANK")?,
-        cfg.rank,
-        cuda::device_count()?,
-    )?;
+    let device = device(cfg, args, cuda::device_count()?)?;
     let mut b = CudaBackend::new(&cfg.gemm, device)?.with_copies(cfg.copy_bytes)?;
     drive(&mut b, cfg, args)
+}
+
+#[cfg(feature = "rocm")]
+fn run_rocm(cfg: &CopyConfig, args: &Args) -> Result<()> {
+    use aorta_workloads::rocm::{self, RocmBackend};
+    let device = device(cfg, args, rocm::device_count()?)?;
+    let mut b = RocmBackend::new(&cfg.gemm, device)?.with_copies(cfg.copy_bytes)?;
+    drive(&mut b, cfg, args)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn run_cuda(_: &CopyConfig, _: &Args) -> Result<()> {
+    anyhow::bail!("built without the `cuda` feature");
+}
+
+#[cfg(not(feature = "rocm"))]
+fn run_rocm(_: &CopyConfig, _: &Args) -> Result<()> {
+    anyhow::bail!("built without the `rocm` feature");
 }
 
 /// The measurement on any backend: both modes, one mode's outputs, the summary line.

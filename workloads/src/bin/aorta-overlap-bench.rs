@@ -6,9 +6,13 @@
 //! RANK=1 WORLD_SIZE=2 aorta-overlap-bench --rendezvous /tmp/id --out out
 //! ```
 
+// Built with no backend at all, only the error path remains.
+#![cfg_attr(not(any(feature = "cuda", feature = "rocm")), allow(dead_code))]
+
 use anyhow::{bail, Result};
 use aorta_workloads::config::{BenchConfig, Collective, Dtype, GemmShape};
-use aorta_workloads::{bench, launch, output, rendezvous, Backend};
+use aorta_workloads::launch::{self, BackendChoice, Runtime};
+use aorta_workloads::{bench, output, rendezvous, Backend};
 use clap::Parser;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -65,6 +69,9 @@ struct Args {
     /// Seconds a rank waits for the rendezvous file.
     #[arg(long, default_value_t = 120)]
     timeout_s: u64,
+    /// GPU runtime: auto = CUDA if its driver sees a GPU, else ROCm (builds with `rocm`).
+    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+    backend: BackendChoice,
 }
 
 fn main() -> ExitCode {
@@ -101,43 +108,66 @@ fn real_main() -> Result<()> {
     if cfg.world_size > 1 && args.rendezvous.is_none() {
         bail!("WORLD_SIZE > 1 needs --rendezvous FILE (a path all ranks can see)");
     }
-    run_cuda(&cfg, &args)
+    match launch::choose(args.backend, |rt| launch::probe(rt, true))? {
+        Runtime::Cuda => run_cuda(&cfg, &args),
+        Runtime::Rocm => run_rocm(&cfg, &args),
+    }
 }
 
-#[cfg(not(feature = "cuda"))]
-fn run_cuda(_: &BenchConfig, _: &Args) -> Result<()> {
-    bail!("built without the `cuda` feature: no GPU backend");
+/// The NCCL/RCCL id: through the rendezvous file when there is one, else made here.
+fn unique_id(
+    cfg: &BenchConfig,
+    args: &Args,
+    make: fn() -> aorta_workloads::Result<[u8; rendezvous::ID_BYTES]>,
+) -> Result<[u8; rendezvous::ID_BYTES]> {
+    let timeout = std::time::Duration::from_secs(args.timeout_s);
+    Ok(match &args.rendezvous {
+        Some(p) => rendezvous::exchange(p, cfg.rank, timeout, make)?,
+        None => make()?,
+    })
+}
+
+/// Rank 0 removes the rendezvous file once the communicator exists (ncclCommInitRank is
+/// collective, so every rank has joined and the id is spent).
+fn id_spent(cfg: &BenchConfig, args: &Args) {
+    if let (0, Some(p)) = (cfg.rank, &args.rendezvous) {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+fn device(cfg: &BenchConfig, args: &Args, count: usize) -> Result<usize> {
+    let local = launch::env_usize("LOCAL_RANK")?;
+    Ok(launch::pick_device(args.device, local, cfg.rank, count)?)
 }
 
 #[cfg(feature = "cuda")]
 fn run_cuda(cfg: &BenchConfig, args: &Args) -> Result<()> {
     use aorta_workloads::cuda::{self, CudaBackend};
-    use std::time::Duration;
-
-    cuda::probe(true)?;
-    let device = launch::pick_device(
-        args.device,
-        launch::env_usize("LOCAL_RANK")?,
-        cfg.rank,
-        cuda::device_count()?,
-    )?;
-    let id = match &args.rendezvous {
-        Some(p) => rendezvous::exchange(
-            p,
-            cfg.rank,
-            Duration::from_secs(args.timeout_s),
-            cuda::unique_id,
-        )?,
-        None => cuda::unique_id()?,
-    };
+    let device = device(cfg, args, cuda::device_count()?)?;
+    let id = unique_id(cfg, args, cuda::unique_id)?;
     let mut b = CudaBackend::new(&cfg.gemm, device)?.with_collective(cfg, id)?;
-    if cfg.rank == 0 {
-        if let Some(p) = &args.rendezvous {
-            // Every rank has joined (ncclCommInitRank is collective): the id is spent.
-            let _ = std::fs::remove_file(p);
-        }
-    }
+    id_spent(cfg, args);
     drive(&mut b, cfg, args)
+}
+
+#[cfg(feature = "rocm")]
+fn run_rocm(cfg: &BenchConfig, args: &Args) -> Result<()> {
+    use aorta_workloads::rocm::{self, RocmBackend};
+    let device = device(cfg, args, rocm::device_count()?)?;
+    let id = unique_id(cfg, args, rocm::unique_id)?;
+    let mut b = RocmBackend::new(&cfg.gemm, device)?.with_collective(cfg, id)?;
+    id_spent(cfg, args);
+    drive(&mut b, cfg, args)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn run_cuda(_: &BenchConfig, _: &Args) -> Result<()> {
+    bail!("built without the `cuda` feature");
+}
+
+#[cfg(not(feature = "rocm"))]
+fn run_rocm(_: &BenchConfig, _: &Args) -> Result<()> {
+    bail!("built without the `rocm` feature");
 }
 
 /// The benchmark on any backend: run, write both outputs, print the summary line.
