@@ -330,7 +330,11 @@ fn user_metadata_becomes_run_params() {
         let params: serde_json::Value =
             serde_json::from_str(strs(&runs, "params")[0].as_deref().unwrap()).unwrap();
         let raw = raw_json(f);
-        assert_eq!(params, serde_json::json!({ "metadata": raw["metadata"] }), "{suffix}");
+        assert_eq!(
+            params,
+            serde_json::json!({ "metadata": raw["metadata"] }),
+            "{suffix}"
+        );
     }
     for suffix in [
         "a100_nccl/nccl_data.json.gz",

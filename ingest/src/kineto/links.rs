@@ -100,8 +100,7 @@ fn param_value(raw: &[u8]) -> serde_json::Value {
     if raw.len() > MAX_PARAM_BYTES {
         return format!("<{} bytes omitted>", raw.len()).into();
     }
-    serde_json::from_slice(raw)
-        .unwrap_or_else(|_| String::from_utf8_lossy(raw).into_owned().into())
+    serde_json::from_slice(raw).unwrap_or_else(|_| String::from_utf8_lossy(raw).into_owned().into())
 }
 
 fn json_int(v: &serde_json::Value) -> Option<i64> {
