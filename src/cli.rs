@@ -41,6 +41,7 @@ const RUN_EXAMPLES: &str = "\
 Examples:
   aorta run overlap-bench --ranks 2 -o out -- --collective all-reduce --bytes 67108864
   aorta run overlap-bench -o out -- --serial          # the same, streams forced serial
+  aorta run copy-overlap -o out -- --direction both --copy-bytes 268435456
   aorta run fsdp --ranks 2 -o out -- --no-forward-prefetch --batch-size 4
   aorta run workloads/traces/overlap-bench/allreduce_overlap -o out   # existing output
 
@@ -48,6 +49,8 @@ WORKLOAD is a workload name or a path to traces already written. Workloads:
   overlap-bench  aorta-overlap-bench: GEMMs + NCCL collectives on two streams (found next to
                  the aorta binary or on PATH); one process per rank (RANK, WORLD_SIZE, a
                  rendezvous file)
+  copy-overlap   aorta-copy-overlap: GEMMs + async host<->device copies on a high-priority
+                 stream, measured serial and overlapped; one independent process per rank
   fsdp           PyTorch FSDP2 steps with the Python aorta knobs (the script is built into
                  aorta and written to DIR/workload); started with torchrun, needs PyTorch in
                  python3 or $AORTA_PYTHON
@@ -57,7 +60,7 @@ printed and written into it, and DIR/report.html is the report (as `aorta report
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// A workload name (overlap-bench, fsdp) or a directory / file of traces already written.
+    /// A workload name (overlap-bench, copy-overlap, fsdp) or a directory / file of traces already written.
     pub workload: String,
     /// Output directory: traces/, data/ (the dataset) and report.html.
     #[arg(short, long, value_name = "DIR", default_value = "aorta-run")]

@@ -15,6 +15,9 @@ use crate::cli::{By, Format, OverlapArgs, RunArgs};
 pub enum Launch {
     /// A binary next to `aorta`, one process per rank, NCCL id through a rendezvous file.
     Ranks,
+    /// A binary next to `aorta`, one process per rank, each on its own GPU, no rendezvous
+    /// (the ranks do not talk to each other).
+    Independent,
     /// A Python script embedded in `aorta`, written next to the traces and started with
     /// `python3 -m torch.distributed.run` (torchrun), which starts the ranks.
     Torchrun,
@@ -29,11 +32,16 @@ pub struct Workload {
 }
 
 /// The workloads `aorta run` can launch, by name (`aorta run --help` describes them).
-pub const WORKLOADS: [Workload; 2] = [
+pub const WORKLOADS: [Workload; 3] = [
     Workload {
         name: "overlap-bench",
         program: "aorta-overlap-bench",
         launch: Launch::Ranks,
+    },
+    Workload {
+        name: "copy-overlap",
+        program: "aorta-copy-overlap",
+        launch: Launch::Independent,
     },
     Workload {
         name: "fsdp",
@@ -108,24 +116,27 @@ fn launch(a: &RunArgs, traces: &Path) -> Result<()> {
     };
     std::fs::create_dir_all(traces).with_context(|| traces.display().to_string())?;
     match w.launch {
-        Launch::Ranks => launch_ranks(a, w.program, traces),
+        Launch::Ranks => launch_ranks(a, w.program, traces, true),
+        Launch::Independent => launch_ranks(a, w.program, traces, false),
         Launch::Torchrun => launch_torchrun(a, traces),
     }
 }
 
-/// Runs `a.ranks` processes of the workload (one per GPU, `RANK`/`WORLD_SIZE` set, NCCL id
-/// through a rendezvous file); fails with the first failing rank's last stderr line.
-fn launch_ranks(a: &RunArgs, exe: &str, traces: &Path) -> Result<()> {
+/// Runs `a.ranks` processes of the workload (one per GPU, `RANK`/`WORLD_SIZE` set, with
+/// `rendezvous` the NCCL id through a file); fails with the first failing rank's last stderr
+/// line.
+fn launch_ranks(a: &RunArgs, exe: &str, traces: &Path, rendezvous: bool) -> Result<()> {
     let bin = find_executable(exe)?;
     let rdv = traces.join(format!(".rendezvous-{}", std::process::id()));
     let ranks = a.ranks.max(1);
     let children: Vec<_> = (0..ranks)
         .map(|r| {
-            Command::new(&bin)
-                .args(&a.args)
-                .arg("--rendezvous")
-                .arg(&rdv)
-                .arg("--out")
+            let mut cmd = Command::new(&bin);
+            cmd.args(&a.args);
+            if rendezvous {
+                cmd.arg("--rendezvous").arg(&rdv);
+            }
+            cmd.arg("--out")
                 .arg(traces)
                 .env("RANK", r.to_string())
                 .env("WORLD_SIZE", ranks.to_string())

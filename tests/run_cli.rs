@@ -52,42 +52,46 @@ fn existing_output_becomes_dataset_overlap_and_report() {
 
 #[test]
 fn a_workload_without_a_gpu_fails_in_one_line() {
-    let aorta_bin = Path::new(common::cli::AORTA);
-    let bench = aorta_bin.with_file_name("aorta-overlap-bench");
     if Path::new("/dev/nvidia0").exists() {
         eprintln!("skipping: a GPU is present (this test checks the no-GPU message)");
         return;
     }
-    if !bench.is_file() {
-        // `cargo test --workspace` (README's command) builds it next to aorta.
+    for (workload, exe) in [
+        ("overlap-bench", "aorta-overlap-bench"),
+        ("copy-overlap", "aorta-copy-overlap"),
+    ] {
+        let bin = Path::new(common::cli::AORTA).with_file_name(exe);
+        if !bin.is_file() {
+            // `cargo test --workspace` (README's command) builds it next to aorta.
+            assert!(
+                std::env::var("CI").is_err(),
+                "{} missing under CI",
+                bin.display()
+            );
+            eprintln!("skipping: {} not built", bin.display());
+            continue;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let args = [
+            "--ranks",
+            "2",
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+            "--iters",
+            "1",
+        ];
+        let o = run(&[&[workload][..], &args[..]].concat());
+        assert_eq!(code(&o), 2, "{workload}");
+        let err = stderr(&o);
+        assert_eq!(err.lines().count(), 1, "{err}");
         assert!(
-            std::env::var("CI").is_err(),
-            "{} missing under CI",
-            bench.display()
+            err.contains(&format!("{exe} rank")) && err.contains("CUDA"),
+            "{err}"
         );
-        eprintln!("skipping: {} not built", bench.display());
-        return;
+        assert!(!out.join("report.html").exists());
     }
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("out");
-    let o = run(&[
-        "overlap-bench",
-        "--ranks",
-        "2",
-        "-o",
-        out.to_str().unwrap(),
-        "--",
-        "--iters",
-        "1",
-    ]);
-    assert_eq!(code(&o), 2);
-    let err = stderr(&o);
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(
-        err.contains("aorta-overlap-bench rank") && err.contains("CUDA"),
-        "{err}"
-    );
-    assert!(!out.join("report.html").exists());
 }
 
 #[test]
