@@ -2,8 +2,59 @@
 //! sets them), the choice of backend (`--backend`) and of device. Kept here so the two
 //! binaries agree and it is tested.
 
+use crate::config::{Dtype, GemmShape};
 use crate::error::{bail_config, Error, Result};
 use clap::ValueEnum;
+use std::process::ExitCode;
+
+/// The GEMM flags both binaries take.
+#[derive(clap::Args, Debug, Clone)]
+pub struct GemmArgs {
+    /// GEMM rows of A and C.
+    #[arg(long, default_value_t = 4096)]
+    pub m: usize,
+    /// GEMM columns of B and C.
+    #[arg(long, default_value_t = 4096)]
+    pub n: usize,
+    /// GEMM inner dimension.
+    #[arg(long, default_value_t = 4096)]
+    pub k: usize,
+    #[arg(long, value_enum, default_value_t = Dtype::Bf16)]
+    pub dtype: Dtype,
+}
+
+impl GemmArgs {
+    pub fn shape(&self) -> GemmShape {
+        GemmShape {
+            m: self.m,
+            n: self.n,
+            k: self.k,
+            dtype: self.dtype,
+        }
+    }
+}
+
+/// Where both binaries run: the GPU and its runtime.
+#[derive(clap::Args, Debug, Clone)]
+pub struct PlaceArgs {
+    /// GPU to use (default: LOCAL_RANK, else RANK modulo the visible device count).
+    #[arg(long)]
+    pub device: Option<usize>,
+    /// GPU runtime: auto = CUDA if its driver sees a GPU, else ROCm (builds with `rocm`).
+    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+    pub backend: BackendChoice,
+}
+
+/// A workload binary's exit: on error one line on stderr (`NAME: error: …`), status 1.
+pub fn exit<E: std::fmt::Display>(name: &str, r: std::result::Result<(), E>) -> ExitCode {
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{name}: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
 
 /// `--backend`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

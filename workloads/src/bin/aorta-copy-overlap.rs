@@ -11,8 +11,8 @@
 #![cfg_attr(not(any(feature = "cuda", feature = "rocm")), allow(dead_code))]
 
 use anyhow::Result;
-use aorta_workloads::config::{CopyConfig, Direction, Dtype, GemmShape};
-use aorta_workloads::launch::{self, BackendChoice, Runtime};
+use aorta_workloads::config::{CopyConfig, Direction};
+use aorta_workloads::launch::{self, GemmArgs, PlaceArgs, Runtime};
 use aorta_workloads::{copy_overlap, output, Backend};
 use clap::Parser;
 use std::path::PathBuf;
@@ -26,17 +26,8 @@ use std::process::ExitCode;
              high-priority copy stream; measures serial and overlapped in one run"
 )]
 struct Args {
-    /// GEMM rows of A and C.
-    #[arg(long, default_value_t = 4096)]
-    m: usize,
-    /// GEMM columns of B and C.
-    #[arg(long, default_value_t = 4096)]
-    n: usize,
-    /// GEMM inner dimension.
-    #[arg(long, default_value_t = 4096)]
-    k: usize,
-    #[arg(long, value_enum, default_value_t = Dtype::Bf16)]
-    dtype: Dtype,
+    #[command(flatten)]
+    gemm: GemmArgs,
     /// Bytes of one copy.
     #[arg(long, default_value_t = 64 << 20)]
     copy_bytes: usize,
@@ -62,34 +53,19 @@ struct Args {
     /// Output directory (rank{r}.trace.json, rank_{r:02}_metrics.jsonl).
     #[arg(long, default_value = "copy-overlap-out")]
     out: PathBuf,
-    /// GPU to use (default: LOCAL_RANK, else RANK modulo the visible device count).
-    #[arg(long)]
-    device: Option<usize>,
-    /// GPU runtime: auto = CUDA if its driver sees a GPU, else ROCm (builds with `rocm`).
-    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
-    backend: BackendChoice,
+    #[command(flatten)]
+    place: PlaceArgs,
 }
 
 fn main() -> ExitCode {
-    match real_main() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("aorta-copy-overlap: error: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    launch::exit("aorta-copy-overlap", real_main())
 }
 
 fn real_main() -> Result<()> {
     let args = Args::parse();
     let (rank, world_size) = launch::rank_and_world()?;
     let cfg = CopyConfig {
-        gemm: GemmShape {
-            m: args.m,
-            n: args.n,
-            k: args.k,
-            dtype: args.dtype,
-        },
+        gemm: args.gemm.shape(),
         copy_bytes: args.copy_bytes,
         direction: args.direction,
         copies_per_iter: args.copies_per_iter,
@@ -101,7 +77,7 @@ fn real_main() -> Result<()> {
         world_size,
     };
     cfg.validate()?;
-    match launch::choose(args.backend, |rt| launch::probe(rt, false))? {
+    match launch::choose(args.place.backend, |rt| launch::probe(rt, false))? {
         Runtime::Cuda => run_cuda(&cfg, &args),
         Runtime::Rocm => run_rocm(&cfg, &args),
     }
@@ -109,7 +85,12 @@ fn real_main() -> Result<()> {
 
 fn device(cfg: &CopyConfig, args: &Args, count: usize) -> Result<usize> {
     let local = launch::env_usize("LOCAL_RANK")?;
-    Ok(launch::pick_device(args.device, local, cfg.rank, count)?)
+    Ok(launch::pick_device(
+        args.place.device,
+        local,
+        cfg.rank,
+        count,
+    )?)
 }
 
 #[cfg(feature = "cuda")]

@@ -10,8 +10,8 @@
 #![cfg_attr(not(any(feature = "cuda", feature = "rocm")), allow(dead_code))]
 
 use anyhow::{bail, Result};
-use aorta_workloads::config::{BenchConfig, Collective, Dtype, GemmShape};
-use aorta_workloads::launch::{self, BackendChoice, Runtime};
+use aorta_workloads::config::{BenchConfig, Collective};
+use aorta_workloads::launch::{self, GemmArgs, PlaceArgs, Runtime};
 use aorta_workloads::{bench, output, rendezvous, Backend};
 use clap::Parser;
 use std::path::PathBuf;
@@ -25,20 +25,11 @@ use std::process::ExitCode;
              one process per GPU (env RANK, WORLD_SIZE, optional LOCAL_RANK)"
 )]
 struct Args {
-    /// GEMM rows of A and C.
-    #[arg(long, default_value_t = 4096)]
-    m: usize,
-    /// GEMM columns of B and C.
-    #[arg(long, default_value_t = 4096)]
-    n: usize,
-    /// GEMM inner dimension.
-    #[arg(long, default_value_t = 4096)]
-    k: usize,
+    #[command(flatten)]
+    gemm: GemmArgs,
     /// Collective message size in bytes (the full tensor; all-gather output, reduce-scatter input).
     #[arg(long, default_value_t = 64 << 20)]
     bytes: usize,
-    #[arg(long, value_enum, default_value_t = Dtype::Bf16)]
-    dtype: Dtype,
     #[arg(long, value_enum, default_value_t = Collective::AllReduce)]
     collective: Collective,
     /// Timed iterations.
@@ -63,37 +54,22 @@ struct Args {
     /// rank 0 removes it once all ranks joined). Required when WORLD_SIZE > 1.
     #[arg(long)]
     rendezvous: Option<PathBuf>,
-    /// GPU to use (default: LOCAL_RANK, else RANK modulo the visible device count).
-    #[arg(long)]
-    device: Option<usize>,
     /// Seconds a rank waits for the rendezvous file.
     #[arg(long, default_value_t = 120)]
     timeout_s: u64,
-    /// GPU runtime: auto = CUDA if its driver sees a GPU, else ROCm (builds with `rocm`).
-    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
-    backend: BackendChoice,
+    #[command(flatten)]
+    place: PlaceArgs,
 }
 
 fn main() -> ExitCode {
-    match real_main() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("aorta-overlap-bench: error: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    launch::exit("aorta-overlap-bench", real_main())
 }
 
 fn real_main() -> Result<()> {
     let args = Args::parse();
     let (rank, world_size) = launch::rank_and_world()?;
     let cfg = BenchConfig {
-        gemm: GemmShape {
-            m: args.m,
-            n: args.n,
-            k: args.k,
-            dtype: args.dtype,
-        },
+        gemm: args.gemm.shape(),
         bytes: args.bytes,
         collective: args.collective,
         iters: args.iters,
@@ -108,7 +84,7 @@ fn real_main() -> Result<()> {
     if cfg.world_size > 1 && args.rendezvous.is_none() {
         bail!("WORLD_SIZE > 1 needs --rendezvous FILE (a path all ranks can see)");
     }
-    match launch::choose(args.backend, |rt| launch::probe(rt, true))? {
+    match launch::choose(args.place.backend, |rt| launch::probe(rt, true))? {
         Runtime::Cuda => run_cuda(&cfg, &args),
         Runtime::Rocm => run_rocm(&cfg, &args),
     }
@@ -137,7 +113,12 @@ fn id_spent(cfg: &BenchConfig, args: &Args) {
 
 fn device(cfg: &BenchConfig, args: &Args, count: usize) -> Result<usize> {
     let local = launch::env_usize("LOCAL_RANK")?;
-    Ok(launch::pick_device(args.device, local, cfg.rank, count)?)
+    Ok(launch::pick_device(
+        args.place.device,
+        local,
+        cfg.rank,
+        count,
+    )?)
 }
 
 #[cfg(feature = "cuda")]
