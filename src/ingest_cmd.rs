@@ -100,6 +100,12 @@ fn print_summary(s: &Summary, opts: &Options, took: Duration) {
     for (path, why) in &s.skipped_files {
         eprintln!("skipped {}: {why}", path.display());
     }
+    for (run, n) in s.rankless_clashes() {
+        eprintln!(
+            "warning: run `{run}`: {n} traces name no rank, so all are rank 0 and their \
+             timelines merge; give each its own directory or --label, or use --rank-map"
+        );
+    }
     if s.warnings() > 0 {
         eprintln!(
             "data-quality findings: {} (see the diagnostics table)",

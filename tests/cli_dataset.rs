@@ -174,3 +174,42 @@ fn no_arguments_is_usage_and_exit_2() {
     assert!(err.contains("Usage: aorta ingest"), "{err}");
     assert!(err.contains("<PATHS>"), "{err}");
 }
+
+/// Two model traces with no rank anywhere land in one run as rank 0: the summary warns, once,
+/// naming that run; the FSDP2 traces (rank from `distributedInfo`) raise nothing.
+#[test]
+fn rankless_traces_sharing_a_run_are_warned_about() {
+    let Some(data) = corpus() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("in");
+    for (run, files) in [
+        (
+            "models",
+            ["bert-small.json.gz", "qwen1.5-0.5b-chat.json.gz"],
+        ),
+        ("fsdp", ["rank0.pt.trace.json.gz", "rank1.pt.trace.json.gz"]),
+    ] {
+        let src = if run == "models" {
+            "h100_models"
+        } else {
+            "h200_fsdp2"
+        };
+        std::fs::create_dir_all(root.join(run)).unwrap();
+        for f in files {
+            let from = data.join("kineto/cuda").join(src).join(f);
+            std::fs::copy(from, root.join(run).join(f)).unwrap();
+        }
+    }
+    let o = ingest(&[&root], &tmp.path().join("D"), &[]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let warnings: Vec<String> = stderr(&o)
+        .lines()
+        .filter(|l| l.starts_with("warning:"))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("run `models`: 2 traces name no rank"),
+        "{warnings:?}"
+    );
+}

@@ -46,6 +46,9 @@ pub struct FileOutcome {
     pub warnings: u64,
     pub run: String,
     pub rank: i64,
+    /// `runs.rank_source` (`default`: the file said nothing about its rank).
+    pub rank_source: &'static str,
+    pub format: &'static str,
     pub content_hash: String,
 }
 
@@ -145,6 +148,8 @@ impl RunInfo {
         let mut outcome = FileOutcome {
             run: parts.run.clone(),
             rank: parts.rank,
+            rank_source: self.rank_source,
+            format: self.format,
             events: self.event_count,
             content_hash: self.content_hash.clone(),
             ..FileOutcome::default()

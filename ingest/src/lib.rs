@@ -98,6 +98,23 @@ impl Summary {
         m
     }
 
+    /// Runs in which several trace files got rank 0 only because none of them names a rank
+    /// (no `distributedInfo`, rank map or rank in the file name): their timelines merge as if
+    /// they were one process, which is rarely meant (e.g. one model per file). Label, count.
+    pub fn rankless_clashes(&self) -> Vec<(String, usize)> {
+        let mut per_run: BTreeMap<&str, usize> = BTreeMap::new();
+        for (_, o) in &self.ingested {
+            if o.rank_source == "default" && o.format != "jsonl" {
+                *per_run.entry(o.run.as_str()).or_default() += 1;
+            }
+        }
+        per_run
+            .into_iter()
+            .filter(|&(_, n)| n > 1)
+            .map(|(r, n)| (r.to_string(), n))
+            .collect()
+    }
+
     pub fn events(&self) -> u64 {
         self.ingested.iter().map(|(_, o)| o.events).sum()
     }
