@@ -4,10 +4,12 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use arrow_array::RecordBatch;
 use rustc_hash::FxHashMap;
 
 use crate::classify::Kind;
 use crate::diag::Diagnostics;
+use crate::dict::{labels, DictBuilder};
 use crate::error::Result;
 use crate::rows::{Batch, CpuRow, GpuRow, Interner};
 use crate::schema::{Table, CPU_OPS, GPU_ACTIVITIES};
@@ -72,6 +74,8 @@ pub struct Sink {
     gpu_out: Vec<GpuRow>,
     /// Scratch for the sort keys of a GPU flush (see `sort_keys`).
     keys: Vec<(i64, i64, i64, i64, u32)>,
+    /// Builds the string columns from the rows' interned ids.
+    dicts: DictBuilder,
     cpu_buf: Vec<CpuRow>,
     gpu_w: TableWriter,
     cpu_w: TableWriter,
@@ -118,6 +122,7 @@ impl Sink {
             gpu_buf: Vec::new(),
             gpu_out: Vec::new(),
             keys: Vec::new(),
+            dicts: DictBuilder::default(),
             cpu_buf: Vec::new(),
             gpu_w: TableWriter::new(&GPU_ACTIVITIES, parts.path(&GPU_ACTIVITIES)),
             cpu_w: TableWriter::new(&CPU_OPS, parts.path(&CPU_OPS)),
@@ -245,7 +250,7 @@ impl Sink {
             self.counts.span(r.start, r.end);
         }
         self.counts.gpu += rows.len() as u64;
-        let batch = gpu_batch(rows, &self.strings);
+        let batch = gpu_batch(rows, &self.strings, &mut self.dicts);
         self.gpu_w.write(&batch)
     }
 
@@ -254,53 +259,60 @@ impl Sink {
             self.counts.span(r.start, r.end);
         }
         self.counts.cpu += self.cpu_buf.len() as u64;
-        let batch = cpu_batch(&self.cpu_buf, &self.strings);
+        let batch = cpu_batch(&self.cpu_buf, &self.strings, &mut self.dicts);
         self.cpu_buf.clear();
         self.cpu_w.write(&batch)
     }
 }
 
-fn gpu_batch(rows: &[GpuRow], s: &Interner) -> arrow_array::RecordBatch {
-    let st = |f: fn(&GpuRow) -> Option<u32>| rows.iter().map(move |r| f(r).map(|i| s.get(i)));
+fn gpu_batch(rows: &[GpuRow], s: &Interner, d: &mut DictBuilder) -> RecordBatch {
+    let mut st = |f: fn(&GpuRow) -> Option<u32>| d.build(&s.strings, rows.iter().map(f));
     let c = |r: &GpuRow| r.coll.as_deref().cloned().unwrap_or_default();
+    let label = |f: fn(&GpuRow) -> Option<&'static str>| labels(rows.iter().map(f));
     let mut b = Cols::new(&GPU_ACTIVITIES);
     b.i64("device", rows.iter().map(|r| r.device));
     b.i64("stream", rows.iter().map(|r| r.stream));
-    b.str("kind", rows.iter().map(|r| r.kind.as_str()));
-    b.str("name", rows.iter().map(|r| s.get(r.name)));
-    b.str("category", rows.iter().map(|r| r.category.as_str()));
-    b.opt_str("comm_op", rows.iter().map(|r| r.comm_op));
+    b.push("kind", label(|r| Some(r.kind.as_str())));
+    b.push("name", st(|r| Some(r.name)));
+    b.push("category", label(|r| Some(r.category.as_str())));
+    b.push("comm_op", label(|r| r.comm_op));
     b.i64("start_ns", rows.iter().map(|r| r.start));
     b.i64("end_ns", rows.iter().map(|r| r.end));
     b.i64("raw_end_ns", rows.iter().map(|r| r.raw_end));
     b.opt_i64("correlation", rows.iter().map(|r| r.correlation));
     b.opt_i64("external_id", rows.iter().map(|r| r.external_id));
     b.opt_i64("step", rows.iter().map(|r| r.step));
-    b.str("step_source", rows.iter().map(|r| r.step_source.as_str()));
+    b.push("step_source", label(|r| Some(r.step_source.as_str())));
     for (i, n) in ["grid_x", "grid_y", "grid_z"].into_iter().enumerate() {
-        b.opt_i64(n, rows.iter().map(|r| r.grid[i]));
+        b.opt_i64(n, rows.iter().map(move |r| r.grid[i]));
     }
     for (i, n) in ["block_x", "block_y", "block_z"].into_iter().enumerate() {
-        b.opt_i64(n, rows.iter().map(|r| r.block[i]));
+        b.opt_i64(n, rows.iter().map(move |r| r.block[i]));
     }
     b.opt_i64("bytes", rows.iter().map(|r| r.bytes));
-    b.opt_str("collective_name", st(|r| r.coll.as_ref()?.collective_name));
+    b.push("collective_name", st(|r| r.coll.as_ref()?.collective_name));
     b.opt_i64("in_msg_nelems", rows.iter().map(|r| c(r).in_msg_nelems));
     b.opt_i64("out_msg_nelems", rows.iter().map(|r| c(r).out_msg_nelems));
     b.opt_i64("group_size", rows.iter().map(|r| c(r).group_size));
-    b.opt_str("dtype", st(|r| r.coll.as_ref()?.dtype));
-    b.opt_str("process_group", st(|r| r.coll.as_ref()?.process_group));
-    b.opt_str(
+    b.push("dtype", st(|r| r.coll.as_ref()?.dtype));
+    b.push("process_group", st(|r| r.coll.as_ref()?.process_group));
+    b.push(
         "process_group_ranks",
         st(|r| r.coll.as_ref()?.process_group_ranks),
     );
     b.finish()
 }
 
-fn cpu_batch(rows: &[CpuRow], s: &Interner) -> arrow_array::RecordBatch {
+fn cpu_batch(rows: &[CpuRow], s: &Interner, d: &mut DictBuilder) -> RecordBatch {
     let mut b = Cols::new(&CPU_OPS);
-    b.str("category", rows.iter().map(|r| r.category.as_str()));
-    b.str("name", rows.iter().map(|r| s.get(r.name)));
+    b.push(
+        "category",
+        labels(rows.iter().map(|r| Some(r.category.as_str()))),
+    );
+    b.push(
+        "name",
+        d.build(&s.strings, rows.iter().map(|r| Some(r.name))),
+    );
     b.opt_i64("pid", rows.iter().map(|r| r.pid));
     b.opt_i64("tid", rows.iter().map(|r| r.tid));
     b.i64("start_ns", rows.iter().map(|r| r.start));
@@ -308,13 +320,13 @@ fn cpu_batch(rows: &[CpuRow], s: &Interner) -> arrow_array::RecordBatch {
     b.opt_i64("correlation", rows.iter().map(|r| r.correlation));
     b.opt_i64("external_id", rows.iter().map(|r| r.external_id));
     b.opt_i64("step", rows.iter().map(|r| r.step));
-    b.opt_str(
+    b.push(
         "input_dims",
-        rows.iter().map(|r| r.input_dims.map(|i| s.get(i))),
+        d.build(&s.strings, rows.iter().map(|r| r.input_dims)),
     );
-    b.opt_str(
+    b.push(
         "input_types",
-        rows.iter().map(|r| r.input_types.map(|i| s.get(i))),
+        d.build(&s.strings, rows.iter().map(|r| r.input_types)),
     );
     b.finish()
 }
