@@ -140,8 +140,9 @@ fn properties(table: &Table) -> WriterProperties {
         .build()
 }
 
-/// zstd level of every page.
-const ZSTD_LEVEL: i32 = 3;
+/// zstd level of every page. Level 1: against level 3 it saved ~5 % of single-core CPU on
+/// the rocprof benchmark for 1-2 % larger files (docs/PERFORMANCE.md).
+const ZSTD_LEVEL: i32 = 1;
 
 impl TableWriter {
     pub fn new(table: &'static Table, path: PathBuf) -> TableWriter {
