@@ -9,6 +9,7 @@ pub mod chrome;
 pub mod classify;
 pub mod dataset;
 pub mod diag;
+mod dict;
 pub mod error;
 pub mod file;
 pub mod json;

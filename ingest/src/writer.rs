@@ -9,6 +9,8 @@ use std::sync::Arc;
 
 use arrow_array::builder::StringBuilder;
 use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch};
+use arrow_buffer::NullBuffer;
+use arrow_schema::{DataType, Field, Schema};
 use parquet::arrow::arrow_writer::{ArrowWriter, ArrowWriterOptions};
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::metadata::KeyValue;
@@ -32,7 +34,8 @@ impl Cols {
         }
     }
 
-    fn push(&mut self, name: &str, a: ArrayRef) {
+    /// Appends the next column: `a` is of the schema's type, or a dictionary of it.
+    pub fn push(&mut self, name: &str, a: ArrayRef) {
         let expected = self.table.columns.get(self.arrays.len()).map(|c| c.name);
         assert_eq!(
             expected,
@@ -47,8 +50,20 @@ impl Cols {
         self.push(name, Arc::new(Int64Array::from_iter_values(v)));
     }
 
-    pub fn opt_i64(&mut self, name: &str, v: impl IntoIterator<Item = Option<i64>>) {
-        self.push(name, Arc::new(Int64Array::from_iter(v)));
+    /// Values and validity in two plain passes (`Int64Array::from_iter` appended value and
+    /// bit one by one); no validity buffer at all when nothing is null.
+    pub fn opt_i64<I>(&mut self, name: &str, v: I)
+    where
+        I: IntoIterator<Item = Option<i64>>,
+        I::IntoIter: Clone,
+    {
+        let v = v.into_iter();
+        let values: Vec<i64> = v.clone().map(|x| x.unwrap_or(0)).collect();
+        let nulls = v
+            .clone()
+            .any(|x| x.is_none())
+            .then(|| NullBuffer::from_iter(v.map(|x| x.is_some())));
+        self.push(name, Arc::new(Int64Array::new(values.into(), nulls)));
     }
 
     pub fn f64(&mut self, name: &str, v: impl IntoIterator<Item = f64>) {
@@ -71,8 +86,20 @@ impl Cols {
         self.push(name, Arc::new(b.finish()));
     }
 
+    /// The batch; its schema is the table's, with dictionary types where columns were
+    /// pushed as dictionaries (the Parquet column is the same string column either way).
     pub fn finish(self) -> RecordBatch {
-        RecordBatch::try_new(self.table.arrow_schema(), self.arrays)
+        let fields = self.table.columns.iter().zip(&self.arrays);
+        let fields: Vec<Field> = fields
+            .map(|(c, a)| {
+                let ty = match a.data_type() {
+                    DataType::Dictionary(_, v) if **v == c.ty.arrow() => a.data_type().clone(),
+                    _ => c.ty.arrow(),
+                };
+                Field::new(c.name, ty, c.nullable)
+            })
+            .collect();
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), self.arrays)
             .unwrap_or_else(|e| panic!("{}: batch does not match schema.rs: {e}", self.table.name))
     }
 }
@@ -113,8 +140,9 @@ fn properties(table: &Table) -> WriterProperties {
         .build()
 }
 
-/// zstd level of every page.
-const ZSTD_LEVEL: i32 = 3;
+/// zstd level of every page. Level 1: against level 3 it saved ~5 % of single-core CPU on
+/// the rocprof benchmark for 1-2 % larger files (docs/PERFORMANCE.md).
+const ZSTD_LEVEL: i32 = 1;
 
 impl TableWriter {
     pub fn new(table: &'static Table, path: PathBuf) -> TableWriter {
@@ -148,7 +176,9 @@ impl TableWriter {
             let opts = ArrowWriterOptions::new()
                 .with_properties(properties(self.table))
                 .with_skip_arrow_metadata(true);
-            let w = ArrowWriter::try_new_with_options(f, self.table.arrow_schema(), opts)
+            // The first batch's schema: the table's, with the same dictionary columns as
+            // every later batch of this table (see `Cols::finish`).
+            let w = ArrowWriter::try_new_with_options(f, batch.schema(), opts)
                 .map_err(|e| self.err(e))?;
             self.writer = Some(w);
         }

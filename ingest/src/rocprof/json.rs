@@ -75,6 +75,7 @@ fn json_err(s: &Stream, what: &str, e: serde_json::Error) -> ParseErr {
 impl Reader<'_, '_> {
     fn process(&mut self, s: &mut Stream) -> Result<(), ParseErr> {
         self.t = Tables::default();
+        self.emit.forget_kernel_ids();
         s.object("a process object", |s, key| match key {
             "metadata" => {
                 let v: Value = serde_json::from_slice(&s.raw("metadata")?)
@@ -169,6 +170,7 @@ impl Reader<'_, '_> {
             .map(|n| n.into_owned())
             .unwrap_or_else(|| format!("kernel_{id}"));
         self.t.symbols.insert(id, (name, None));
+        self.emit.forget_kernel_ids();
         Ok(())
     }
 
@@ -246,7 +248,7 @@ impl Reader<'_, '_> {
             grid: r.grid,
             workgroup: r.workgroup,
         };
-        self.emit.kernel(&d, class)
+        self.emit.kernel_by_id(id, &d, class)
     }
 
     fn op_name(&self, r: &Rec) -> (&str, &str) {

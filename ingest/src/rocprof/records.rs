@@ -111,72 +111,86 @@ fn fields<'a>(
     Ok(())
 }
 
-/// The exact bytes rocprofv3 writes around the 22 integers of a kernel dispatch record
-/// (minified, keys in this order). Matching them literally reads a record several times
-/// faster than walking its keys; any other layout takes the general path.
-const DISPATCH: [&[u8]; 23] = [
-    b"{\"size\":",
-    b",\"kind\":",
-    b",\"operation\":",
-    b",\"thread_id\":",
-    b",\"correlation_id\":{\"internal\":",
-    b",\"external\":",
-    b"},\"start_timestamp\":",
-    b",\"end_timestamp\":",
-    b",\"dispatch_info\":{\"size\":",
-    b",\"agent_id\":{\"handle\":",
-    b"},\"queue_id\":{\"handle\":",
-    b"},\"kernel_id\":",
-    b",\"dispatch_id\":",
-    b",\"private_segment_size\":",
-    b",\"group_segment_size\":",
-    b",\"workgroup_size\":{\"x\":",
-    b",\"y\":",
-    b",\"z\":",
-    b"},\"grid_size\":{\"x\":",
-    b",\"y\":",
-    b",\"z\":",
-    b"}},\"stream_id\":{\"handle\":",
-    b"}}",
-];
+/// A cursor over rocprofv3's exact minified bytes of a kernel dispatch record.
+struct Literal<'a> {
+    b: &'a [u8],
+    i: usize,
+}
 
-/// A kernel dispatch in exactly the `DISPATCH` layout starting at `i`, and the position
-/// after it; `None` for anything else (including a record cut by the end of the buffer).
-fn dispatch_fast(b: &[u8], mut i: usize) -> Option<(Rec, usize)> {
-    let mut v = [0i64; 22];
-    for (k, lit) in DISPATCH.iter().enumerate() {
-        if !b.get(i..)?.starts_with(lit) {
-            return None;
+impl Literal<'_> {
+    /// `lit` then a non-negative integer. Generic over the literal's length, so that each
+    /// comparison is a few inline loads: with the literals in one array of slices, every
+    /// one of the 23 per record was a `memcmp` call, which cost more than the comparing.
+    #[inline(always)]
+    fn int<const N: usize>(&mut self, lit: &[u8; N]) -> Option<i64> {
+        self.lit(lit)?;
+        let (start, mut v) = (self.i, 0i64);
+        while let Some(d) = self.b.get(self.i).filter(|d| d.is_ascii_digit()) {
+            v = v.checked_mul(10)?.checked_add(i64::from(d - b'0'))?;
+            self.i += 1;
         }
-        i += lit.len();
-        if let Some(slot) = v.get_mut(k) {
-            let start = i;
-            while let Some(d) = b.get(i).filter(|d| d.is_ascii_digit()) {
-                *slot = slot.checked_mul(10)?.checked_add(i64::from(d - b'0'))?;
-                i += 1;
-            }
-            if i == start {
-                return None;
-            }
-        }
+        (self.i > start).then_some(v)
     }
+
+    #[inline(always)]
+    fn lit<const N: usize>(&mut self, lit: &[u8; N]) -> Option<()> {
+        let s = self.b.get(self.i..self.i + N)?;
+        self.i += N;
+        (s == lit).then_some(())
+    }
+}
+
+/// A kernel dispatch in exactly the layout rocprofv3 writes (minified, keys in this order,
+/// 22 integers between fixed byte strings) starting at `i`, and the position after it;
+/// `None` for anything else (including a record cut by the end of the buffer). Matching
+/// the bytes literally reads a record several times faster than walking its keys; any
+/// other layout takes the general path.
+fn dispatch_fast(b: &[u8], i: usize) -> Option<(Rec, usize)> {
+    let mut l = Literal { b, i };
+    l.int(b"{\"size\":")?;
+    let kind = l.int(b",\"kind\":")?;
+    let op = l.int(b",\"operation\":")?;
+    let tid = l.int(b",\"thread_id\":")?;
+    let corr = l.int(b",\"correlation_id\":{\"internal\":")?;
+    let ext = l.int(b",\"external\":")?;
+    let start = l.int(b"},\"start_timestamp\":")?;
+    let end = l.int(b",\"end_timestamp\":")?;
+    l.int(b",\"dispatch_info\":{\"size\":")?;
+    let agent = l.int(b",\"agent_id\":{\"handle\":")?;
+    let queue = l.int(b"},\"queue_id\":{\"handle\":")?;
+    let kernel_id = l.int(b"},\"kernel_id\":")?;
+    l.int(b",\"dispatch_id\":")?;
+    l.int(b",\"private_segment_size\":")?;
+    l.int(b",\"group_segment_size\":")?;
+    let wg = [
+        l.int(b",\"workgroup_size\":{\"x\":")?,
+        l.int(b",\"y\":")?,
+        l.int(b",\"z\":")?,
+    ];
+    let grid = [
+        l.int(b"},\"grid_size\":{\"x\":")?,
+        l.int(b",\"y\":")?,
+        l.int(b",\"z\":")?,
+    ];
+    let stream = l.int(b"}},\"stream_id\":{\"handle\":")?;
+    l.lit(b"}}")?;
     let r = Rec {
-        kind: Some(v[1]),
-        op: Some(v[2]),
-        tid: Some(v[3]),
-        corr: Some(v[4]),
-        ext: Some(v[5]),
-        start: Some(v[6]),
-        end: Some(v[7]),
-        agent: Some(v[9]),
-        queue: Some(v[10]),
-        kernel_id: Some(v[11]),
-        workgroup: [Some(v[15]), Some(v[16]), Some(v[17])],
-        grid: [Some(v[18]), Some(v[19]), Some(v[20])],
-        stream: Some(v[21]),
+        kind: Some(kind),
+        op: Some(op),
+        tid: Some(tid),
+        corr: Some(corr),
+        ext: Some(ext),
+        start: Some(start),
+        end: Some(end),
+        agent: Some(agent),
+        queue: Some(queue),
+        kernel_id: Some(kernel_id),
+        workgroup: wg.map(Some),
+        grid: grid.map(Some),
+        stream: Some(stream),
         ..Rec::default()
     };
-    Some((r, i))
+    Some((r, l.i))
 }
 
 /// Reads the record object at the cursor.
