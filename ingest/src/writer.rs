@@ -89,6 +89,12 @@ impl Cols {
     /// The batch; its schema is the table's, with dictionary types where columns were
     /// pushed as dictionaries (the Parquet column is the same string column either way).
     pub fn finish(self) -> RecordBatch {
+        assert_eq!(
+            self.arrays.len(),
+            self.table.columns.len(),
+            "{}: a column is missing (schema.rs)",
+            self.table.name
+        );
         let fields = self.table.columns.iter().zip(&self.arrays);
         let fields: Vec<Field> = fields
             .map(|(c, a)| {

@@ -21,8 +21,8 @@ use crate::error::{IngestError, ParseErr, Result};
 use crate::file::{FileJob, FileOutcome, RunInfo};
 use crate::json::{Cursor, JsonError};
 use crate::kineto::event;
-use crate::kineto::spawn_writer;
 use crate::kineto::stream::{Driver, Shape, Visitor};
+use crate::kineto::{spawn_writer, WRITER_QUEUE};
 use crate::rows::Batch;
 use crate::sink::Parts;
 use crate::source::{digest, Hasher};
@@ -121,7 +121,7 @@ pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
         ),
     };
     let failed = Arc::new(AtomicBool::new(false));
-    let (tx, writer) = spawn_writer(parts.clone(), failed.clone());
+    let (tx, writer) = spawn_writer(parts.clone(), failed.clone(), WRITER_QUEUE);
     let mut pass = RowPass {
         classifier: &job.classifier,
         pairs: Pairs::default(),

@@ -34,6 +34,12 @@ use crate::sink::{Parts, SinkOut};
 /// (with 32 Ki-row batches that was a fifth of single-core ingest time).
 const BATCH_ROWS: usize = 2048;
 
+/// Batches that may wait for the writer thread: one flush's worth. While the writer sorts
+/// and encodes a flush, the reader keeps going instead of stopping after a few batches (with
+/// 4, reader and writer mostly took turns, and two cores were no faster than one). Bounds
+/// the queue at ~30 MB of rows.
+const QUEUE: usize = crate::sink::FLUSH_ROWS / BATCH_ROWS;
+
 /// A kernel dispatch, as every container writes it.
 #[derive(Debug, Clone, Default)]
 pub struct Dispatch<'a> {
@@ -112,7 +118,7 @@ pub struct Emit<'a> {
 impl<'a> Emit<'a> {
     pub fn new(classifier: &'a Classifier, parts: &Parts) -> Emit<'a> {
         let failed = Arc::new(AtomicBool::new(false));
-        let (tx, writer) = crate::kineto::spawn_writer(parts.clone(), failed.clone());
+        let (tx, writer) = crate::kineto::spawn_writer(parts.clone(), failed.clone(), QUEUE);
         Emit {
             classifier,
             batch: Batch::default(),
