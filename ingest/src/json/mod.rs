@@ -9,6 +9,7 @@
 use std::borrow::Cow;
 
 mod blocks;
+mod short;
 
 /// Why a read stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -140,19 +141,21 @@ impl<'a> Cursor<'a> {
     pub fn string_raw(&mut self) -> JResult<(&'a [u8], bool)> {
         debug_assert_eq!(self.b.get(self.i), Some(&b'"'));
         let start = self.i + 1;
-        // Keys and most values are short: a plain loop beats setting up a SIMD search.
-        let short_end = (start + 24).min(self.b.len());
-        for j in start..short_end {
-            match self.b[j] {
-                b'"' => {
-                    self.i = j + 1;
-                    return Ok((&self.b[start..j], false));
-                }
-                b'\\' => return self.string_tail(start, j),
-                _ => {}
-            }
+        // Keys and most values are short: one 32-byte look (see `short`) usually finds the
+        // closing quote; longer strings and the end of the input go on with `memchr2`.
+        let Some(w) = self.b.get(start..start + 32) else {
+            return self.string_tail(start, start);
+        };
+        let m = short::quote_or_backslash(w.try_into().expect("32 bytes"));
+        if m == 0 {
+            return self.string_tail(start, start + 32);
         }
-        self.string_tail(start, short_end)
+        let j = start + m.trailing_zeros() as usize;
+        if self.b[j] == b'"' {
+            self.i = j + 1;
+            return Ok((&self.b[start..j], false));
+        }
+        self.string_tail(start, j)
     }
 
     /// The rest of a string from `j` on, with `memchr2`.
@@ -182,17 +185,32 @@ impl<'a> Cursor<'a> {
     pub fn scalar_text(&mut self) -> JResult<&'a [u8]> {
         let start = self.i;
         let mut j = start;
+        // Numbers are short: one 32-byte look (see `short`) usually finds their end.
+        if let Some(w) = self.b.get(start..start + 32) {
+            let m = short::scalar_end(w.try_into().expect("32 bytes"));
+            if m == 0 {
+                j += 32;
+            } else {
+                return self.scalar_to(start, start + m.trailing_zeros() as usize);
+            }
+        }
         while let Some(&c) = self.b.get(j) {
             if ENDS_SCALAR[c as usize] {
-                if j == start {
-                    return syntax(start, "expected a value");
-                }
-                self.i = j;
-                return Ok(&self.b[start..j]);
+                return self.scalar_to(start, j);
             }
             j += 1;
         }
         Err(JsonError::Incomplete)
+    }
+
+    /// The scalar `b[start..end]` (`end` is the byte that ends it).
+    #[inline]
+    fn scalar_to(&mut self, start: usize, end: usize) -> JResult<&'a [u8]> {
+        if end == start {
+            return syntax(start, "expected a value");
+        }
+        self.i = end;
+        Ok(&self.b[start..end])
     }
 
     /// Skips one value of any type and returns its bytes.
