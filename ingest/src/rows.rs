@@ -12,18 +12,25 @@ use crate::diag::Diagnostics;
 #[derive(Default, Debug)]
 pub struct Interner {
     pub strings: Vec<String>,
-    map: FxHashMap<String, u32>,
+    /// Keyed by bytes, so a reader can look a raw JSON string up before validating it.
+    map: FxHashMap<Box<[u8]>, u32>,
 }
 
 impl Interner {
     pub fn id(&mut self, s: &str) -> u32 {
-        if let Some(&i) = self.map.get(s) {
+        if let Some(i) = self.find(s.as_bytes()) {
             return i;
         }
         let i = self.strings.len() as u32;
         self.strings.push(s.to_string());
-        self.map.insert(s.to_string(), i);
+        self.map.insert(s.as_bytes().into(), i);
         i
+    }
+
+    /// The id of a string already interned with these bytes (which are then valid UTF-8).
+    #[inline]
+    pub fn find(&self, s: &[u8]) -> Option<u32> {
+        self.map.get(s).copied()
     }
 
     pub fn get(&self, i: u32) -> &str {

@@ -123,6 +123,13 @@ pub fn text(v: &[u8]) -> Option<Cow<'_, str>> {
     }
 }
 
+/// The body of a raw string value that has no escapes (so it is its own text).
+#[inline]
+pub fn plain_string(v: &[u8]) -> Option<&[u8]> {
+    let body = v.strip_prefix(b"\"")?.strip_suffix(b"\"")?;
+    memchr::memchr(b'\\', body).is_none().then_some(body)
+}
+
 /// A raw value as an integer (numbers, numeric strings, hex strings).
 pub fn int(v: &[u8]) -> Option<i64> {
     int_from_value(v)

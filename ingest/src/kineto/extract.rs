@@ -77,6 +77,12 @@ impl Worker<'_, '_, '_> {
     }
 
     fn name(&mut self, ev: &Ev) -> u32 {
+        // Most names repeat: look the raw bytes up first (no unescaping, no UTF-8 check).
+        if let Some(id) = ev.name.and_then(event::plain_string) {
+            if let Some(id) = self.b.strings.find(id) {
+                return id;
+            }
+        }
         let text = ev.name.and_then(event::text);
         self.b.strings.id(text.as_deref().unwrap_or(""))
     }
