@@ -40,3 +40,30 @@ proptest! {
         check("t.pt.trace.json", &t)?;
     }
 }
+
+/// Pass 1 skips flows at their `ph`; a malformed flow must still be the error reported, at
+/// its offset, even when the file has a later error that the fast pass 1 meets first.
+#[test]
+fn a_malformed_flow_is_reported_before_a_later_error() {
+    let Some(t) = corpus_trace() else { return };
+    let flow = b"\"ph\": \"f\", \"id\":";
+    let at = t.windows(flow.len()).position(|w| w == flow).unwrap() + flow.len() - 1;
+    let mut bad = t.clone();
+    bad[at] = b';';
+    let dir = tempfile::tempdir().unwrap();
+    for cut in [bad.len(), bad.len() - 100] {
+        let path = dir.path().join("t.pt.trace.json");
+        std::fs::write(&path, &bad[..cut]).unwrap();
+        let opts = aorta_ingest::Options {
+            out: dir.path().join("out"),
+            ..Default::default()
+        };
+        let e = aorta_ingest::ingest(std::slice::from_ref(&path), &opts, &Default::default())
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains(&format!("byte {at}: expected ':' after key")),
+            "{e}"
+        );
+    }
+}

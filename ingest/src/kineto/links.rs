@@ -210,6 +210,9 @@ fn lookup(spans: &[Span], ts: i64) -> Option<i64> {
 #[derive(Default)]
 pub struct LinkPass {
     pub links: Links,
+    /// Read non-slice events up to their `cat`, as pass 2 does (see `kineto::first_error`);
+    /// otherwise they are skipped at their `ph`.
+    pub strict: bool,
 }
 
 impl LinkPass {
@@ -228,13 +231,20 @@ impl Visitor for LinkPass {
     }
 
     fn event(&self, c: &mut Cursor<'_>, part: &mut Partial, _off: u64) -> Result<(), JsonError> {
-        let (ev, read) = event::parse_if(c, |ph, cat| {
-            ph == b"X"
-                && matches!(
-                    Cat::of(cat),
-                    Cat::UserAnnotation | Cat::GpuUserAnnotation | Cat::Runtime | Cat::Driver
-                )
-        })?;
+        // Events other than slices (flows write four keys before their `cat`) are skipped
+        // at their `ph` unless strict: pass 2 still reads them up to `cat`.
+        let strict = self.strict;
+        let (ev, read) = event::parse_unless(
+            c,
+            |ph| strict || ph == b"X",
+            |ph, cat| {
+                ph == b"X"
+                    && matches!(
+                        Cat::of(cat),
+                        Cat::UserAnnotation | Cat::GpuUserAnnotation | Cat::Runtime | Cat::Driver
+                    )
+            },
+        )?;
         if read && ev.ph == b"X" {
             note(part, &ev);
         }

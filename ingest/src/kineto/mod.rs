@@ -14,7 +14,7 @@ use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use crate::error::{ParseErr, Result};
+use crate::error::{IngestError, ParseErr, Result};
 use crate::file::{FileJob, FileOutcome, RunInfo};
 use crate::json::{Cursor, JsonError};
 use crate::rows::Batch;
@@ -106,7 +106,7 @@ pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
     let mut pass1 = LinkPass::default();
     // A new file is hashed by pass 1 as it reads, not by a separate read.
     let hasher = job.content_hash.is_none().then(Hasher::default);
-    let shape = drive(job, &mut pass1, hasher.clone())?;
+    let shape = drive(job, &mut pass1, hasher.clone()).map_err(|e| first_error(job, e))?;
     let content_hash = match (&job.content_hash, &hasher) {
         (Some(h), _) => h.clone(),
         (None, h) => digest(h.as_ref().expect("hasher set above")),
@@ -146,11 +146,27 @@ pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
             t3 - t2
         );
     }
-    res?;
+    res.map_err(|e| first_error(job, e))?;
     let out = out?;
     describe(&mut info, &links.meta, &out, shape.events);
     let base = links.meta.base_time_ns.unwrap_or(0);
     info.finish(job, &parts, out, (links.cpu_spans(), base))
+}
+
+/// The error a file's reading ends with, whatever pass met `e`: the first error of a strict
+/// pass 1 (one that reads every event up to its `cat`), else `e` (from pass 2).
+///
+/// Why: the fast pass 1 skips non-slice events at their `ph`, so it can miss a malformed
+/// flow that the strict one stops at, and meet a later error first (or none, leaving it to
+/// pass 2, which may meet another one before it). Reporting what strict pass 1 then pass 2
+/// report keeps every error and its offset as they were; it costs a re-read only of files
+/// that fail.
+fn first_error(job: &FileJob, e: IngestError) -> IngestError {
+    let mut strict = LinkPass {
+        strict: true,
+        ..Default::default()
+    };
+    drive(job, &mut strict, None).err().unwrap_or(e)
 }
 
 /// Fills the `runs` fields that come from the trace's metadata.
