@@ -3,7 +3,7 @@
 use rustc_hash::FxHashMap;
 
 use super::event::{self, Cat, Ev};
-use super::links::{pid_key, Links};
+use super::links::{pid_key, Links, StepCache};
 use crate::classify::{Category, Class, Classifier, Kind};
 use crate::json::{Cursor, JsonError};
 use crate::rows::{Batch, CollArgs, CpuCategory, CpuRow, GpuRow, StepSource};
@@ -46,12 +46,14 @@ const GPU_ARGS: [&[u8]; 16] = [
 pub struct Part {
     pub batch: Batch,
     classes: FxHashMap<(u32, Kind), Class>,
+    steps: StepCache,
 }
 
 struct Worker<'p, 'c, 'l> {
     ctx: &'c Ctx<'l>,
     b: &'p mut Batch,
     classes: &'p mut FxHashMap<(u32, Kind), Class>,
+    steps: &'p mut StepCache,
     /// Stream offset of the event, for diagnostics.
     off: u64,
 }
@@ -64,6 +66,7 @@ pub fn event(ctx: &Ctx, c: &mut Cursor<'_>, part: &mut Part, off: u64) -> Result
         ctx,
         b: &mut part.batch,
         classes: &mut part.classes,
+        steps: &mut part.steps,
         off,
     };
     wk.event(&ev);
@@ -273,7 +276,7 @@ impl Worker<'_, '_, '_> {
         let links = self.ctx.links;
         let step = match ev.name.and_then(event::profiler_step) {
             Some(n) if category == CpuCategory::UserAnnotation => Some(n),
-            _ => links.step_at(pid_key(ev.pid), start - self.ctx.base_ns),
+            _ => links.step_at_cached(self.steps, pid_key(ev.pid), start - self.ctx.base_ns),
         };
         if step.is_none() && links.has_steps() {
             self.outside(ev);

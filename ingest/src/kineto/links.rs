@@ -151,12 +151,34 @@ impl Links {
 
     /// The step of a CPU time in process `pid` (any thread).
     pub fn step_at(&self, pid: i64, ts: i64) -> Option<i64> {
-        let spans = self
-            .cpu_spans
+        lookup(self.spans_of(pid), ts)
+    }
+
+    fn spans_of(&self, pid: i64) -> &[Span] {
+        self.cpu_spans
             .get(&pid)
             .map(Vec::as_slice)
-            .unwrap_or(&self.all_cpu_spans);
-        lookup(spans, ts)
+            .unwrap_or(&self.all_cpu_spans)
+    }
+
+    /// `step_at`, answered from `cache` when `ts` falls where the last answer does.
+    pub fn step_at_cached(&self, cache: &mut StepCache, pid: i64, ts: i64) -> Option<i64> {
+        if let Some(c) = cache.0.filter(|c| c.pid == pid && c.lo <= ts && ts <= c.hi) {
+            return Some(c.step);
+        }
+        let spans = self.spans_of(pid);
+        let n = spans.partition_point(|s| s.start <= ts);
+        match n.checked_sub(1).map(|k| spans[k]) {
+            // `lookup`'s first candidate holds `ts`: so it does for every time from its start
+            // up to its end or the next span's start, whichever comes first.
+            Some(s) if ts <= s.end => {
+                let next = spans.get(n).map_or(i64::MAX, |x| x.start.saturating_sub(1));
+                let (lo, hi, step) = (s.start, s.end.min(next), s.step);
+                cache.0 = Some(Cached { pid, lo, hi, step });
+                Some(step)
+            }
+            _ => lookup(spans, ts),
+        }
     }
 
     /// `Some(step)` when a runtime call with this correlation exists.
@@ -193,6 +215,19 @@ impl Links {
         steps.shrink_to_fit();
         self.launch_steps = steps;
     }
+}
+
+/// A worker's last `step_at_cached` answer: ops of a thread come in time order, so most
+/// lookups land in the same span and skip the hash lookup and the binary search.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct StepCache(Option<Cached>);
+
+#[derive(Debug, Clone, Copy)]
+struct Cached {
+    pid: i64,
+    lo: i64,
+    hi: i64,
+    step: i64,
 }
 
 /// The span containing `ts` (start ≤ ts ≤ end), preferring the latest start.
@@ -293,5 +328,34 @@ fn note(p: &mut Partial, ev: &Ev) {
             }
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The cached lookup answers as `step_at` does, whatever the order of queries.
+        #[test]
+        fn cached_lookup_matches_step_at(
+            spans in proptest::collection::vec((0i64..100, 0i64..30, 0i64..2), 0..12),
+            queries in proptest::collection::vec((0i64..3, -5i64..140), 1..60),
+        ) {
+            let mut links = Links::default();
+            for (i, &(start, len, pid)) in spans.iter().enumerate() {
+                let span = Span { start, end: start + len, step: i as i64 };
+                links.cpu_spans.entry(pid).or_default().push(span);
+            }
+            links.finish();
+            let mut cache = StepCache::default();
+            for (pid, ts) in queries {
+                prop_assert_eq!(
+                    links.step_at_cached(&mut cache, pid, ts),
+                    links.step_at(pid, ts)
+                );
+            }
+        }
     }
 }
