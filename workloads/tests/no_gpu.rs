@@ -24,6 +24,18 @@ fn one_error_line(o: &Output) -> String {
     lines[0].to_string()
 }
 
+/// Both workload binaries: (path, name).
+const BINS: [(&str, &str); 2] = [
+    (
+        env!("CARGO_BIN_EXE_aorta-overlap-bench"),
+        "aorta-overlap-bench",
+    ),
+    (
+        env!("CARGO_BIN_EXE_aorta-copy-overlap"),
+        "aorta-copy-overlap",
+    ),
+];
+
 fn gpu_present() -> bool {
     std::path::Path::new("/dev/nvidia0").exists() || std::path::Path::new("/dev/kfd").exists()
 }
@@ -34,16 +46,7 @@ fn no_gpu_is_one_line_and_a_failure() {
         eprintln!("skipping: a GPU is present");
         return;
     }
-    for (exe, name) in [
-        (
-            env!("CARGO_BIN_EXE_aorta-overlap-bench"),
-            "aorta-overlap-bench",
-        ),
-        (
-            env!("CARGO_BIN_EXE_aorta-copy-overlap"),
-            "aorta-copy-overlap",
-        ),
-    ] {
+    for (exe, name) in BINS {
         let line = one_error_line(&run(exe, &["--iters", "1"]));
         assert!(
             line.starts_with(&format!("{name}: error: no ")) && line.contains("CUDA"),
@@ -75,16 +78,7 @@ fn rocm_backend_line() {
         eprintln!("skipping: an AMD GPU is present");
         return;
     }
-    for (exe, name) in [
-        (
-            env!("CARGO_BIN_EXE_aorta-overlap-bench"),
-            "aorta-overlap-bench",
-        ),
-        (
-            env!("CARGO_BIN_EXE_aorta-copy-overlap"),
-            "aorta-copy-overlap",
-        ),
-    ] {
+    for (exe, name) in BINS {
         let line = one_error_line(&run(exe, &["--backend", "rocm", "--iters", "1"]));
         let expected = if cfg!(feature = "rocm") {
             "no ROCm GPU: hipGetDeviceCount returned "
