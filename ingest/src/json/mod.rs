@@ -99,6 +99,53 @@ impl<'a> Cursor<'a> {
     #[inline]
     pub fn next_key_raw(&mut self, first: bool) -> JResult<Option<&'a [u8]>> {
         prefetch(self.b, self.i + PREFETCH_AHEAD);
+        match self.key_fast(first) {
+            Some(k) => Ok(Some(k)),
+            None => self.key_walk(first),
+        }
+    }
+
+    /// `next_key_raw` decided from one 32-byte look (see `short::key_masks`) in the usual
+    /// case: blanks, the `,` (unless `first`), a key without escapes, blanks, `:`, blanks and
+    /// the value's first byte, where the cursor is left. Anything else (the object's end, an
+    /// escape, a long key, an error, the end of the input) answers `None` with nothing
+    /// consumed, and `key_walk` reads it byte by byte, errors and all.
+    #[inline]
+    fn key_fast(&mut self, first: bool) -> Option<&'a [u8]> {
+        let w: &[u8; 32] = self.b.get(self.i..self.i + 32)?.try_into().ok()?;
+        let m = short::key_masks(w);
+        let solid = !m.blank as u64;
+        // The first bit of `mask` above bit `k` (64 when there is none).
+        let next = |mask: u64, k: u32| (mask & !((2u64 << k) - 1)).trailing_zeros();
+        let mut p = solid.trailing_zeros();
+        if !first {
+            if *w.get(p as usize)? != b',' {
+                return None;
+            }
+            p = next(solid, p);
+        }
+        if *w.get(p as usize)? != b'"' {
+            return None;
+        }
+        let q = next(m.quote as u64, p);
+        if q >= 32 || next(m.backslash as u64, p) < q {
+            return None;
+        }
+        let colon = next(solid, q);
+        if *w.get(colon as usize)? != b':' {
+            return None;
+        }
+        let value = next(solid, colon);
+        if value >= 32 {
+            return None;
+        }
+        let at = self.i;
+        self.i = at + value as usize;
+        Some(&self.b[at + p as usize + 1..at + q as usize])
+    }
+
+    /// `next_key_raw` byte by byte.
+    fn key_walk(&mut self, first: bool) -> JResult<Option<&'a [u8]>> {
         let c = self.peek()?;
         if c == b'}' {
             self.i += 1;
@@ -458,6 +505,58 @@ mod tests {
             Cursor::new(br#"{"a": [1"#).skip_value(),
             Err(JsonError::Incomplete)
         );
+    }
+
+    #[test]
+    fn usual_keys_take_the_fast_look() {
+        let text = b",\n    \"ts\": 4464418948408.808, \"dur\": 14.027,\n";
+        let mut c = Cursor::new(text);
+        assert_eq!(c.key_fast(false), Some(&b"ts"[..]));
+        assert_eq!(text[c.i], b'4');
+        // An escaped key, or one whose value starts past the look, is left to the walk.
+        assert_eq!(
+            Cursor::new(b"\"t\\\"s\": 1,                           ").key_fast(true),
+            None
+        );
+        assert_eq!(
+            Cursor::new(b"\"ts\":                                1").key_fast(true),
+            None
+        );
+    }
+
+    proptest::proptest! {
+        /// The 32-byte look reads every key as the byte walk does: the same key, the same
+        /// cursor after it, the same error, whatever the bytes around it.
+        #[test]
+        fn fast_keys_read_as_the_walk_does(
+            body in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::strategy::Just(b'"'), proptest::strategy::Just(b'\\'),
+                    proptest::strategy::Just(b','), proptest::strategy::Just(b':'),
+                    proptest::strategy::Just(b' '), proptest::strategy::Just(b'\n'),
+                    proptest::strategy::Just(b'}'), proptest::strategy::Just(b'a'),
+                    proptest::strategy::Just(b'1'), proptest::strategy::Just(0xe9u8),
+                ],
+                0..48,
+            ),
+            lead in proptest::prop_oneof![
+                proptest::strategy::Just(&b""[..]),
+                proptest::strategy::Just(&b", \"ts\": "[..]),
+                proptest::strategy::Just(&b",\n    \"args\": {"[..]),
+                proptest::strategy::Just(&b"\"name\":\""[..]),
+            ],
+            first in proptest::bool::ANY,
+        ) {
+            let mut b = lead.to_vec();
+            b.extend(body);
+            let (mut fast, mut walk) = (Cursor::new(&b), Cursor::new(&b));
+            let got = fast.next_key_raw(first);
+            let want = walk.key_walk(first);
+            proptest::prop_assert_eq!(&got, &want);
+            if want.is_ok() {
+                proptest::prop_assert_eq!(fast.i, walk.i);
+            }
+        }
     }
 
     #[test]
