@@ -20,6 +20,8 @@ pub enum Kind {
 }
 
 impl Kind {
+    pub const ALL: [Kind; 3] = [Kind::Kernel, Kind::Memcpy, Kind::Memset];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::Kernel => "kernel",

@@ -76,6 +76,25 @@ impl Diagnostics {
         }
     }
 
+    /// Counts one finding; the example kept is the one with the smallest offset, whatever
+    /// the order of the calls (it is built only when it is kept).
+    pub fn add_min(
+        &mut self,
+        code: &'static str,
+        offset: Option<i64>,
+        example: impl FnOnce() -> String,
+    ) {
+        match self.findings.get_mut(code) {
+            Some(f) if offset.is_some() && (f.offset.is_none() || offset < f.offset) => {
+                f.count += 1;
+                f.example = example();
+                f.offset = offset;
+            }
+            Some(f) => f.count += 1,
+            None => self.add(code, offset, example),
+        }
+    }
+
     /// Adds `other`'s counts; the example with the smaller offset wins.
     pub fn merge(&mut self, other: Diagnostics) {
         for (code, f) in other.findings {

@@ -68,7 +68,7 @@ pub struct Options {
 /// Shared counters a front end can poll for a progress bar.
 #[derive(Debug, Default, Clone)]
 pub struct Progress {
-    /// Bytes read from disk so far (every input is read twice: links, then rows).
+    /// Bytes read from disk so far (every input once).
     pub read: Arc<AtomicU64>,
     /// Expected total of `read`.
     pub total: Arc<AtomicU64>,
@@ -184,7 +184,7 @@ pub fn ingest(paths: &[PathBuf], opts: &Options, progress: &Progress) -> Result<
             });
         }
     }
-    let total: u64 = todo.iter().map(|p| 2 * p.bytes).sum();
+    let total: u64 = todo.iter().map(|p| p.bytes).sum();
     progress
         .total
         .store(total, std::sync::atomic::Ordering::Relaxed);
@@ -256,11 +256,10 @@ fn run_jobs(
                         ))
                     }
                 };
-                // Progress expects every file read twice (Kineto's two passes); the other
-                // readers make up for the passes they do not make.
+                // Progress expects every file read once, through a window that counts it; the
+                // readers that do not read that way count the file when they are done.
                 let unread = match format {
-                    Format::Jsonl | Format::Chrome | Format::RocprofJson => p.bytes,
-                    Format::Nsys | Format::RocprofCsv | Format::Rocpd => 2 * p.bytes,
+                    Format::Nsys | Format::RocprofCsv | Format::Rocpd => p.bytes,
                     _ => 0,
                 };
                 shared

@@ -100,6 +100,14 @@ pub enum CpuCategory {
 }
 
 impl CpuCategory {
+    pub const ALL: [CpuCategory; 5] = [
+        CpuCategory::CpuOp,
+        CpuCategory::UserAnnotation,
+        CpuCategory::Runtime,
+        CpuCategory::Driver,
+        CpuCategory::PythonFunction,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             CpuCategory::CpuOp => "cpu_op",

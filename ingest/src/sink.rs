@@ -124,8 +124,13 @@ fn vendor_hint(strings: &Interner) -> Option<&'static str> {
 
 impl Sink {
     pub fn new(parts: &Parts) -> Sink {
+        Sink::with_strings(parts, Interner::default())
+    }
+
+    /// A sink whose string ids are those of `strings` (see `add_rows`).
+    pub fn with_strings(parts: &Parts, strings: Interner) -> Sink {
         Sink {
-            strings: Interner::default(),
+            strings,
             gpu_buf: Vec::new(),
             gpu_out: Vec::new(),
             keys: Vec::new(),
@@ -143,6 +148,21 @@ impl Sink {
 
     pub fn add(&mut self, batch: Batch) -> Result<()> {
         let (gpu, cpu, diag) = batch.remap(&mut self.strings);
+        self.add_rows(gpu, cpu, diag)
+    }
+
+    /// The sink's strings: the table `add_rows` expects ids of.
+    pub fn strings(&self) -> &Interner {
+        &self.strings
+    }
+
+    /// Adds rows whose string ids are already the sink's own.
+    pub fn add_rows(
+        &mut self,
+        gpu: Vec<GpuRow>,
+        cpu: Vec<CpuRow>,
+        diag: Diagnostics,
+    ) -> Result<()> {
         self.diag.merge(diag);
         self.push_gpu(gpu);
         self.cpu_buf.extend(cpu);

@@ -63,21 +63,9 @@ pub fn parse<'a>(c: &mut Cursor<'a>) -> JResult<Ev<'a>> {
 
 /// Like `parse`, but once `ph` and `cat` are both known and `wanted(ph, cat)` says no, skips
 /// the rest of the event unread (`false` in the result). Kineto writes `ph` and `cat` first,
-/// so pass 1 reads two keys of most events.
+/// so a reader that wants few events reads two keys of most.
 pub fn parse_if<'a>(
     c: &mut Cursor<'a>,
-    wanted: impl Fn(&[u8], &[u8]) -> bool,
-) -> JResult<(Ev<'a>, bool)> {
-    parse_unless(c, |_| true, wanted)
-}
-
-/// Like `parse_if`, but skips the event as soon as `want_ph(ph)` says no, before its `cat`
-/// (flows write `id`, `pid`, `tid` and `ts` first). The skipped rest is checked only for
-/// quoting and nesting, so only a reader whose skipped events another pass reads key by
-/// key (pass 1) should use it: the file's errors are then still found, by that pass.
-pub fn parse_unless<'a>(
-    c: &mut Cursor<'a>,
-    want_ph: impl Fn(&[u8]) -> bool,
     wanted: impl Fn(&[u8], &[u8]) -> bool,
 ) -> JResult<(Ev<'a>, bool)> {
     let mut ev = Ev {
@@ -94,10 +82,6 @@ pub fn parse_unless<'a>(
                 let v = unquote(c.skip_value()?);
                 if k == b"ph" {
                     (ev.ph, has_ph) = (v, true);
-                    if !want_ph(v) {
-                        c.skip_rest_of_object()?;
-                        return Ok((ev, false));
-                    }
                 } else {
                     (ev.cat, has_cat) = (v, true);
                 }

@@ -1,19 +1,20 @@
-//! Pass 2: events to rows, with classification and steps resolved from pass 1.
+//! Events to rows, classified, in one walk that also notes the step spans and launches.
+//!
+//! Times stay trace-relative and steps stay open here: the base time, the spans and the
+//! launches may all come later in the file, so `pending` settles them at its end.
 
 use rustc_hash::FxHashMap;
 
 use super::event::{self, Cat, Ev};
-use super::links::{pid_key, Links, StepCache};
+use super::links::{note, pid_key, Partial, Span};
+use super::pending::{CpuWait, Waits};
 use crate::classify::{Category, Class, Classifier, Kind};
 use crate::json::{Cursor, JsonError};
 use crate::rows::{Batch, CollArgs, CpuCategory, CpuRow, GpuRow, StepSource};
 
 /// What every worker shares.
 pub struct Ctx<'a> {
-    pub links: &'a Links,
     pub classifier: &'a Classifier,
-    /// Added to every trace timestamp (`baseTimeNanoseconds`, or 0 for absolute traces).
-    pub base_ns: i64,
 }
 
 /// Phases that are valid trace events but not slices aorta tabulates.
@@ -41,19 +42,22 @@ const GPU_ARGS: [&[u8]; 16] = [
     b"memory bandwidth (GB/s)",
 ];
 
-/// What one worker accumulates: rows, and the classification of each name it has seen.
+/// What one worker accumulates: rows and what their steps wait for, the step spans and
+/// launches it met, and the classification of each name it has seen.
 #[derive(Default)]
 pub struct Part {
     pub batch: Batch,
+    pub waits: Waits,
+    pub links: Partial,
     classes: FxHashMap<(u32, Kind), Class>,
-    steps: StepCache,
 }
 
 struct Worker<'p, 'c, 'l> {
     ctx: &'c Ctx<'l>,
     b: &'p mut Batch,
+    waits: &'p mut Waits,
+    links: &'p mut Partial,
     classes: &'p mut FxHashMap<(u32, Kind), Class>,
-    steps: &'p mut StepCache,
     /// Stream offset of the event, for diagnostics.
     off: u64,
 }
@@ -65,8 +69,9 @@ pub fn event(ctx: &Ctx, c: &mut Cursor<'_>, part: &mut Part, off: u64) -> Result
     let mut wk = Worker {
         ctx,
         b: &mut part.batch,
+        waits: &mut part.waits,
+        links: &mut part.links,
         classes: &mut part.classes,
-        steps: &mut part.steps,
         off,
     };
     wk.event(&ev);
@@ -108,7 +113,10 @@ impl Worker<'_, '_, '_> {
             Cat::Runtime => Some(CpuCategory::Runtime),
             Cat::Driver => Some(CpuCategory::Driver),
             Cat::PythonFunction => Some(CpuCategory::PythonFunction),
-            Cat::GpuUserAnnotation => return,
+            Cat::GpuUserAnnotation => {
+                note(self.links, ev);
+                return;
+            }
             Cat::Other => {
                 self.b.diag.add("skipped_category", self.offset(), || {
                     let c = String::from_utf8_lossy(ev.cat);
@@ -126,7 +134,7 @@ impl Worker<'_, '_, '_> {
         }
     }
 
-    /// (start, start + dur) in absolute ns, with the duration findings.
+    /// (start, start + dur) in trace ns, with the duration findings.
     fn times(&mut self, ev: &Ev) -> Option<(i64, i64)> {
         let off = self.offset();
         let Some(ts) = ev.ts.and_then(event::micros) else {
@@ -158,8 +166,7 @@ impl Worker<'_, '_, '_> {
                 .diag
                 .add("negative_duration", off, || format!("dur {dur} ns"));
         }
-        let start = ts + self.ctx.base_ns;
-        Some((start, start + dur))
+        Some((ts, ts + dur))
     }
 
     fn gpu(&mut self, ev: &Ev, cat: Cat, start: i64, raw_end: i64) {
@@ -182,7 +189,9 @@ impl Worker<'_, '_, '_> {
                 .or(name_op)
                 .unwrap_or("other")
         });
-        let (step, step_source) = self.gpu_step(ev, correlation, start);
+        // The step waits for the launches (see `pending`).
+        let (step, step_source) = (None, StepSource::None);
+        self.waits.gpu.push(self.off);
         let stream = a[1]
             .and_then(event::int)
             .or_else(|| ev.tid.and_then(stream_from_tid));
@@ -235,34 +244,6 @@ impl Worker<'_, '_, '_> {
         }))
     }
 
-    fn gpu_step(&mut self, ev: &Ev, corr: Option<i64>, start: i64) -> (Option<i64>, StepSource) {
-        let links = self.ctx.links;
-        if let Some(step) = corr.and_then(|c| links.launch_step(c)) {
-            if step.is_none() && links.has_steps() {
-                self.outside(ev);
-            }
-            return (step, StepSource::Launch);
-        }
-        self.b.diag.add("kernel_without_launch", self.offset(), || {
-            format!("{} (correlation {corr:?})", name_text(ev))
-        });
-        if !links.has_steps() {
-            return (None, StepSource::None);
-        }
-        let step = links.gpu_step_at(start - self.ctx.base_ns);
-        if step.is_none() {
-            self.outside(ev);
-        }
-        (step, StepSource::GpuTime)
-    }
-
-    fn outside(&mut self, ev: &Ev) {
-        // Examples are built for the first finding only: these fire on hot paths.
-        self.b
-            .diag
-            .add("outside_steps", self.offset(), || name_text(ev));
-    }
-
     fn cpu(&mut self, ev: &Ev, category: CpuCategory, start: i64, raw_end: i64) {
         let name = self.name(ev);
         let [ext, corr, dims, types] = match (category, ev.args) {
@@ -273,14 +254,29 @@ impl Worker<'_, '_, '_> {
             ),
         };
         let pid = ev.pid.and_then(event::int);
-        let links = self.ctx.links;
+        let key = pid_key(ev.pid);
+        let correlation = corr.and_then(event::int);
+        let end = raw_end.max(start);
+        // A `ProfilerStep#N` annotation is its own step; other rows wait for the spans.
         let step = match ev.name.and_then(event::profiler_step) {
-            Some(n) if category == CpuCategory::UserAnnotation => Some(n),
-            _ => links.step_at_cached(self.steps, pid_key(ev.pid), start - self.ctx.base_ns),
+            Some(n) if category == CpuCategory::UserAnnotation => {
+                let span = Span {
+                    start,
+                    end,
+                    step: n,
+                };
+                self.links.cpu_span(key, span);
+                Some(n)
+            }
+            _ => None,
         };
-        if step.is_none() && links.has_steps() {
-            self.outside(ev);
+        if let (CpuCategory::Runtime | CpuCategory::Driver, Some(c)) = (category, correlation) {
+            self.links.launch(c, start, key);
         }
+        self.waits.cpu.push(CpuWait {
+            pid_key: key,
+            off: self.off,
+        });
         let mut raw_text = |v: Option<&[u8]>| {
             v.and_then(|v| std::str::from_utf8(v).ok())
                 .map(|t| self.b.strings.id(t))
@@ -293,22 +289,14 @@ impl Worker<'_, '_, '_> {
             pid,
             tid: ev.tid.and_then(event::int),
             start,
-            end: raw_end.max(start),
-            correlation: corr.and_then(event::int),
+            end,
+            correlation,
             external_id: ext.and_then(event::int),
             step,
             input_dims,
             input_types,
         });
     }
-}
-
-/// An event's name as text, for diagnostics.
-fn name_text(ev: &Ev) -> String {
-    ev.name
-        .and_then(event::text)
-        .unwrap_or_default()
-        .into_owned()
 }
 
 /// A GPU stream from a `tid`: `7`, `"7"`, or legacy `"stream 7"`.

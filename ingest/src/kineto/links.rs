@@ -1,11 +1,13 @@
-//! Pass 1: what every row needs to know before it can be written.
+//! What a row needs to know before it can be written: the trace's metadata, the step spans,
+//! and the launches.
 //!
 //! A kernel's step is the step of the runtime call that launched it, and Kineto writes the
 //! `ProfilerStep#N` spans, the runtime calls and the kernels in whatever order its buffers
 //! drained (kernels before their launches, annotations after the ops they contain, the base
-//! time after the events). So a first, light pass collects the top-level metadata, the step
-//! spans and one (correlation, step) pair per launch — 16 bytes a launch, the only memory that
-//! grows with the trace — and the second pass writes rows with everything resolved.
+//! time after the events). So the row walk notes the top-level metadata, the step spans and
+//! one (correlation, ts, pid) triple per launch as it goes — 24 bytes a launch, the only
+//! memory that grows with the trace — and `pending` settles the rows' steps at the end.
+//! `LinkPass`, a walk that notes only these, re-reads a file that failed (`first_error`).
 
 use rustc_hash::FxHashMap;
 
@@ -120,6 +122,7 @@ pub fn pid_key(raw: Option<&[u8]>) -> i64 {
     }
 }
 
+/// The spans and launches of a run of events.
 #[derive(Default)]
 pub struct Partial {
     cpu_spans: Vec<(i64, Span)>,
@@ -127,7 +130,19 @@ pub struct Partial {
     launches: Vec<(i64, i64, i64)>,
 }
 
-/// The result of pass 1.
+impl Partial {
+    /// A `ProfilerStep#N` annotation of process `pid` (a `pid_key`).
+    pub fn cpu_span(&mut self, pid: i64, span: Span) {
+        self.cpu_spans.push((pid, span));
+    }
+
+    /// A runtime or driver call with correlation `corr`, at `ts` in process `pid`.
+    pub fn launch(&mut self, corr: i64, ts: i64, pid: i64) {
+        self.launches.push((corr, ts, pid));
+    }
+}
+
+/// The links of a whole file.
 #[derive(Debug, Default)]
 pub struct Links {
     pub meta: Meta,
@@ -198,7 +213,17 @@ impl Links {
         }
     }
 
-    fn finish(&mut self) {
+    /// Adds what a run of events noted (runs are absorbed in file order).
+    pub fn absorb(&mut self, p: Partial) {
+        for (pid, span) in p.cpu_spans {
+            self.cpu_spans.entry(pid).or_default().push(span);
+        }
+        self.gpu_spans.extend(p.gpu_spans);
+        self.launches.extend(p.launches);
+    }
+
+    /// Sorts the spans and gives each launch its step, once every event has been absorbed.
+    pub fn finish(&mut self) {
         for spans in self.cpu_spans.values_mut() {
             spans.sort_by_key(|s| (s.start, s.end));
         }
@@ -241,13 +266,12 @@ fn lookup(spans: &[Span], ts: i64) -> Option<i64> {
         .map(|s| s.step)
 }
 
-/// Pass 1 as a stream visitor.
+/// A walk that notes only the links, reading every event up to its `cat` (and the slices
+/// it notes in full): the strict re-read of a file that failed (see `kineto::first_error`),
+/// and the reference the row walk's notes are tested against.
 #[derive(Default)]
 pub struct LinkPass {
     pub links: Links,
-    /// Read non-slice events up to their `cat`, as pass 2 does (see `kineto::first_error`);
-    /// otherwise they are skipped at their `ph`.
-    pub strict: bool,
 }
 
 impl LinkPass {
@@ -266,20 +290,13 @@ impl Visitor for LinkPass {
     }
 
     fn event(&self, c: &mut Cursor<'_>, part: &mut Partial, _off: u64) -> Result<(), JsonError> {
-        // Events other than slices (flows write four keys before their `cat`) are skipped
-        // at their `ph` unless strict: pass 2 still reads them up to `cat`.
-        let strict = self.strict;
-        let (ev, read) = event::parse_unless(
-            c,
-            |ph| strict || ph == b"X",
-            |ph, cat| {
-                ph == b"X"
-                    && matches!(
-                        Cat::of(cat),
-                        Cat::UserAnnotation | Cat::GpuUserAnnotation | Cat::Runtime | Cat::Driver
-                    )
-            },
-        )?;
+        let (ev, read) = event::parse_if(c, |ph, cat| {
+            ph == b"X"
+                && matches!(
+                    Cat::of(cat),
+                    Cat::UserAnnotation | Cat::GpuUserAnnotation | Cat::Runtime | Cat::Driver
+                )
+        })?;
         if read && ev.ph == b"X" {
             note(part, &ev);
         }
@@ -287,16 +304,13 @@ impl Visitor for LinkPass {
     }
 
     fn take(&mut self, p: Partial) -> Result<(), ParseErr> {
-        for (pid, span) in p.cpu_spans {
-            self.links.cpu_spans.entry(pid).or_default().push(span);
-        }
-        self.links.gpu_spans.extend(p.gpu_spans);
-        self.links.launches.extend(p.launches);
+        self.links.absorb(p);
         Ok(())
     }
 }
 
-fn note(p: &mut Partial, ev: &Ev) {
+/// Notes the span or launch a slice event is, if it is one.
+pub fn note(p: &mut Partial, ev: &Ev) {
     let cat = Cat::of(ev.cat);
     let Some(ts) = ev.ts.and_then(event::micros) else {
         return;

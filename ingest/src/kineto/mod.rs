@@ -1,12 +1,14 @@
 //! PyTorch profiler (Kineto) traces: `.json`, `.json.gz`, `.json.zst`, and the `.tmp` a
 //! crashed writer leaves (which fails with its offset).
 //!
-//! Two streaming passes over the file (see `links` for why): pass 1 collects metadata, step
-//! spans and launches; pass 2 parses windows of events in parallel into rows.
+//! One streaming walk over the file: windows of events are parsed in parallel into rows,
+//! noting the metadata, step spans and launches as they go (`links`); the rows wait in a
+//! spill file until those are all known (`pending`), then go to the sink with their steps.
 
 pub mod event;
 pub mod extract;
 pub mod links;
+pub mod pending;
 pub mod stream;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,7 +24,7 @@ use crate::sink::{Parts, Sink, SinkOut};
 use crate::source::{digest, Hasher};
 use crate::window::Window;
 use extract::Ctx;
-use links::{LinkPass, Meta};
+use links::{LinkPass, Links, Meta};
 use stream::{Driver, Visitor};
 
 fn drive(job: &FileJob, v: &mut impl Visitor, hash: Option<Hasher>) -> Result<stream::Shape> {
@@ -31,18 +33,20 @@ fn drive(job: &FileJob, v: &mut impl Visitor, hash: Option<Hasher>) -> Result<st
     Driver::new(win).run(v).map_err(|e| e.at(&job.path))
 }
 
-/// Pass 2. Workers parse; the rows go over a bounded channel to a writer thread that owns
-/// the `Sink`, so Parquet encoding overlaps with parsing the next window.
+/// The walk. Workers parse; their rows go over a bounded channel to the spill thread, and
+/// what they noted is absorbed into `links` in file order.
 struct RowPass<'a> {
     ctx: Ctx<'a>,
-    tx: Option<SyncSender<Batch>>,
+    links: Links,
+    tx: Option<pending::Sender>,
     failed: Arc<AtomicBool>,
 }
 
 impl Visitor for RowPass<'_> {
     type Part = extract::Part;
 
-    fn meta(&mut self, _key: &str, _raw: &[u8]) -> Result<(), ParseErr> {
+    fn meta(&mut self, key: &str, raw: &[u8]) -> Result<(), ParseErr> {
+        self.links.meta.take(key, raw);
         Ok(())
     }
 
@@ -56,21 +60,22 @@ impl Visitor for RowPass<'_> {
     }
 
     fn take(&mut self, part: extract::Part) -> Result<(), ParseErr> {
+        self.links.absorb(part.links);
         let sent = self
             .tx
             .as_ref()
-            .is_some_and(|tx| tx.send(part.batch).is_ok());
+            .is_some_and(|tx| tx.send((part.batch, part.waits)).is_ok());
         if !sent || self.failed.load(Ordering::Relaxed) {
-            // The writer failed (disk full…); its own error is what gets reported.
+            // The spill failed (disk full…); its own error is what gets reported.
             return Err(ParseErr::new(0, "stopped: writing the output failed"));
         }
         Ok(())
     }
 }
 
-/// Batches the Kineto and Chrome readers may queue for the writer thread (one per parsed
-/// sub-window, a few thousand rows). With 4, the workers stalled on every 131 Ki-row flush
-/// of the writer; 64 let them go on (1 GiB on two cores: wall −15 %, peak RSS +20 MB).
+/// Batches the Kineto and Chrome readers may queue for the writer (or spill) thread: one per
+/// parsed sub-window, a few thousand rows. With 4, the workers stalled on every 131 Ki-row
+/// flush of the writer; 64 let them go on (1 GiB on two cores: wall −15 %, peak RSS +20 MB).
 pub(crate) const WRITER_QUEUE: usize = 64;
 
 /// The writer thread: owns the sink until the channel closes; `queue` batches may wait.
@@ -103,16 +108,35 @@ pub(crate) fn spawn_writer(
 
 pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
     let t0 = std::time::Instant::now();
-    let mut pass1 = LinkPass::default();
-    // A new file is hashed by pass 1 as it reads, not by a separate read.
+    // A new file is hashed as the walk reads it, not by a separate read.
     let hasher = job.content_hash.is_none().then(Hasher::default);
-    let shape = drive(job, &mut pass1, hasher.clone()).map_err(|e| first_error(job, e))?;
+    let failed = Arc::new(AtomicBool::new(false));
+    let (tx, spiller) = pending::spawn(&job.staging, failed.clone())?;
+    let mut walk = RowPass {
+        ctx: Ctx {
+            classifier: &job.classifier,
+        },
+        links: Links::default(),
+        tx: Some(tx),
+        failed,
+    };
+    let res = drive(job, &mut walk, hasher.clone());
+    drop(walk.tx.take());
+    let spilled = spiller.join().expect("spill thread does not panic");
+    // A failed spill stops the walk: its error is the one to report.
+    let spilled = match (spilled, res) {
+        (Err(e), _) => return Err(e),
+        (Ok(_), Err(e)) => return Err(first_error(job, e)),
+        (Ok(s), Ok(shape)) => (s, shape),
+    };
+    let (spilled, shape) = spilled;
+    let t1 = t0.elapsed();
     let content_hash = match (&job.content_hash, &hasher) {
         (Some(h), _) => h.clone(),
         (None, h) => digest(h.as_ref().expect("hasher set above")),
     };
-    let t1 = t0.elapsed();
-    let links = pass1.finish();
+    let mut links = walk.links;
+    links.finish();
     let mut info = RunInfo::new("kineto", content_hash);
     let rank = info.resolve_rank(job, links.meta.rank);
     let parts = Parts {
@@ -121,51 +145,31 @@ pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
         rank,
         tag: info.tag(job),
     };
-    let failed = Arc::new(AtomicBool::new(false));
-    let (tx, writer) = spawn_writer(parts.clone(), failed.clone(), WRITER_QUEUE);
-    let mut pass2 = RowPass {
-        ctx: Ctx {
-            links: &links,
-            classifier: &job.classifier,
-            base_ns: links.meta.base_time_ns.unwrap_or(0),
-        },
-        tx: Some(tx),
-        failed,
-    };
-    let res = drive(job, &mut pass2, None);
-    let t2 = t0.elapsed();
-    drop(pass2.tx.take());
-    let out = writer.join().expect("writer thread does not panic");
+    let base = links.meta.base_time_ns.unwrap_or(0);
+    let out = pending::settle(spilled, &links, base, &parts)?;
     if std::env::var_os("AORTA_TIMING").is_some() {
         // Stage timings for benchmarking (docs/PERFORMANCE.md).
-        let t3 = t0.elapsed();
+        let t2 = t0.elapsed();
         eprintln!(
-            "{}: links {t1:.2?}, rows {:.2?}, writer tail {:.2?}",
+            "{}: walk {t1:.2?}, settle {:.2?}",
             job.path.display(),
-            t2 - t1,
-            t3 - t2
+            t2 - t1
         );
     }
-    res.map_err(|e| first_error(job, e))?;
-    let out = out?;
     describe(&mut info, &links.meta, &out, shape.events);
-    let base = links.meta.base_time_ns.unwrap_or(0);
     info.finish(job, &parts, out, (links.cpu_spans(), base))
 }
 
-/// The error a file's reading ends with, whatever pass met `e`: the first error of a strict
-/// pass 1 (one that reads every event up to its `cat`), else `e` (from pass 2).
+/// The error a file's reading ends with: the first error of a strict links walk (one that
+/// reads every event up to its `cat`, and slices it notes in full), else `e`.
 ///
-/// Why: the fast pass 1 skips non-slice events at their `ph`, so it can miss a malformed
-/// flow that the strict one stops at, and meet a later error first (or none, leaving it to
-/// pass 2, which may meet another one before it). Reporting what strict pass 1 then pass 2
-/// report keeps every error and its offset as they were; it costs a re-read only of files
-/// that fail.
+/// Why: these are the errors, at the offsets, that ingest reported when it read every file
+/// twice (links first, then rows). The row walk reads more of each event than the links walk,
+/// so it can stop earlier, at a flaw in a part of an event the links walk only skips; the
+/// strict re-read keeps every error line as it was, and costs a re-read only of files that
+/// fail.
 fn first_error(job: &FileJob, e: IngestError) -> IngestError {
-    let mut strict = LinkPass {
-        strict: true,
-        ..Default::default()
-    };
+    let mut strict = LinkPass::default();
     drive(job, &mut strict, None).err().unwrap_or(e)
 }
 
@@ -241,5 +245,68 @@ pub fn platform(
         Some(64) => "rocm",
         Some(32) => "cuda",
         _ => hint.unwrap_or("unknown"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::{Path, PathBuf};
+    use std::sync::atomic::AtomicU64;
+
+    fn walk(path: &Path, v: &mut impl Visitor) {
+        let win = Window::open(path, Arc::new(AtomicU64::new(0)), None).unwrap();
+        Driver::new(win).run(v).unwrap();
+    }
+
+    fn traces(dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            let name = p.to_string_lossy();
+            if p.is_dir() {
+                traces(&p, out);
+            } else if name.ends_with(".json") || name.ends_with(".json.gz") {
+                out.push(p);
+            }
+        }
+    }
+
+    /// The row walk notes the metadata, step spans and launches that a walk reading only
+    /// them (the two-pass reader's first pass) finds, on every Kineto trace of the corpus.
+    #[test]
+    fn the_row_walk_notes_what_the_links_walk_finds() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/kineto");
+        let mut files = Vec::new();
+        traces(&root, &mut files);
+        if files.is_empty() {
+            assert_ne!(
+                std::env::var("CI").as_deref(),
+                Ok("true"),
+                "no corpus at {root:?}"
+            );
+            return;
+        }
+        let classifier = crate::classify::Classifier::with_user_rules(None).unwrap();
+        for path in files {
+            let mut reference = LinkPass::default();
+            walk(&path, &mut reference);
+            let (tx, rx) = sync_channel(WRITER_QUEUE);
+            let drain = std::thread::spawn(move || rx.into_iter().count());
+            let mut rows = RowPass {
+                ctx: Ctx {
+                    classifier: &classifier,
+                },
+                links: Links::default(),
+                tx: Some(tx),
+                failed: Arc::new(AtomicBool::new(false)),
+            };
+            walk(&path, &mut rows);
+            drop(rows.tx.take());
+            drain.join().unwrap();
+            let mut links = rows.links;
+            links.finish();
+            let want = reference.finish();
+            assert_eq!(format!("{links:?}"), format!("{want:?}"), "{path:?}");
+        }
     }
 }

@@ -1,0 +1,464 @@
+//! Rows whose steps wait for the end of the file.
+//!
+//! Why: a row's step is the `ProfilerStep#N` span around it (CPU rows) or around the runtime
+//! call that launched it (GPU rows), and Kineto writes spans and launches wherever its
+//! buffers drained (after the ops they contain; kernels before their launches), and the
+//! base time wherever it likes. Reading the file twice, once for these links and once for
+//! the rows, cost a quarter of single-core ingest time. So the one walk writes each batch
+//! of rows, as fixed-size records with what their steps wait for, to an unnamed temporary
+//! file (about a fifth of the trace's size; it sits in the page cache, not in the process),
+//! and `settle` reads the batches back in file order once every span and launch is known,
+//! gives each row its step and absolute times, and hands them to the sink batch by batch,
+//! as the two-pass reader did.
+
+use std::fs::File;
+use std::io::{self, BufReader, BufWriter, Read, Seek, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use bytemuck::{Pod, Zeroable};
+
+use super::links::{Links, StepCache};
+use crate::classify::{Category, Kind};
+use crate::diag::Diagnostics;
+use crate::error::{IngestError, Result};
+use crate::rows::{Batch, CollArgs, CpuCategory, CpuRow, GpuRow, Interner, StepSource};
+use crate::sink::{Sink, SinkOut};
+
+/// What a CPU row's step waits for.
+#[derive(Debug, Clone, Copy)]
+pub struct CpuWait {
+    pub pid_key: i64,
+    /// Stream offset of the event, for diagnostics.
+    pub off: u64,
+}
+
+/// Per row of a batch, in the same order: what its step waits for (a GPU row: its launch,
+/// found by the row's correlation; the offset is for diagnostics).
+#[derive(Debug, Default)]
+pub struct Waits {
+    pub cpu: Vec<CpuWait>,
+    pub gpu: Vec<u64>,
+}
+
+/// A CPU row as written to the spill file (times trace-relative).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Pod, Zeroable)]
+struct CpuRec {
+    start: i64,
+    end: i64,
+    pid_key: i64,
+    tid: i64,
+    correlation: i64,
+    external_id: i64,
+    step: i64,
+    off: u64,
+    name: u32,
+    input_dims: u32,
+    input_types: u32,
+    /// The category in the low byte, then one bit per `Option` that is `Some`.
+    flags: u32,
+}
+
+/// A GPU row as written to the spill file (times trace-relative).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Pod, Zeroable)]
+struct GpuRec {
+    device: i64,
+    stream: i64,
+    start: i64,
+    raw_end: i64,
+    correlation: i64,
+    external_id: i64,
+    grid: [i64; 3],
+    block: [i64; 3],
+    bytes: i64,
+    in_msg_nelems: i64,
+    out_msg_nelems: i64,
+    group_size: i64,
+    off: u64,
+    name: u32,
+    collective_name: u32,
+    dtype: u32,
+    process_group: u32,
+    process_group_ranks: u32,
+    /// One bit per `Option` that is `Some` (see `G_*`).
+    flags: u32,
+    kind: u8,
+    category: u8,
+    /// 1 + index into `Spill::comm_ops`, 0 for none.
+    comm_op: u16,
+    _pad: u32,
+}
+
+const C_PID: u32 = 1 << 8;
+const C_TID: u32 = 1 << 9;
+const C_CORR: u32 = 1 << 10;
+const C_EXT: u32 = 1 << 11;
+const C_STEP: u32 = 1 << 12;
+const C_DIMS: u32 = 1 << 13;
+const C_TYPES: u32 = 1 << 14;
+
+const G_CORR: u32 = 1;
+const G_EXT: u32 = 1 << 1;
+const G_GRID: u32 = 1 << 2; // three bits
+const G_BLOCK: u32 = 1 << 5; // three bits
+const G_BYTES: u32 = 1 << 8;
+const G_COLL: u32 = 1 << 9;
+const G_COLL_NAME: u32 = 1 << 10;
+const G_DTYPE: u32 = 1 << 11;
+const G_PG: u32 = 1 << 12;
+const G_PG_RANKS: u32 = 1 << 13;
+const G_IN: u32 = 1 << 14;
+const G_OUT: u32 = 1 << 15;
+const G_GROUP: u32 = 1 << 16;
+
+/// `v`'s value (0 when `None`), and `bit` when it is `Some`.
+fn put<T: Default>(v: Option<T>, bit: u32, flags: &mut u32) -> T {
+    if v.is_some() {
+        *flags |= bit;
+    }
+    v.unwrap_or_default()
+}
+
+/// `Some(v)` when `bit` is set in `flags`.
+fn get<T>(v: T, bit: u32, flags: u32) -> Option<T> {
+    (flags & bit != 0).then_some(v)
+}
+
+/// The spill file being written (owned by the spill thread).
+pub struct Spill {
+    out: BufWriter<File>,
+    /// Where the file is, for error messages (it has no name of its own).
+    dir: PathBuf,
+    strings: Interner,
+    diag: Diagnostics,
+    comm_ops: Vec<&'static str>,
+    batches: u64,
+    cpu: Vec<CpuRec>,
+    gpu: Vec<GpuRec>,
+}
+
+/// A written spill file, ready to be settled.
+pub struct Spilled {
+    file: BufReader<File>,
+    dir: PathBuf,
+    strings: Interner,
+    diag: Diagnostics,
+    comm_ops: Vec<&'static str>,
+    batches: u64,
+}
+
+/// Bytes buffered on each side of the spill file.
+const SPILL_BUF: usize = 1 << 20;
+
+impl Spill {
+    /// An unnamed temporary file in `dir` (removed by the OS when closed, even on a crash).
+    pub fn create(dir: &Path) -> Result<Spill> {
+        let io = |e| IngestError::io(dir, e);
+        std::fs::create_dir_all(dir).map_err(io)?;
+        let file = tempfile::tempfile_in(dir).map_err(io)?;
+        Ok(Spill {
+            out: BufWriter::with_capacity(SPILL_BUF, file),
+            dir: dir.to_path_buf(),
+            strings: Interner::default(),
+            diag: Diagnostics::default(),
+            comm_ops: Vec::new(),
+            batches: 0,
+            cpu: Vec::new(),
+            gpu: Vec::new(),
+        })
+    }
+
+    /// Appends one batch (its strings re-mapped into the spill's own table).
+    pub fn add(&mut self, batch: Batch, waits: Waits) -> Result<()> {
+        let (gpu, cpu, diag) = batch.remap(&mut self.strings);
+        self.diag.merge(diag);
+        let mut recs = std::mem::take(&mut self.gpu);
+        recs.clear();
+        recs.extend(
+            gpu.iter()
+                .zip(&waits.gpu)
+                .map(|(r, &off)| self.gpu_rec(r, off)),
+        );
+        self.gpu = recs;
+        self.cpu.clear();
+        self.cpu
+            .extend(cpu.iter().zip(&waits.cpu).map(|(r, w)| cpu_rec(r, w)));
+        let head = [self.gpu.len() as u64, self.cpu.len() as u64];
+        let res = (|| {
+            self.out.write_all(bytemuck::cast_slice(&head))?;
+            self.out.write_all(bytemuck::cast_slice(&self.gpu))?;
+            self.out.write_all(bytemuck::cast_slice(&self.cpu))
+        })();
+        res.map_err(|e| IngestError::io(&self.dir, e))?;
+        self.batches += 1;
+        Ok(())
+    }
+
+    /// Flushes the file and rewinds it for reading.
+    pub fn finish(self) -> Result<Spilled> {
+        let dir = self.dir;
+        let io = |e| IngestError::io(&dir, e);
+        let mut file = self.out.into_inner().map_err(|e| io(e.into_error()))?;
+        file.rewind().map_err(io)?;
+        Ok(Spilled {
+            file: BufReader::with_capacity(SPILL_BUF, file),
+            dir: dir.clone(),
+            strings: self.strings,
+            diag: self.diag,
+            comm_ops: self.comm_ops,
+            batches: self.batches,
+        })
+    }
+
+    fn gpu_rec(&mut self, r: &GpuRow, off: u64) -> GpuRec {
+        let mut f = 0;
+        let comm_op = match r.comm_op {
+            None => 0,
+            Some(op) => match self.comm_ops.iter().position(|&o| std::ptr::eq(o, op)) {
+                Some(i) => i + 1,
+                None => {
+                    self.comm_ops.push(op);
+                    self.comm_ops.len()
+                }
+            },
+        };
+        let c = r.coll.as_deref();
+        let coll = |get: fn(&CollArgs) -> Option<u32>| c.and_then(get);
+        let coll_i = |get: fn(&CollArgs) -> Option<i64>| c.and_then(get);
+        let mut grid = [0; 3];
+        let mut block = [0; 3];
+        for i in 0..3 {
+            grid[i] = put(r.grid[i], G_GRID << i, &mut f);
+            block[i] = put(r.block[i], G_BLOCK << i, &mut f);
+        }
+        if c.is_some() {
+            f |= G_COLL;
+        }
+        GpuRec {
+            device: r.device,
+            stream: r.stream,
+            start: r.start,
+            raw_end: r.raw_end,
+            correlation: put(r.correlation, G_CORR, &mut f),
+            external_id: put(r.external_id, G_EXT, &mut f),
+            grid,
+            block,
+            bytes: put(r.bytes, G_BYTES, &mut f),
+            in_msg_nelems: put(coll_i(|c| c.in_msg_nelems), G_IN, &mut f),
+            out_msg_nelems: put(coll_i(|c| c.out_msg_nelems), G_OUT, &mut f),
+            group_size: put(coll_i(|c| c.group_size), G_GROUP, &mut f),
+            off,
+            name: r.name,
+            collective_name: put(coll(|c| c.collective_name), G_COLL_NAME, &mut f),
+            dtype: put(coll(|c| c.dtype), G_DTYPE, &mut f),
+            process_group: put(coll(|c| c.process_group), G_PG, &mut f),
+            process_group_ranks: put(coll(|c| c.process_group_ranks), G_PG_RANKS, &mut f),
+            flags: f,
+            kind: Kind::ALL.iter().position(|&k| k == r.kind).unwrap_or(0) as u8,
+            category: Category::ALL
+                .iter()
+                .position(|&k| k == r.category)
+                .unwrap_or(0) as u8,
+            comm_op: u16::try_from(comm_op).expect("a few collective names"),
+            _pad: 0,
+        }
+    }
+}
+
+fn cpu_rec(r: &CpuRow, w: &CpuWait) -> CpuRec {
+    let cat = CpuCategory::ALL.iter().position(|&c| c == r.category);
+    let mut f = cat.unwrap_or(0) as u32;
+    // A numeric pid is its own key; a string pid has none (its key is a hash of it).
+    if r.pid.is_some() {
+        f |= C_PID;
+    }
+    CpuRec {
+        start: r.start,
+        end: r.end,
+        pid_key: w.pid_key,
+        tid: put(r.tid, C_TID, &mut f),
+        correlation: put(r.correlation, C_CORR, &mut f),
+        external_id: put(r.external_id, C_EXT, &mut f),
+        step: put(r.step, C_STEP, &mut f),
+        off: w.off,
+        name: r.name,
+        input_dims: put(r.input_dims, C_DIMS, &mut f),
+        input_types: put(r.input_types, C_TYPES, &mut f),
+        flags: f,
+    }
+}
+
+/// Batches the walk may queue for the spill thread (see `kineto::WRITER_QUEUE`).
+pub type Sender = SyncSender<(Batch, Waits)>;
+
+/// The spill thread: owns the spill file until the channel closes.
+pub fn spawn(dir: &Path, failed: Arc<AtomicBool>) -> Result<(Sender, JoinHandle<Result<Spilled>>)> {
+    let mut spill = Spill::create(dir)?;
+    let (tx, rx) = sync_channel::<(Batch, Waits)>(super::WRITER_QUEUE);
+    let handle = std::thread::spawn(move || {
+        for (batch, waits) in rx {
+            if let Err(e) = spill.add(batch, waits) {
+                failed.store(true, Ordering::Relaxed);
+                return Err(e);
+            }
+        }
+        spill.finish()
+    });
+    Ok((tx, handle))
+}
+
+/// Reads the spilled batches back in file order, gives every row its step and absolute
+/// times (`base` added), and writes them through a sink.
+pub fn settle(
+    mut s: Spilled,
+    links: &Links,
+    base: i64,
+    parts: &crate::sink::Parts,
+) -> Result<SinkOut> {
+    let strings = std::mem::take(&mut s.strings);
+    let mut sink = Sink::with_strings(parts, strings);
+    sink.diag.merge(std::mem::take(&mut s.diag));
+    let mut st = Settler {
+        links,
+        base,
+        cache: StepCache::default(),
+        comm_ops: &s.comm_ops,
+    };
+    let (mut gpu, mut cpu) = (Vec::<GpuRec>::new(), Vec::<CpuRec>::new());
+    for _ in 0..s.batches {
+        let io = |e| IngestError::io(&s.dir, e);
+        let mut head = [0u64; 2];
+        s.file
+            .read_exact(bytemuck::cast_slice_mut(&mut head))
+            .map_err(io)?;
+        read_recs(&mut s.file, &mut gpu, head[0]).map_err(io)?;
+        read_recs(&mut s.file, &mut cpu, head[1]).map_err(io)?;
+        let mut diag = Diagnostics::default();
+        let strings = sink.strings();
+        let g = gpu.iter().map(|r| st.gpu(r, strings, &mut diag)).collect();
+        let c = cpu.iter().map(|r| st.cpu(r, strings, &mut diag)).collect();
+        sink.add_rows(g, c, diag)?;
+    }
+    sink.finish()
+}
+
+/// Reads `n` records into `v`.
+fn read_recs<T: Pod>(r: &mut impl Read, v: &mut Vec<T>, n: u64) -> io::Result<()> {
+    v.clear();
+    v.resize(n as usize, T::zeroed());
+    r.read_exact(bytemuck::cast_slice_mut(v))
+}
+
+/// What settling a row needs.
+struct Settler<'a> {
+    links: &'a Links,
+    base: i64,
+    /// Rows come in file order, so most CPU lookups land in the previous row's span.
+    cache: StepCache,
+    comm_ops: &'a [&'static str],
+}
+
+impl Settler<'_> {
+    fn cpu(&mut self, r: &CpuRec, strings: &Interner, diag: &mut Diagnostics) -> CpuRow {
+        let f = r.flags;
+        let step = match get(r.step, C_STEP, f) {
+            Some(n) => Some(n),
+            None => self
+                .links
+                .step_at_cached(&mut self.cache, r.pid_key, r.start),
+        };
+        if step.is_none() && self.links.has_steps() {
+            outside(diag, r.off, r.name, strings);
+        }
+        CpuRow {
+            category: CpuCategory::ALL[(f & 0xff) as usize],
+            name: r.name,
+            pid: get(r.pid_key, C_PID, f),
+            tid: get(r.tid, C_TID, f),
+            start: r.start + self.base,
+            end: r.end + self.base,
+            correlation: get(r.correlation, C_CORR, f),
+            external_id: get(r.external_id, C_EXT, f),
+            step,
+            input_dims: get(r.input_dims, C_DIMS, f),
+            input_types: get(r.input_types, C_TYPES, f),
+        }
+    }
+
+    fn gpu(&mut self, r: &GpuRec, strings: &Interner, diag: &mut Diagnostics) -> GpuRow {
+        let f = r.flags;
+        let correlation = get(r.correlation, G_CORR, f);
+        let (step, step_source) = self.gpu_step(r, correlation, strings, diag);
+        let start = r.start + self.base;
+        let raw_end = r.raw_end + self.base;
+        let coll = (f & G_COLL != 0).then(|| {
+            Box::new(CollArgs {
+                collective_name: get(r.collective_name, G_COLL_NAME, f),
+                in_msg_nelems: get(r.in_msg_nelems, G_IN, f),
+                out_msg_nelems: get(r.out_msg_nelems, G_OUT, f),
+                group_size: get(r.group_size, G_GROUP, f),
+                dtype: get(r.dtype, G_DTYPE, f),
+                process_group: get(r.process_group, G_PG, f),
+                process_group_ranks: get(r.process_group_ranks, G_PG_RANKS, f),
+            })
+        });
+        GpuRow {
+            device: r.device,
+            stream: r.stream,
+            kind: Kind::ALL[r.kind as usize],
+            name: r.name,
+            category: Category::ALL[r.category as usize],
+            comm_op: (r.comm_op > 0).then(|| self.comm_ops[r.comm_op as usize - 1]),
+            start,
+            end: raw_end.max(start),
+            raw_end,
+            correlation,
+            external_id: get(r.external_id, G_EXT, f),
+            step,
+            step_source,
+            grid: std::array::from_fn(|i| get(r.grid[i], G_GRID << i, f)),
+            block: std::array::from_fn(|i| get(r.block[i], G_BLOCK << i, f)),
+            bytes: get(r.bytes, G_BYTES, f),
+            coll,
+        }
+    }
+
+    /// The step of the launch (by correlation), else of the GPU time, with the findings.
+    fn gpu_step(
+        &self,
+        r: &GpuRec,
+        corr: Option<i64>,
+        strings: &Interner,
+        diag: &mut Diagnostics,
+    ) -> (Option<i64>, StepSource) {
+        let links = self.links;
+        if let Some(step) = corr.and_then(|c| links.launch_step(c)) {
+            if step.is_none() && links.has_steps() {
+                outside(diag, r.off, r.name, strings);
+            }
+            return (step, StepSource::Launch);
+        }
+        diag.add_min("kernel_without_launch", Some(r.off as i64), || {
+            format!("{} (correlation {corr:?})", strings.get(r.name))
+        });
+        if !links.has_steps() {
+            return (None, StepSource::None);
+        }
+        let step = links.gpu_step_at(r.start);
+        if step.is_none() {
+            outside(diag, r.off, r.name, strings);
+        }
+        (step, StepSource::GpuTime)
+    }
+}
+
+fn outside(diag: &mut Diagnostics, off: u64, name: u32, strings: &Interner) {
+    diag.add_min("outside_steps", Some(off as i64), || {
+        strings.get(name).to_string()
+    });
+}
