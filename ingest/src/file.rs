@@ -186,7 +186,7 @@ impl RunInfo {
     }
 }
 
-/// One row per step: CPU spans from pass 1 joined with the GPU windows from the sink.
+/// One row per step: the CPU step spans joined with the GPU windows from the sink.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct StepRow {
     pub step: Option<i64>,

@@ -2,9 +2,10 @@
 //! than the PyTorch profiler: JSON arrays (possibly without their closing `]`), objects,
 //! `B`/`E` pairs, instants.
 //!
-//! Why a reader beside Kineto's: Kineto's two passes exist to link launches to kernels and
-//! steps, which generic traces do not have, and it never sees `B`/`E` (Kineto writes none).
-//! This one makes a single streaming pass with the same `Driver` (windows parsed on every
+//! Why a reader beside Kineto's: Kineto's spill of rows waiting for their steps exists to
+//! link launches to kernels and steps, which generic traces do not have, and it never sees
+//! `B`/`E` (Kineto writes none). This one makes a single streaming pass with the same
+//! `Driver` (windows parsed on every
 //! worker); `B`/`E` edges are paired in file order in the driver's sequential `take`, so the
 //! only memory that grows with the file is the stack of still-open `B`s per thread.
 //! Timestamps stay on the trace's own clock (µs text → exact ns); there is no base time.

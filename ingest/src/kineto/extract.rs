@@ -277,9 +277,13 @@ impl Worker<'_, '_, '_> {
             pid_key: key,
             off: self.off,
         });
+        // A shape seen before is found by its bytes, without checking them for UTF-8 again.
         let mut raw_text = |v: Option<&[u8]>| {
-            v.and_then(|v| std::str::from_utf8(v).ok())
-                .map(|t| self.b.strings.id(t))
+            let v = v?;
+            let strings = &mut self.b.strings;
+            strings
+                .find(v)
+                .or_else(|| std::str::from_utf8(v).ok().map(|t| strings.id(t)))
         };
         let input_dims = raw_text(dims);
         let input_types = raw_text(types);

@@ -272,7 +272,8 @@ mod tests {
     }
 
     /// The row walk notes the metadata, step spans and launches that a walk reading only
-    /// them (the two-pass reader's first pass) finds, on every Kineto trace of the corpus.
+    /// them (the first pass of the two-pass reader this replaced) finds, on every Kineto
+    /// trace of the corpus.
     #[test]
     fn the_row_walk_notes_what_the_links_walk_finds() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/kineto");
