@@ -99,19 +99,44 @@ impl<'a> Cursor<'a> {
     #[inline]
     pub fn next_key_raw(&mut self, first: bool) -> JResult<Option<&'a [u8]>> {
         prefetch(self.b, self.i + PREFETCH_AHEAD);
-        match self.key_fast(first) {
-            Some(k) => Ok(Some(k)),
+        match self.member_fast(first) {
+            Some((k, v)) => {
+                if let Some(v) = v {
+                    // Only the key was asked for: leave the cursor on its value.
+                    self.i -= v.len();
+                }
+                Ok(Some(k))
+            }
             None => self.key_walk(first),
         }
     }
 
-    /// `next_key_raw` decided from one 32-byte look (see `short::key_masks`) in the usual
-    /// case: blanks, the `,` (unless `first`), a key without escapes, blanks, `:`, blanks and
-    /// the value's first byte, where the cursor is left. Anything else (the object's end, an
-    /// escape, a long key, an error, the end of the input) answers `None` with nothing
-    /// consumed, and `key_walk` reads it byte by byte, errors and all.
+    /// The next member of the object the cursor is in: its key's raw bytes and its value's
+    /// (as `skip_value` returns them), or `None` at the object's end. Errors as
+    /// `next_key_raw` then `skip_value` give them.
     #[inline]
-    fn key_fast(&mut self, first: bool) -> Option<&'a [u8]> {
+    pub fn next_member_raw(&mut self, first: bool) -> JResult<Option<(&'a [u8], &'a [u8])>> {
+        prefetch(self.b, self.i + PREFETCH_AHEAD);
+        let k = match self.member_fast(first) {
+            Some((k, Some(v))) => return Ok(Some((k, v))),
+            Some((k, None)) => k,
+            None => match self.key_walk(first)? {
+                Some(k) => k,
+                None => return Ok(None),
+            },
+        };
+        Ok(Some((k, self.skip_value()?)))
+    }
+
+    /// A member decided from one 32-byte look (see `short::key_masks`) in the usual case:
+    /// blanks, the `,` (unless `first`), a key without escapes, blanks, `:`, blanks and the
+    /// value's first byte. A string without escapes, or a number (or literal), that ends
+    /// within the look is read too (`Some` value, the cursor after it); otherwise the cursor
+    /// is left on the value (`None` value). Anything else (the object's end, an escaped key,
+    /// a long key, an error, the end of the input) answers `None` with nothing consumed, and
+    /// `key_walk` reads it byte by byte, errors and all.
+    #[inline]
+    fn member_fast(&mut self, first: bool) -> Option<(&'a [u8], Option<&'a [u8]>)> {
         let w: &[u8; 32] = self.b.get(self.i..self.i + 32)?.try_into().ok()?;
         let m = short::key_masks(w);
         let solid = !m.blank as u64;
@@ -135,13 +160,25 @@ impl<'a> Cursor<'a> {
         if *w.get(colon as usize)? != b':' {
             return None;
         }
-        let value = next(solid, colon);
-        if value >= 32 {
-            return None;
-        }
+        let v = next(solid, colon);
         let at = self.i;
-        self.i = at + value as usize;
-        Some(&self.b[at + p as usize + 1..at + q as usize])
+        // Where the value ends, when it is a string or a scalar that ends within the look.
+        let end = match *w.get(v as usize)? {
+            b'"' => {
+                let close = next(m.quote as u64, v);
+                (close < 32 && next(m.backslash as u64, v) > close).then_some(close + 1)
+            }
+            b'{' | b'[' => None,
+            _ if m.sep & (1 << v) != 0 => None,
+            _ => Some(next((m.blank | m.sep) as u64, v)).filter(|&e| e < 32),
+        };
+        let key = &self.b[at + p as usize + 1..at + q as usize];
+        let Some(end) = end else {
+            self.i = at + v as usize;
+            return Some((key, None));
+        };
+        self.i = at + end as usize;
+        Some((key, Some(&self.b[at + v as usize..at + end as usize])))
     }
 
     /// `next_key_raw` byte by byte.
@@ -508,27 +545,28 @@ mod tests {
     }
 
     #[test]
-    fn usual_keys_take_the_fast_look() {
+    fn usual_members_take_the_fast_look() {
         let text = b",\n    \"ts\": 4464418948408.808, \"dur\": 14.027,\n";
         let mut c = Cursor::new(text);
-        assert_eq!(c.key_fast(false), Some(&b"ts"[..]));
-        assert_eq!(text[c.i], b'4');
+        let ts = (&b"ts"[..], Some(&b"4464418948408.808"[..]));
+        assert_eq!(c.member_fast(false), Some(ts));
+        assert_eq!(text[c.i], b',');
+        let text = b", \"args\": {\"a\": 1}, \"name\": \"x\"         ";
+        let mut c = Cursor::new(text);
+        assert_eq!(c.member_fast(false), Some((&b"args"[..], None)));
+        assert_eq!(text[c.i], b'{');
         // An escaped key, or one whose value starts past the look, is left to the walk.
-        assert_eq!(
-            Cursor::new(b"\"t\\\"s\": 1,                           ").key_fast(true),
-            None
-        );
-        assert_eq!(
-            Cursor::new(b"\"ts\":                                1").key_fast(true),
-            None
-        );
+        let escaped = Cursor::new(b"\"t\\\"s\": 1,                           ").member_fast(true);
+        assert_eq!(escaped, None);
+        let far = Cursor::new(b"\"ts\":                                1").member_fast(true);
+        assert_eq!(far, None);
     }
 
     proptest::proptest! {
-        /// The 32-byte look reads every key as the byte walk does: the same key, the same
-        /// cursor after it, the same error, whatever the bytes around it.
+        /// The 32-byte look reads every member as the byte walk does: the same key, the same
+        /// value, the same cursor after them, the same error, whatever the bytes around them.
         #[test]
-        fn fast_keys_read_as_the_walk_does(
+        fn fast_members_read_as_the_walk_does(
             body in proptest::collection::vec(
                 proptest::prop_oneof![
                     proptest::strategy::Just(b'"'), proptest::strategy::Just(b'\\'),
@@ -544,6 +582,8 @@ mod tests {
                 proptest::strategy::Just(&b", \"ts\": "[..]),
                 proptest::strategy::Just(&b",\n    \"args\": {"[..]),
                 proptest::strategy::Just(&b"\"name\":\""[..]),
+                proptest::strategy::Just(&b", \"ph\": \"X\", \"id\": 1"[..]),
+                proptest::strategy::Just(&b", \"g\": [1, 2]"[..]),
             ],
             first in proptest::bool::ANY,
         ) {
@@ -552,6 +592,16 @@ mod tests {
             let (mut fast, mut walk) = (Cursor::new(&b), Cursor::new(&b));
             let got = fast.next_key_raw(first);
             let want = walk.key_walk(first);
+            proptest::prop_assert_eq!(&got, &want);
+            if want.is_ok() {
+                proptest::prop_assert_eq!(fast.i, walk.i);
+            }
+            let mut fast = Cursor::new(&b);
+            let got = fast.next_member_raw(first);
+            let mut walk = Cursor::new(&b);
+            let want = walk
+                .key_walk(first)
+                .and_then(|k| k.map(|k| walk.skip_value().map(|v| (k, v))).transpose());
             proptest::prop_assert_eq!(&got, &want);
             if want.is_ok() {
                 proptest::prop_assert_eq!(fast.i, walk.i);

@@ -64,14 +64,16 @@ pub fn scalar_end(w: &[u8; 32]) -> u32 {
     mask_of(w, |c| c <= b' ' || c == b',' || c == b'}' || c == b']')
 }
 
-/// What `Cursor::next_key_raw` needs to read `, "key": ` from one 32-byte look: bit `k` of
-/// each mask is set when byte `k` is a quote, a backslash, or a blank (a byte up to space,
-/// as the cursor counts blanks).
+/// What `Cursor::next_member_raw` needs to read `, "key": value` from one 32-byte look:
+/// bit `k` of each mask is set when byte `k` is a quote, a backslash, a blank (a byte up to
+/// space, as the cursor counts blanks), or one of `,` `}` `]` (which, like blanks, end a
+/// number).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KeyMasks {
     pub quote: u32,
     pub backslash: u32,
     pub blank: u32,
+    pub sep: u32,
 }
 
 #[inline]
@@ -80,20 +82,18 @@ pub fn key_masks(w: &[u8; 32]) -> KeyMasks {
     {
         use std::arch::x86_64::{
             __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8,
-            _mm_set1_epi8,
+            _mm_or_si128, _mm_set1_epi8,
         };
         let half = |k: usize| {
             // SAFETY: as in `quote_or_backslash`.
             unsafe {
                 let v = _mm_loadu_si128(w.as_ptr().add(16 * k) as *const __m128i);
                 let bits = |m| _mm_movemask_epi8(m) as u16 as u32;
-                let eq = |c: u8| bits(_mm_cmpeq_epi8(v, _mm_set1_epi8(c as i8)));
+                let eq = |c: u8| _mm_cmpeq_epi8(v, _mm_set1_epi8(c as i8));
                 // Unsigned `v <= ' '`: min(v, ' ') == v.
-                let blank = bits(_mm_cmpeq_epi8(
-                    _mm_min_epu8(v, _mm_set1_epi8(b' ' as i8)),
-                    v,
-                ));
-                (eq(b'"'), eq(b'\\'), blank)
+                let blank = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(b' ' as i8)), v);
+                let sep = _mm_or_si128(_mm_or_si128(eq(b','), eq(b'}')), eq(b']'));
+                (bits(eq(b'"')), bits(eq(b'\\')), bits(blank), bits(sep))
             }
         };
         let (lo, hi) = (half(0), half(1));
@@ -101,6 +101,7 @@ pub fn key_masks(w: &[u8; 32]) -> KeyMasks {
             quote: lo.0 | hi.0 << 16,
             backslash: lo.1 | hi.1 << 16,
             blank: lo.2 | hi.2 << 16,
+            sep: lo.3 | hi.3 << 16,
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -108,6 +109,7 @@ pub fn key_masks(w: &[u8; 32]) -> KeyMasks {
         quote: mask_of(w, |c| c == b'"'),
         backslash: mask_of(w, |c| c == b'\\'),
         blank: mask_of(w, |c| c <= b' '),
+        sep: mask_of(w, |c| c == b',' || c == b'}' || c == b']'),
     }
 }
 
@@ -133,6 +135,7 @@ mod tests {
                     quote: mask_of(&w, |c| c == b'"'),
                     backslash: mask_of(&w, |c| c == b'\\'),
                     blank: mask_of(&w, |c| c <= b' '),
+                    sep: mask_of(&w, |c| c == b',' || c == b'}' || c == b']'),
                 }
             );
             prop_assert_eq!(

@@ -75,11 +75,11 @@ pub fn parse_if<'a>(
     c.expect(b'{', "expected an event object")?;
     let mut first = true;
     let (mut has_ph, mut has_cat) = (false, false);
-    while let Some(k) = c.next_key_raw(first)? {
+    while let Some((k, v)) = c.next_member_raw(first)? {
         first = false;
         match k {
             b"ph" | b"cat" => {
-                let v = unquote(c.skip_value()?);
+                let v = unquote(v);
                 if k == b"ph" {
                     (ev.ph, has_ph) = (v, true);
                 } else {
@@ -90,15 +90,13 @@ pub fn parse_if<'a>(
                     return Ok((ev, false));
                 }
             }
-            b"name" => ev.name = Some(c.skip_value()?),
-            b"pid" => ev.pid = Some(c.skip_value()?),
-            b"tid" => ev.tid = Some(c.skip_value()?),
-            b"ts" => ev.ts = Some(c.skip_value()?),
-            b"dur" => ev.dur = Some(c.skip_value()?),
-            b"args" => ev.args = Some(c.skip_value()?),
-            _ => {
-                c.skip_value()?;
-            }
+            b"name" => ev.name = Some(v),
+            b"pid" => ev.pid = Some(v),
+            b"tid" => ev.tid = Some(v),
+            b"ts" => ev.ts = Some(v),
+            b"dur" => ev.dur = Some(v),
+            b"args" => ev.args = Some(v),
+            _ => {}
         }
     }
     Ok((ev, true))
@@ -155,16 +153,10 @@ pub fn pick<'a, const N: usize>(args: &'a [u8], keys: &[&[u8]; N]) -> [Option<&'
         return out;
     }
     let mut first = true;
-    while let Ok(Some(k)) = c.next_key_raw(first) {
+    while let Ok(Some((k, v))) = c.next_member_raw(first) {
         first = false;
-        let slot = keys.iter().position(|w| *w == k);
-        match c.skip_value() {
-            Ok(v) => {
-                if let Some(i) = slot {
-                    out[i] = Some(v);
-                }
-            }
-            Err(_) => break,
+        if let Some(i) = keys.iter().position(|w| *w == k) {
+            out[i] = Some(v);
         }
     }
     out
