@@ -272,7 +272,8 @@ impl<'a> Cursor<'a> {
         let mut j = start;
         // Numbers are short: one 32-byte look (see `short`) usually finds their end.
         if let Some(w) = self.b.get(start..start + 32) {
-            let m = short::scalar_end(w.try_into().expect("32 bytes"));
+            let m = short::key_masks(w.try_into().expect("32 bytes"));
+            let m = m.blank | m.sep;
             if m == 0 {
                 j += 32;
             } else {

@@ -34,36 +34,6 @@ pub fn quote_or_backslash(w: &[u8; 32]) -> u32 {
     mask_of(w, |c| c == b'"' || c == b'\\')
 }
 
-/// Bit `k` is set when byte `k` of `w` ends a number or literal: `,` `}` `]` or a byte up
-/// to space (the cursor's notion of a blank).
-#[inline]
-pub fn scalar_end(w: &[u8; 32]) -> u32 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{
-            __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8,
-            _mm_or_si128, _mm_set1_epi8,
-        };
-        let half = |k: usize| {
-            // SAFETY: as in `quote_or_backslash`.
-            unsafe {
-                let v = _mm_loadu_si128(w.as_ptr().add(16 * k) as *const __m128i);
-                let eq = |c: u8| _mm_cmpeq_epi8(v, _mm_set1_epi8(c as i8));
-                // Unsigned `v <= ' '`: min(v, ' ') == v.
-                let blank = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(b' ' as i8)), v);
-                let hit = _mm_or_si128(
-                    _mm_or_si128(eq(b','), eq(b'}')),
-                    _mm_or_si128(eq(b']'), blank),
-                );
-                _mm_movemask_epi8(hit) as u16 as u32
-            }
-        };
-        half(0) | (half(1) << 16)
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    mask_of(w, |c| c <= b' ' || c == b',' || c == b'}' || c == b']')
-}
-
 /// What `Cursor::next_member_raw` needs to read `, "key": value` from one 32-byte look:
 /// bit `k` of each mask is set when byte `k` is a quote, a backslash, a blank (a byte up to
 /// space, as the cursor counts blanks), or one of `,` `}` `]` (which, like blanks, end a
@@ -137,10 +107,6 @@ mod tests {
                     blank: mask_of(&w, |c| c <= b' '),
                     sep: mask_of(&w, |c| c == b',' || c == b'}' || c == b']'),
                 }
-            );
-            prop_assert_eq!(
-                scalar_end(&w),
-                mask_of(&w, |c| c <= b' ' || c == b',' || c == b'}' || c == b']')
             );
         }
     }
