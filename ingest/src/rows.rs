@@ -9,7 +9,7 @@ use crate::classify::{Category, Kind};
 use crate::diag::Diagnostics;
 
 /// Distinct strings of a batch.
-#[derive(Default, Debug)]
+#[derive(Default, Debug, Clone)]
 pub struct Interner {
     pub strings: Vec<String>,
     /// Keyed by bytes, so a reader can look a raw JSON string up before validating it.

@@ -103,6 +103,36 @@ pub struct SinkOut {
     pub vendor_hint: Option<&'static str>,
 }
 
+impl SinkOut {
+    /// Joins the outputs of two sinks that wrote different tables of one file.
+    pub fn merge(mut self, o: SinkOut) -> SinkOut {
+        self.written.extend(o.written);
+        self.diag.merge(o.diag);
+        for (step, a) in o.steps {
+            let agg = self.steps.entry(step).or_default();
+            agg.start = match (agg.start, a.start) {
+                (Some(x), Some(y)) => Some(x.min(y)),
+                (x, y) => x.or(y),
+            };
+            agg.end = agg.end.max(a.end);
+            agg.activities += a.activities;
+            agg.kernels += a.kernels;
+        }
+        let (c, oc) = (&mut self.counts, o.counts);
+        c.gpu += oc.gpu;
+        c.kernels += oc.kernels;
+        c.cpu += oc.cpu;
+        if let (Some(a), Some(b)) = (oc.first_ns, oc.last_ns) {
+            c.span(a, b);
+        }
+        for (d, n) in oc.devices {
+            *c.devices.entry(d).or_default() += n;
+        }
+        self.vendor_hint = self.vendor_hint.or(o.vendor_hint);
+        self
+    }
+}
+
 /// The vendor whose runtime API names (`cuda*`/`cu*` vs `hip*`) appear in `strings`.
 fn vendor_hint(strings: &Interner) -> Option<&'static str> {
     let api = |s: &str, p: &str| {

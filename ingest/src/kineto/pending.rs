@@ -26,7 +26,7 @@ use crate::classify::{Category, Kind};
 use crate::diag::Diagnostics;
 use crate::error::{IngestError, Result};
 use crate::rows::{Batch, CollArgs, CpuCategory, CpuRow, GpuRow, Interner, StepSource};
-use crate::sink::{Sink, SinkOut};
+use crate::sink::{Parts, Sink, SinkOut};
 
 /// What a CPU row's step waits for.
 #[derive(Debug, Clone, Copy)]
@@ -129,10 +129,12 @@ fn get<T>(v: T, bit: u32, flags: u32) -> Option<T> {
     (flags & bit != 0).then_some(v)
 }
 
-/// The spill file being written (owned by the spill thread).
+/// The spill files being written (owned by the spill thread): one per table, so that the
+/// two tables can be settled and written at once.
 pub struct Spill {
-    out: BufWriter<File>,
-    /// Where the file is, for error messages (it has no name of its own).
+    gpu_out: BufWriter<File>,
+    cpu_out: BufWriter<File>,
+    /// Where the files are, for error messages (they have no names of their own).
     dir: PathBuf,
     strings: Interner,
     diag: Diagnostics,
@@ -142,9 +144,10 @@ pub struct Spill {
     gpu: Vec<GpuRec>,
 }
 
-/// A written spill file, ready to be settled.
+/// Written spill files, ready to be settled.
 pub struct Spilled {
-    file: BufReader<File>,
+    gpu: BufReader<File>,
+    cpu: BufReader<File>,
     dir: PathBuf,
     strings: Interner,
     diag: Diagnostics,
@@ -152,17 +155,21 @@ pub struct Spilled {
     batches: u64,
 }
 
-/// Bytes buffered on each side of the spill file.
+/// Bytes buffered on each side of a spill file.
 const SPILL_BUF: usize = 1 << 20;
 
 impl Spill {
-    /// An unnamed temporary file in `dir` (removed by the OS when closed, even on a crash).
+    /// Unnamed temporary files in `dir` (removed by the OS when closed, even on a crash).
     pub fn create(dir: &Path) -> Result<Spill> {
         let io = |e| IngestError::io(dir, e);
         std::fs::create_dir_all(dir).map_err(io)?;
-        let file = tempfile::tempfile_in(dir).map_err(io)?;
+        let file = || -> Result<_> {
+            let f = tempfile::tempfile_in(dir).map_err(io)?;
+            Ok(BufWriter::with_capacity(SPILL_BUF, f))
+        };
         Ok(Spill {
-            out: BufWriter::with_capacity(SPILL_BUF, file),
+            gpu_out: file()?,
+            cpu_out: file()?,
             dir: dir.to_path_buf(),
             strings: Interner::default(),
             diag: Diagnostics::default(),
@@ -188,25 +195,29 @@ impl Spill {
         self.cpu.clear();
         self.cpu
             .extend(cpu.iter().zip(&waits.cpu).map(|(r, w)| cpu_rec(r, w)));
-        let head = [self.gpu.len() as u64, self.cpu.len() as u64];
+        // Every batch goes to both files, even with no rows of a table: each sink then gets
+        // the batches the one sink of the two-pass reader got, and flushes where it did.
         let res = (|| {
-            self.out.write_all(bytemuck::cast_slice(&head))?;
-            self.out.write_all(bytemuck::cast_slice(&self.gpu))?;
-            self.out.write_all(bytemuck::cast_slice(&self.cpu))
+            write_recs(&mut self.gpu_out, &self.gpu)?;
+            write_recs(&mut self.cpu_out, &self.cpu)
         })();
         res.map_err(|e| IngestError::io(&self.dir, e))?;
         self.batches += 1;
         Ok(())
     }
 
-    /// Flushes the file and rewinds it for reading.
+    /// Flushes the files and rewinds them for reading.
     pub fn finish(self) -> Result<Spilled> {
         let dir = self.dir;
         let io = |e| IngestError::io(&dir, e);
-        let mut file = self.out.into_inner().map_err(|e| io(e.into_error()))?;
-        file.rewind().map_err(io)?;
+        let reader = |out: BufWriter<File>| -> Result<_> {
+            let mut file = out.into_inner().map_err(|e| io(e.into_error()))?;
+            file.rewind().map_err(io)?;
+            Ok(BufReader::with_capacity(SPILL_BUF, file))
+        };
         Ok(Spilled {
-            file: BufReader::with_capacity(SPILL_BUF, file),
+            gpu: reader(self.gpu_out)?,
+            cpu: reader(self.cpu_out)?,
             dir: dir.clone(),
             strings: self.strings,
             diag: self.diag,
@@ -313,38 +324,85 @@ pub fn spawn(dir: &Path, failed: Arc<AtomicBool>) -> Result<(Sender, JoinHandle<
 }
 
 /// Reads the spilled batches back in file order, gives every row its step and absolute
-/// times (`base` added), and writes them through a sink.
-pub fn settle(
-    mut s: Spilled,
-    links: &Links,
-    base: i64,
-    parts: &crate::sink::Parts,
-) -> Result<SinkOut> {
-    let strings = std::mem::take(&mut s.strings);
-    let mut sink = Sink::with_strings(parts, strings);
-    sink.diag.merge(std::mem::take(&mut s.diag));
-    let mut st = Settler {
+/// times (`base` added), and writes them through two sinks, one per table, on two threads.
+pub fn settle(s: Spilled, links: &Links, base: i64, parts: &Parts) -> Result<SinkOut> {
+    let Spilled {
+        gpu,
+        cpu,
+        dir,
+        strings,
+        diag,
+        comm_ops,
+        batches,
+    } = s;
+    let settler = || Settler {
         links,
         base,
         cache: StepCache::default(),
-        comm_ops: &s.comm_ops,
+        comm_ops: &comm_ops,
     };
-    let (mut gpu, mut cpu) = (Vec::<GpuRec>::new(), Vec::<CpuRec>::new());
-    for _ in 0..s.batches {
-        let io = |e| IngestError::io(&s.dir, e);
-        let mut head = [0u64; 2];
-        s.file
-            .read_exact(bytemuck::cast_slice_mut(&mut head))
+    let mut gpu_sink = Sink::with_strings(parts, strings.clone());
+    let mut cpu_sink = Sink::with_strings(parts, strings);
+    cpu_sink.diag.merge(diag);
+    let (g, c) = std::thread::scope(|scope| {
+        let g = scope.spawn(|| {
+            let mut st = settler();
+            replay(
+                gpu,
+                batches,
+                &dir,
+                &mut gpu_sink,
+                |recs: &[GpuRec], sink| {
+                    let mut diag = Diagnostics::default();
+                    let strings = sink.strings();
+                    let rows = recs.iter().map(|r| st.gpu(r, strings, &mut diag)).collect();
+                    sink.add_rows(rows, Vec::new(), diag)
+                },
+            )
+        });
+        let mut st = settler();
+        let c = replay(
+            cpu,
+            batches,
+            &dir,
+            &mut cpu_sink,
+            |recs: &[CpuRec], sink| {
+                let mut diag = Diagnostics::default();
+                let strings = sink.strings();
+                let rows = recs.iter().map(|r| st.cpu(r, strings, &mut diag)).collect();
+                sink.add_rows(Vec::new(), rows, diag)
+            },
+        );
+        (g.join().expect("settle thread does not panic"), c)
+    });
+    g?;
+    c?;
+    Ok(gpu_sink.finish()?.merge(cpu_sink.finish()?))
+}
+
+fn write_recs<R: Pod>(out: &mut impl Write, recs: &[R]) -> io::Result<()> {
+    out.write_all(bytemuck::bytes_of(&(recs.len() as u64)))?;
+    out.write_all(bytemuck::cast_slice(recs))
+}
+
+/// Reads the batches of one spill file back, handing each to `add`.
+fn replay<R: Pod>(
+    mut file: BufReader<File>,
+    batches: u64,
+    dir: &Path,
+    sink: &mut Sink,
+    mut add: impl FnMut(&[R], &mut Sink) -> Result<()>,
+) -> Result<()> {
+    let mut recs = Vec::new();
+    for _ in 0..batches {
+        let io = |e| IngestError::io(dir, e);
+        let mut n = 0u64;
+        file.read_exact(bytemuck::bytes_of_mut(&mut n))
             .map_err(io)?;
-        read_recs(&mut s.file, &mut gpu, head[0]).map_err(io)?;
-        read_recs(&mut s.file, &mut cpu, head[1]).map_err(io)?;
-        let mut diag = Diagnostics::default();
-        let strings = sink.strings();
-        let g = gpu.iter().map(|r| st.gpu(r, strings, &mut diag)).collect();
-        let c = cpu.iter().map(|r| st.cpu(r, strings, &mut diag)).collect();
-        sink.add_rows(g, c, diag)?;
+        read_recs(&mut file, &mut recs, n).map_err(io)?;
+        add(&recs, sink)?;
     }
-    sink.finish()
+    Ok(())
 }
 
 /// Reads `n` records into `v`.
