@@ -12,7 +12,7 @@
 //! as the two-pass reader did.
 
 use std::fs::File;
-use std::io::{self, BufReader, BufWriter, Read, Seek, Write};
+use std::io::{self, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender};
@@ -132,8 +132,8 @@ fn get<T>(v: T, bit: u32, flags: u32) -> Option<T> {
 /// The spill files being written (owned by the spill thread): one per table, so that the
 /// two tables can be settled and written at once.
 pub struct Spill {
-    gpu_out: BufWriter<File>,
-    cpu_out: BufWriter<File>,
+    gpu_out: File,
+    cpu_out: File,
     /// Where the files are, for error messages (they have no names of their own).
     dir: PathBuf,
     strings: Interner,
@@ -146,8 +146,8 @@ pub struct Spill {
 
 /// Written spill files, ready to be settled.
 pub struct Spilled {
-    gpu: BufReader<File>,
-    cpu: BufReader<File>,
+    gpu: File,
+    cpu: File,
     dir: PathBuf,
     strings: Interner,
     diag: Diagnostics,
@@ -155,21 +155,16 @@ pub struct Spilled {
     batches: u64,
 }
 
-/// Bytes buffered on each side of a spill file.
-const SPILL_BUF: usize = 1 << 20;
-
 impl Spill {
     /// Unnamed temporary files in `dir` (removed by the OS when closed, even on a crash).
     pub fn create(dir: &Path) -> Result<Spill> {
         let io = |e| IngestError::io(dir, e);
         std::fs::create_dir_all(dir).map_err(io)?;
-        let file = || -> Result<_> {
-            let f = tempfile::tempfile_in(dir).map_err(io)?;
-            Ok(BufWriter::with_capacity(SPILL_BUF, f))
-        };
+        // Unbuffered: a batch's records go to the kernel in one write, and come back in one
+        // read straight into the records (a buffer would copy every byte once more).
         Ok(Spill {
-            gpu_out: file()?,
-            cpu_out: file()?,
+            gpu_out: tempfile::tempfile_in(dir).map_err(io)?,
+            cpu_out: tempfile::tempfile_in(dir).map_err(io)?,
             dir: dir.to_path_buf(),
             strings: Interner::default(),
             diag: Diagnostics::default(),
@@ -206,18 +201,17 @@ impl Spill {
         Ok(())
     }
 
-    /// Flushes the files and rewinds them for reading.
+    /// Rewinds the files for reading.
     pub fn finish(self) -> Result<Spilled> {
         let dir = self.dir;
         let io = |e| IngestError::io(&dir, e);
-        let reader = |out: BufWriter<File>| -> Result<_> {
-            let mut file = out.into_inner().map_err(|e| io(e.into_error()))?;
+        let rewind = |mut file: File| -> Result<File> {
             file.rewind().map_err(io)?;
-            Ok(BufReader::with_capacity(SPILL_BUF, file))
+            Ok(file)
         };
         Ok(Spilled {
-            gpu: reader(self.gpu_out)?,
-            cpu: reader(self.cpu_out)?,
+            gpu: rewind(self.gpu_out)?,
+            cpu: rewind(self.cpu_out)?,
             dir: dir.clone(),
             strings: self.strings,
             diag: self.diag,
@@ -387,7 +381,7 @@ fn write_recs<R: Pod>(out: &mut impl Write, recs: &[R]) -> io::Result<()> {
 
 /// Reads the batches of one spill file back, handing each to `add`.
 fn replay<R: Pod>(
-    mut file: BufReader<File>,
+    mut file: File,
     batches: u64,
     dir: &Path,
     sink: &mut Sink,
