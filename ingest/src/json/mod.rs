@@ -420,6 +420,50 @@ fn hex4(h: &[u8]) -> Option<u32> {
 /// rounded half away from zero; an exponent falls back to f64 (only hand-written traces use
 /// one, and their values are small).
 pub fn us_text_to_ns(t: &[u8]) -> Option<i64> {
+    short_us_to_ns(t).or_else(|| us_text_to_ns_any(t))
+}
+
+/// `us_text_to_ns` for the usual text in one pass: up to 17 digits, then maybe `.` and
+/// digits (no sign, no exponent). `None` for anything else, which `us_text_to_ns_any` reads.
+#[inline]
+fn short_us_to_ns(t: &[u8]) -> Option<i64> {
+    let digit = |i: usize| t.get(i).map(|c| c.wrapping_sub(b'0')).filter(|&d| d < 10);
+    let mut us: i64 = 0;
+    let mut i = 0;
+    while let Some(d) = digit(i) {
+        if i == 17 {
+            return None;
+        }
+        us = us * 10 + d as i64;
+        i += 1;
+    }
+    if i == 0 {
+        return None;
+    }
+    // The first three decimals as ns, and the fourth rounds.
+    let mut ns = 0i64;
+    if t.get(i) == Some(&b'.') {
+        i += 1;
+        let first = i;
+        while let Some(d) = digit(i) {
+            ns += match i - first {
+                0 => d as i64 * 100,
+                1 => d as i64 * 10,
+                2 => d as i64,
+                3 => (d >= 5) as i64,
+                _ => 0,
+            };
+            i += 1;
+        }
+    }
+    if i != t.len() {
+        return None;
+    }
+    us.checked_mul(1000)?.checked_add(ns)
+}
+
+/// `us_text_to_ns` for any text: signs, exponents, long integers.
+fn us_text_to_ns_any(t: &[u8]) -> Option<i64> {
     let (neg, t) = match t.first() {
         Some(b'-') => (true, &t[1..]),
         _ => (false, t),
@@ -477,6 +521,28 @@ pub fn digits(t: &[u8]) -> Option<i64> {
 
 /// An integer from a JSON value's text: `42`, `-3`, `"42"`, `"0x1f"`, or `42.0`.
 pub fn int_from_value(v: &[u8]) -> Option<i64> {
+    short_int(v).or_else(|| int_from_any(v))
+}
+
+/// `int_from_value` for the usual text: up to 18 digits, nothing else.
+#[inline]
+fn short_int(v: &[u8]) -> Option<i64> {
+    if v.is_empty() || v.len() > 18 {
+        return None;
+    }
+    let mut n: i64 = 0;
+    for &c in v {
+        let d = c.wrapping_sub(b'0');
+        if d >= 10 {
+            return None;
+        }
+        n = n * 10 + d as i64;
+    }
+    Some(n)
+}
+
+/// `int_from_value` for any spelling.
+fn int_from_any(v: &[u8]) -> Option<i64> {
     let v = if v.len() >= 2 && v[0] == b'"' && v[v.len() - 1] == b'"' {
         &v[1..v.len() - 1]
     } else {
@@ -520,6 +586,33 @@ mod tests {
         assert_eq!(us_text_to_ns(b"1.5e3"), Some(1_500_000));
         assert_eq!(us_text_to_ns(b"abc"), None);
         assert_eq!(us_text_to_ns(b""), None);
+    }
+
+    proptest::proptest! {
+        /// The one-pass readers answer as the general ones wherever they answer at all.
+        #[test]
+        fn short_numbers_read_as_the_general_readers_do(
+            t in "[-0-9.eEx\"]{0,24}",
+        ) {
+            let t = t.as_bytes();
+            if let Some(ns) = short_us_to_ns(t) {
+                proptest::prop_assert_eq!(Some(ns), us_text_to_ns_any(t));
+            }
+            if let Some(n) = short_int(t) {
+                proptest::prop_assert_eq!(Some(n), int_from_any(t));
+            }
+        }
+
+        #[test]
+        fn short_times_cover_kineto_and_epoch_texts(
+            int in 0u64..100_000_000_000_000_000, frac in "[0-9]{0,6}",
+        ) {
+            let text = if frac.is_empty() { int.to_string() } else { format!("{int}.{frac}") };
+            let t = text.as_bytes();
+            // Both overflow past i64 ns (int ≥ 9,223,372,036,854,776 µs).
+            proptest::prop_assert_eq!(short_us_to_ns(t).is_some(), int < 9_000_000_000_000_000 || us_text_to_ns_any(t).is_some());
+            proptest::prop_assert_eq!(short_us_to_ns(t), us_text_to_ns_any(t));
+        }
     }
 
     #[test]
