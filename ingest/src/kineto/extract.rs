@@ -52,6 +52,22 @@ pub struct Part {
     classes: FxHashMap<(u32, Kind), Class>,
 }
 
+impl Part {
+    /// A part for about `bytes` bytes of events, its row buffers sized for them (growing
+    /// them row by row copied every row about once more: 2.5 % of the instructions).
+    pub fn for_bytes(bytes: usize) -> Part {
+        // The benchmark trace (a real FSDP2 profile) has a CPU row per ~540 bytes and a GPU
+        // row per ~3,000; reserve a little more.
+        let (cpu, gpu) = (bytes / 400, bytes / 2000);
+        let mut p = Part::default();
+        p.batch.cpu.reserve(cpu);
+        p.batch.gpu.reserve(gpu);
+        p.waits.cpu.reserve(cpu);
+        p.waits.gpu.reserve(gpu);
+        p
+    }
+}
+
 struct Worker<'p, 'c, 'l> {
     ctx: &'c Ctx<'l>,
     b: &'p mut Batch,

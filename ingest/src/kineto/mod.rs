@@ -45,6 +45,10 @@ struct RowPass<'a> {
 impl Visitor for RowPass<'_> {
     type Part = extract::Part;
 
+    fn part(&self, bytes: usize) -> extract::Part {
+        extract::Part::for_bytes(bytes)
+    }
+
     fn meta(&mut self, key: &str, raw: &[u8]) -> Result<(), ParseErr> {
         self.links.meta.take(key, raw);
         Ok(())

@@ -19,6 +19,12 @@ pub const SUB_WINDOW: usize = 256 << 10;
 pub trait Visitor: Sync + Send {
     /// What a worker accumulates from a run of events.
     type Part: Send + Default;
+    /// An empty part for a run of about `bytes` bytes of events (a visitor may size its
+    /// buffers from it, rather than growing them row by row).
+    fn part(&self, bytes: usize) -> Self::Part {
+        let _ = bytes;
+        Self::Part::default()
+    }
     /// A top-level key other than `traceEvents`, with its raw JSON value.
     fn meta(&mut self, key: &str, raw: &[u8]) -> Result<(), ParseErr>;
     /// Reads the event at the cursor (on its `{`) into `part`, leaving the cursor after it;
@@ -220,7 +226,7 @@ struct Chain<P> {
 /// Parses events from `from` (a known event boundary) until one starts at or past `limit`.
 fn chain<V: Visitor>(v: &V, buf: &[u8], from: usize, limit: usize, base: u64) -> Chain<V::Part> {
     let mut ch = Chain {
-        part: V::Part::default(),
+        part: v.part(limit.min(buf.len()).saturating_sub(from)),
         events: 0,
         last: from,
         stop: from,
