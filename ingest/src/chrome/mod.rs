@@ -2,12 +2,11 @@
 //! than the PyTorch profiler: JSON arrays (possibly without their closing `]`), objects,
 //! `B`/`E` pairs, instants.
 //!
-//! Why a reader beside Kineto's: Kineto's spill of rows waiting for their steps exists to
-//! link launches to kernels and steps, which generic traces do not have, and it never sees
-//! `B`/`E` (Kineto writes none). This one makes a single streaming pass with the same
-//! `Driver` (windows parsed on every
-//! worker); `B`/`E` edges are paired in file order in the driver's sequential `take`, so the
-//! only memory that grows with the file is the stack of still-open `B`s per thread.
+//! Why a reader beside Kineto's: Kineto's reader holds rows back until their launches and
+//! steps are known, which generic traces do not have, and it never sees `B`/`E` (Kineto
+//! writes none). This one streams with the same `Driver` (windows parsed on every worker);
+//! `B`/`E` edges are paired in file order in the driver's sequential `take`, so the only
+//! memory that grows with the file is the stack of still-open `B`s per thread.
 //! Timestamps stay on the trace's own clock (µs text → exact ns); there is no base time.
 
 pub mod slices;

@@ -1,8 +1,8 @@
 //! Skipping nested JSON 64 bytes at a time.
 //!
 //! Why: the bytes aorta skips (the `args` of most events, and whole events a reader does
-//! not want) are most of a trace, and they are full of short strings: a walk that stops at every
-//! quote (even with `memchr`) pays a call per string. Here each 64-byte block becomes bit
+//! not want) are most of a trace, and they are full of short strings: a walk that stops at
+//! every quote (even with `memchr`) pays a call per string. Here each 64-byte block becomes bit
 //! masks of quotes, backslashes and brackets (SSE2 compares, part of every x86-64 CPU);
 //! escaped quotes and string interiors are removed with carry-propagating bit arithmetic
 //! (the stage-1 idea of simdjson), and only the brackets left are looked at one by one.

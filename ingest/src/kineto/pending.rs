@@ -341,32 +341,14 @@ pub fn settle(s: Spilled, links: &Links, base: i64, parts: &Parts) -> Result<Sin
     let (g, c) = std::thread::scope(|scope| {
         let g = scope.spawn(|| {
             let mut st = settler();
-            replay(
-                gpu,
-                batches,
-                &dir,
-                &mut gpu_sink,
-                |recs: &[GpuRec], sink| {
-                    let mut diag = Diagnostics::default();
-                    let strings = sink.strings();
-                    let rows = recs.iter().map(|r| st.gpu(r, strings, &mut diag)).collect();
-                    sink.add_rows(rows, Vec::new(), diag)
-                },
-            )
+            replay(gpu, batches, &dir, &mut gpu_sink, |r, strings, diag| {
+                st.gpu(r, strings, diag)
+            })
         });
         let mut st = settler();
-        let c = replay(
-            cpu,
-            batches,
-            &dir,
-            &mut cpu_sink,
-            |recs: &[CpuRec], sink| {
-                let mut diag = Diagnostics::default();
-                let strings = sink.strings();
-                let rows = recs.iter().map(|r| st.cpu(r, strings, &mut diag)).collect();
-                sink.add_rows(Vec::new(), rows, diag)
-            },
-        );
+        let c = replay(cpu, batches, &dir, &mut cpu_sink, |r, strings, diag| {
+            st.cpu(r, strings, diag)
+        });
         (g.join().expect("settle thread does not panic"), c)
     });
     g?;
@@ -379,13 +361,31 @@ fn write_recs<R: Pod>(out: &mut impl Write, recs: &[R]) -> io::Result<()> {
     out.write_all(bytemuck::cast_slice(recs))
 }
 
-/// Reads the batches of one spill file back, handing each to `add`.
-fn replay<R: Pod>(
+/// A row type of the sink, and how a batch of it is added.
+trait SinkRow: Sized {
+    fn add(sink: &mut Sink, rows: Vec<Self>, diag: Diagnostics) -> Result<()>;
+}
+
+impl SinkRow for GpuRow {
+    fn add(sink: &mut Sink, rows: Vec<Self>, diag: Diagnostics) -> Result<()> {
+        sink.add_rows(rows, Vec::new(), diag)
+    }
+}
+
+impl SinkRow for CpuRow {
+    fn add(sink: &mut Sink, rows: Vec<Self>, diag: Diagnostics) -> Result<()> {
+        sink.add_rows(Vec::new(), rows, diag)
+    }
+}
+
+/// Reads the batches of one spill file back, settles each record with `row`, and adds each
+/// batch's rows to `sink`.
+fn replay<R: Pod, T: SinkRow>(
     mut file: File,
     batches: u64,
     dir: &Path,
     sink: &mut Sink,
-    mut add: impl FnMut(&[R], &mut Sink) -> Result<()>,
+    mut row: impl FnMut(&R, &Interner, &mut Diagnostics) -> T,
 ) -> Result<()> {
     let mut recs = Vec::new();
     for _ in 0..batches {
@@ -394,7 +394,12 @@ fn replay<R: Pod>(
         file.read_exact(bytemuck::bytes_of_mut(&mut n))
             .map_err(io)?;
         read_recs(&mut file, &mut recs, n).map_err(io)?;
-        add(&recs, sink)?;
+        let mut diag = Diagnostics::default();
+        let rows = recs
+            .iter()
+            .map(|r| row(r, sink.strings(), &mut diag))
+            .collect();
+        T::add(sink, rows, diag)?;
     }
     Ok(())
 }
