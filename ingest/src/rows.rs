@@ -66,6 +66,10 @@ pub struct CollArgs {
     pub dtype: Option<u32>,
     pub process_group: Option<u32>,
     pub process_group_ranks: Option<u32>,
+    /// `args["Seq"]`: the collective's sequence number in its process group.
+    pub collective_seq: Option<i64>,
+    /// `args["Comms Id"]` as text.
+    pub comms_id: Option<u32>,
 }
 
 #[derive(Debug, Clone)]
@@ -157,6 +161,7 @@ impl Batch {
                 c.dtype = mo(c.dtype);
                 c.process_group = mo(c.process_group);
                 c.process_group_ranks = mo(c.process_group_ranks);
+                c.comms_id = mo(c.comms_id);
             }
         }
         let mut cpu = self.cpu;

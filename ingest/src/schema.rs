@@ -11,7 +11,7 @@ use std::sync::Arc;
 use arrow_schema::{DataType, Field, Schema};
 
 /// Bumped whenever a column is added, removed, renamed or changes meaning.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// The physical type of a column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,6 +165,8 @@ pub const GPU_ACTIVITIES: Table = Table {
         opt("dtype", S, "`args.dtype` of the collective."),
         opt("process_group", S, "`args[\"Process Group Name\"]`."),
         opt("process_group_ranks", S, "`args[\"Process Group Ranks\"]` as text, e.g. `[0, 1]`."),
+        opt("collective_seq", I64, "`args[\"Seq\"]`: the collective's sequence number in its process group (newer PyTorch)."),
+        opt("comms_id", S, "`args[\"Comms Id\"]` as text (an integer id as its decimal digits; newer PyTorch)."),
     ],
 };
 

@@ -438,6 +438,8 @@ fn gpu_batch(rows: &[GpuRow], s: &Interner, d: &mut DictBuilder) -> RecordBatch 
         "process_group_ranks",
         st(|r| r.coll.as_ref()?.process_group_ranks),
     );
+    b.opt_i64("collective_seq", rows.iter().map(|r| c(r).collective_seq));
+    b.push("comms_id", st(|r| r.coll.as_ref()?.comms_id));
     b.finish()
 }
 

@@ -1,8 +1,12 @@
 //! Bad input never crashes: a real trace cut at any byte or with any bytes overwritten either
 //! ingests or fails with an error that names the file and an offset inside it — never a
-//! panic, never output left behind by a failed run.
+//! panic, never output left behind by a failed run. And the collective args of newer
+//! Kineto (`Seq`, `Comms Id`) in any of their accepted forms land in their columns.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use arrow_array::{Array, Int64Array, RecordBatch, StringArray};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 mod common;
 
@@ -66,4 +70,111 @@ fn a_malformed_flow_is_reported_before_a_later_error() {
             "{e}"
         );
     }
+}
+
+/// A kernel event of the synthetic trace below, at `ts` µs, with `args` (a JSON object body).
+fn kernel(name: &str, ts: u32, args: &str) -> String {
+    format!(
+        r#"{{"ph": "X", "cat": "kernel", "name": "{name}", "pid": 0, "tid": 7, "ts": {ts}, "dur": 2, "args": {{"device": 0, "stream": 7, "correlation": {ts}{args}}}}}"#
+    )
+}
+
+/// Every `gpu_activities` batch under `out`.
+fn gpu_activities(out: &Path) -> Vec<RecordBatch> {
+    fn walk(d: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
+            if e.path().is_dir() {
+                walk(&e.path(), out);
+            } else if e.path().extension().is_some_and(|x| x == "parquet") {
+                out.push(e.path());
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(&out.join("gpu_activities"), &mut files);
+    files
+        .into_iter()
+        .flat_map(|f| {
+            ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(f).unwrap())
+                .unwrap()
+                .build()
+                .unwrap()
+                .map(Result::unwrap)
+        })
+        .collect()
+}
+
+/// `args["Seq"]` (an int or a string holding one) and `args["Comms Id"]` (as written, an
+/// integer as its digits, even one past i64) go to `collective_seq` and `comms_id`, right
+/// after `process_group_ranks`; a kernel without them, or without any collective args,
+/// gets nulls. Through the spill file and back, so every presence bit is exercised.
+#[test]
+fn kineto_collective_seq_and_comms_id_are_kept() {
+    const COLL: &str = r#", "Collective name": "allreduce", "In msg nelems": 1024, "Out msg nelems": 1024, "Group size": 2, "dtype": "Float", "Process Group Name": "0", "Process Group Description": "default_pg", "Process Group Ranks": "[0, 1]""#;
+    let nccl = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)";
+    let events = [
+        kernel(
+            &format!("{nccl} a"),
+            100,
+            &format!(r#"{COLL}, "Seq": 7, "Comms Id": 140217373212688"#),
+        ),
+        kernel(
+            &format!("{nccl} b"),
+            110,
+            &format!(r#"{COLL}, "Seq": "8", "Comms Id": "c-8""#),
+        ),
+        kernel(&format!("{nccl} c"), 120, COLL),
+        kernel(
+            &format!("{nccl} d"),
+            130,
+            &format!(r#"{COLL}, "Comms Id": 18446744073709551615, "Seq": 7"#),
+        ),
+        kernel(&format!("{nccl} e"), 140, r#", "Seq": 9"#),
+        kernel("gemm_kernel", 150, r#", "grid": [1, 1, 1]"#),
+    ];
+    let trace = format!(
+        r#"{{"schemaVersion": 1, "distributedInfo": {{"rank": 0, "world_size": 2}}, "traceEvents": [{}]}}"#,
+        events.join(",\n")
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rank0.pt.trace.json");
+    std::fs::write(&path, trace).unwrap();
+    let opts = aorta_ingest::Options {
+        out: dir.path().join("out"),
+        ..Default::default()
+    };
+    aorta_ingest::ingest(std::slice::from_ref(&path), &opts, &Default::default()).unwrap();
+
+    let mut got = Vec::new();
+    for b in gpu_activities(&opts.out) {
+        let schema = b.schema();
+        let at = |c: &str| schema.index_of(c).unwrap();
+        assert_eq!(at("collective_seq"), at("process_group_ranks") + 1);
+        assert_eq!(at("comms_id"), at("process_group_ranks") + 2);
+        let col = |c: &str| b.column(at(c)).clone();
+        let (name, seq, id) = (col("name"), col("collective_seq"), col("comms_id"));
+        let name = name.as_any().downcast_ref::<StringArray>().unwrap();
+        let seq = seq.as_any().downcast_ref::<Int64Array>().unwrap();
+        let id = id.as_any().downcast_ref::<StringArray>().unwrap();
+        for i in 0..b.num_rows() {
+            got.push((
+                name.value(i).replace(nccl, "nccl"),
+                seq.is_valid(i).then(|| seq.value(i)),
+                id.is_valid(i).then(|| id.value(i).to_string()),
+            ));
+        }
+    }
+    got.sort();
+    let row = |n: &str, s: Option<i64>, c: Option<&str>| (n.to_string(), s, c.map(String::from));
+    assert_eq!(
+        got,
+        [
+            row("gemm_kernel", None, None),
+            row("nccl a", Some(7), Some("140217373212688")),
+            row("nccl b", Some(8), Some("c-8")),
+            row("nccl c", None, None),
+            row("nccl d", Some(7), Some("18446744073709551615")),
+            row("nccl e", Some(9), None),
+        ]
+    );
 }

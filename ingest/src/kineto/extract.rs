@@ -23,7 +23,7 @@ const OTHER_PHASES: &[&[u8]] = &[
     b"D", b"P", b"R", b"(", b")",
 ];
 
-const GPU_ARGS: [&[u8]; 16] = [
+const GPU_ARGS: [&[u8]; 18] = [
     b"device",
     b"stream",
     b"correlation",
@@ -39,6 +39,8 @@ const GPU_ARGS: [&[u8]; 16] = [
     b"dtype",
     b"Process Group Name",
     b"Process Group Ranks",
+    b"Seq",
+    b"Comms Id",
     b"memory bandwidth (GB/s)",
 ];
 
@@ -244,8 +246,8 @@ impl Worker<'_, '_, '_> {
         c
     }
 
-    fn coll_args(&mut self, a: &[Option<&[u8]>; 16]) -> Option<Box<CollArgs>> {
-        if a[8..15].iter().all(Option::is_none) {
+    fn coll_args(&mut self, a: &[Option<&[u8]>; GPU_ARGS.len()]) -> Option<Box<CollArgs>> {
+        if a[8..17].iter().all(Option::is_none) {
             return None;
         }
         let mut s = |v: Option<&[u8]>| v.and_then(event::text).map(|t| self.b.strings.id(&t));
@@ -254,9 +256,12 @@ impl Worker<'_, '_, '_> {
             dtype: s(a[12]),
             process_group: s(a[13]),
             process_group_ranks: s(a[14]),
+            // An integer id is kept as its decimal text, as written.
+            comms_id: s(a[16]),
             in_msg_nelems: a[9].and_then(event::int),
             out_msg_nelems: a[10].and_then(event::int),
             group_size: a[11].and_then(event::int),
+            collective_seq: a[15].and_then(event::int),
         }))
     }
 

@@ -79,20 +79,25 @@ struct GpuRec {
     in_msg_nelems: i64,
     out_msg_nelems: i64,
     group_size: i64,
+    collective_seq: i64,
     off: u64,
     name: u32,
     collective_name: u32,
     dtype: u32,
     process_group: u32,
     process_group_ranks: u32,
+    comms_id: u32,
     /// One bit per `Option` that is `Some` (see `G_*`).
     flags: u32,
     kind: u8,
     category: u8,
     /// 1 + index into `Spill::comm_ops`, 0 for none.
     comm_op: u16,
-    _pad: u32,
 }
+
+// 18 × 8 + 7 × 4 + 4 bytes: no padding (`Pod` refuses any); a field added later may need an
+// explicit `_pad` to keep it so.
+const _: () = assert!(std::mem::size_of::<GpuRec>() == 176);
 
 const C_PID: u32 = 1 << 8;
 const C_TID: u32 = 1 << 9;
@@ -115,6 +120,8 @@ const G_PG_RANKS: u32 = 1 << 13;
 const G_IN: u32 = 1 << 14;
 const G_OUT: u32 = 1 << 15;
 const G_GROUP: u32 = 1 << 16;
+const G_SEQ: u32 = 1 << 17;
+const G_COMMS_ID: u32 = 1 << 18;
 
 /// `v`'s value (0 when `None`), and `bit` when it is `Some`.
 fn put<T: Default>(v: Option<T>, bit: u32, flags: &mut u32) -> T {
@@ -257,12 +264,14 @@ impl Spill {
             in_msg_nelems: put(coll_i(|c| c.in_msg_nelems), G_IN, &mut f),
             out_msg_nelems: put(coll_i(|c| c.out_msg_nelems), G_OUT, &mut f),
             group_size: put(coll_i(|c| c.group_size), G_GROUP, &mut f),
+            collective_seq: put(coll_i(|c| c.collective_seq), G_SEQ, &mut f),
             off,
             name: r.name,
             collective_name: put(coll(|c| c.collective_name), G_COLL_NAME, &mut f),
             dtype: put(coll(|c| c.dtype), G_DTYPE, &mut f),
             process_group: put(coll(|c| c.process_group), G_PG, &mut f),
             process_group_ranks: put(coll(|c| c.process_group_ranks), G_PG_RANKS, &mut f),
+            comms_id: put(coll(|c| c.comms_id), G_COMMS_ID, &mut f),
             flags: f,
             kind: Kind::ALL.iter().position(|&k| k == r.kind).unwrap_or(0) as u8,
             category: Category::ALL
@@ -270,7 +279,6 @@ impl Spill {
                 .position(|&k| k == r.category)
                 .unwrap_or(0) as u8,
             comm_op: u16::try_from(comm_op).expect("a few collective names"),
-            _pad: 0,
         }
     }
 }
@@ -462,6 +470,8 @@ impl Settler<'_> {
                 dtype: get(r.dtype, G_DTYPE, f),
                 process_group: get(r.process_group, G_PG, f),
                 process_group_ranks: get(r.process_group_ranks, G_PG_RANKS, f),
+                collective_seq: get(r.collective_seq, G_SEQ, f),
+                comms_id: get(r.comms_id, G_COMMS_ID, f),
             })
         });
         GpuRow {
