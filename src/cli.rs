@@ -24,6 +24,9 @@ pub enum Command {
     /// GEMM/communication overlap per rank, step and collective kind; writes the overlap tables.
     #[command(after_help = OVERLAP_EXAMPLES)]
     Overlap(OverlapArgs),
+    /// The job across ranks: collectives matched, clocks aligned, waiting vs transfer, stragglers.
+    #[command(after_help = COLLECTIVES_EXAMPLES)]
+    Collectives(CollectivesArgs),
     /// Compare a reference (run or platform) with a candidate: steps, categories, operators, collectives.
     #[command(after_help = COMPARE_EXAMPLES)]
     Compare(CompareArgs),
@@ -200,6 +203,58 @@ pub struct OverlapArgs {
     /// Same as `--format json`.
     #[arg(long, conflicts_with = "format")]
     pub json: bool,
+}
+
+const COLLECTIVES_EXAMPLES: &str = "\
+Examples:
+  aorta collectives                       # every run of ./aorta-data: stragglers, then ranks
+  aorta collectives ds --run dlrm --by instance   # one row per collective instance
+  aorta collectives --by step             # who was late in which step
+  aorta collectives --by kind --format csv
+  aorta collectives --json > coll.json    # summary, findings and rows for CI
+
+A collective instance is one collective call seen on every member rank: its process group
+(`Process Group Name`/`Ranks`, else the run's default group) and its number in that group
+(`seq`, in launch order, or the trace's own `Seq`). Clocks: each rank's offset against the
+lowest rank is the median of matched end-time differences. Per kernel, wait = time from its
+arrival to the last member's arrival (clipped to the kernel), transfer = the rest. A rank's
+caused delay = its arrival - the second-to-last arrival where it came last. Writes the
+collectives, collective_instances and collective_ranks tables and the runs clock columns
+(docs/COLLECTIVES.md).";
+
+/// What one row of `aorta collectives` output is.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CollectivesBy {
+    /// One row per collective instance (group, seq).
+    Instance,
+    /// One row per rank and step: who was late in which step.
+    Step,
+    /// One row per rank over the whole run, with its clock offset.
+    Rank,
+    /// One row per collective kind: waiting vs transfer.
+    Kind,
+}
+
+#[derive(Args, Debug)]
+pub struct CollectivesArgs {
+    /// Dataset directory (written by `aorta ingest`).
+    #[arg(default_value = "aorta-data")]
+    pub dataset: PathBuf,
+    /// Only this run (default: every run of the dataset).
+    #[arg(long, value_name = "L")]
+    pub run: Option<String>,
+    /// Rows per instance, step, rank or collective kind.
+    #[arg(long, value_enum, default_value_t = CollectivesBy::Rank)]
+    pub by: CollectivesBy,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Same as `--format json`.
+    #[arg(long, conflicts_with = "format")]
+    pub json: bool,
+    /// Late arrivals listed in the summary.
+    #[arg(long, default_value_t = 5)]
+    pub top: usize,
 }
 
 const INGEST_EXAMPLES: &str = "\

@@ -1,7 +1,9 @@
 //! The `aorta` command: parse arguments, dispatch to a stage crate, map errors to exit codes.
 
 mod cli;
+mod collectives_cmd;
 mod compare_cmd;
+mod frame_out;
 mod ingest_cmd;
 mod overlap_cmd;
 mod overlap_table;
@@ -44,6 +46,7 @@ fn run(args: cli::Cli) -> anyhow::Result<ExitCode> {
     match args.command {
         cli::Command::Ingest(a) => ingest_cmd::run(a),
         cli::Command::Overlap(a) => overlap_cmd::run(a),
+        cli::Command::Collectives(a) => collectives_cmd::run(a),
         cli::Command::Compare(a) => compare_cmd::run(a),
         cli::Command::Report(a) => report_cmd::run(a),
         cli::Command::Run(a) => run_cmd::run(a),

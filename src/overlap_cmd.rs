@@ -11,6 +11,8 @@ use aorta_transform::summary::{self, Spread, RATIOS};
 use polars::prelude::*;
 use serde_json::{json, Map, Value};
 
+use crate::frame_out::frame_json;
+
 use crate::cli::{By, Format, OverlapArgs};
 
 pub fn run(args: OverlapArgs) -> Result<ExitCode> {
@@ -41,7 +43,7 @@ pub fn run(args: OverlapArgs) -> Result<ExitCode> {
 }
 
 /// Every run of the dataset, or the one asked for (one-line error when it is not there).
-fn select_runs(root: &Path, run: Option<&str>) -> Result<Vec<String>> {
+pub(crate) fn select_runs(root: &Path, run: Option<&str>) -> Result<Vec<String>> {
     let all = overlap::dataset_runs(root)?;
     match run {
         None => Ok(all),
@@ -192,73 +194,8 @@ fn spread_text(s: Option<Spread>) -> String {
     }
 }
 
-/// A frame as a list of JSON objects (column → value, nulls as null).
-fn frame_json(df: &DataFrame) -> Value {
-    let cols = df.columns();
-    let rows = (0..df.height())
-        .map(|i| {
-            let obj: Map<String, Value> = cols
-                .iter()
-                .map(|c| {
-                    (
-                        c.name().to_string(),
-                        any_json(c.get(i).unwrap_or(AnyValue::Null)),
-                    )
-                })
-                .collect();
-            Value::Object(obj)
-        })
-        .collect();
-    Value::Array(rows)
-}
-
-fn any_json(v: AnyValue) -> Value {
-    match v {
-        AnyValue::Int64(x) => x.into(),
-        AnyValue::Float64(x) => serde_json::Number::from_f64(x).map_or(Value::Null, Value::Number),
-        AnyValue::String(s) => s.into(),
-        AnyValue::StringOwned(s) => s.as_str().into(),
-        AnyValue::Null => Value::Null,
-        other => other.to_string().into(),
-    }
-}
-
 /// The rows of every run as one CSV (the header once).
 fn print_csv(out: &mut impl Write, views: &[RunView]) -> Result<()> {
-    let Some(first) = views.first() else {
-        return Ok(());
-    };
-    let names: Vec<String> = first
-        .rows
-        .columns()
-        .iter()
-        .map(|c| c.name().to_string())
-        .collect();
-    writeln!(out, "{}", names.join(","))?;
-    for v in views {
-        for i in 0..v.rows.height() {
-            let cells: Vec<String> = v
-                .rows
-                .columns()
-                .iter()
-                .map(|c| csv_cell(c.get(i).unwrap_or(AnyValue::Null)))
-                .collect();
-            writeln!(out, "{}", cells.join(",")).context("writing CSV")?;
-        }
-    }
-    Ok(())
-}
-
-fn csv_cell(v: AnyValue) -> String {
-    let s = match v {
-        AnyValue::Null => return String::new(),
-        AnyValue::String(s) => s.to_string(),
-        AnyValue::StringOwned(s) => s.to_string(),
-        other => other.to_string(),
-    };
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s
-    }
+    let frames: Vec<&DataFrame> = views.iter().map(|v| &v.rows).collect();
+    crate::frame_out::write_csv(out, &frames).context("writing CSV")
 }

@@ -17,6 +17,10 @@ pub enum Show {
     Ratio,
     /// A percentage, 1 decimal.
     Pct,
+    /// Float ns as ms, 3 decimals.
+    MsFloat,
+    /// GB/s, as the reports show bandwidth.
+    Gbps,
 }
 
 pub type Col = (&'static str, &'static str, Show);
@@ -29,6 +33,8 @@ pub const METRIC_COLUMNS: &[Col] = &[
     ("comm", "comm_ns", Show::Ms),
     ("gemm∩comm", "gemm_comm_overlap_ns", Show::Ms),
     ("exposed_comm", "exposed_comm_ns", Show::Ms),
+    ("comm_wait", "comm_wait_ns", Show::Ms),
+    ("exposed_transfer", "exposed_transfer_ns", Show::Ms),
     ("overlap_ratio", "overlap_ratio", Show::Ratio),
     ("comm_overlap_%", "comm_overlap_pct", Show::Pct),
     ("compute_ovl", "compute_overlap_ratio", Show::Ratio),
@@ -53,6 +59,8 @@ fn cell(df: &DataFrame, name: &str, i: usize, show: Show) -> String {
         (AnyValue::Int64(x), Show::Ms) => fmt::ms_ns(x),
         (AnyValue::Float64(x), Show::Ratio) => fmt::ratio(x),
         (AnyValue::Float64(x), Show::Pct) => fmt::pct(x),
+        (AnyValue::Float64(x), Show::MsFloat) => fmt::ms(x * 1e-6),
+        (AnyValue::Float64(x), Show::Gbps) => fmt::gbps(x),
         (AnyValue::String(s), _) => s.to_string(),
         (AnyValue::StringOwned(s), _) => s.to_string(),
         (other, _) => other.to_string(),

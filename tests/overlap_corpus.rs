@@ -4,6 +4,7 @@
 //! come from inclusion–exclusion (|A ∩ B| = |A| + |B| − |A ∪ B|), not from a two-list walk
 //! like the production sweep.
 
+mod collectives;
 mod common;
 
 use std::collections::HashMap;

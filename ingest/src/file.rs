@@ -252,6 +252,10 @@ pub fn runs_batch(
     b.opt_str("runtime_version", [info.runtime_version.as_deref()]);
     b.opt_str("params", [info.params.as_deref()]);
     b.opt_i64("base_time_ns", [info.base_time_ns]);
+    // The clock columns belong to the job, not the file: `aorta collectives` fills them.
+    b.opt_i64("clock_offset_ns", [None]);
+    b.opt_i64("clock_offset_spread_ns", [None]);
+    b.opt_str("clock_source", [None]);
     b.opt_i64("first_ns", [c.first_ns]);
     b.opt_i64("last_ns", [c.last_ns]);
     b.i64("event_count", [info.event_count as i64]);

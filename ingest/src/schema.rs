@@ -117,6 +117,9 @@ pub const RUNS: Table = Table {
         opt("runtime_version", S, "Version keys as written, e.g. `cuda_runtime_version=13000`."),
         opt("params", S, "Run parameters as a JSON object: the trace's top-level keys that Kineto does not write itself, i.e. what the user added with `prof.add_metadata_json` (aorta's own workloads put their knobs under `aorta_params`); null when there are none. Values over 64 KiB are replaced by a note of their size."),
         opt("base_time_ns", I64, "`baseTimeNanoseconds` when the trace has relative timestamps; null when `ts` is absolute."),
+        opt("clock_offset_ns", I64, "This rank's clock minus the job's reference rank's (the lowest rank present), estimated by `aorta collectives` as the median of matched collective end-time differences; null until it runs or when no collective links the rank to the reference. Aligned time = raw time − offset; raw timestamps are never rewritten."),
+        opt("clock_offset_spread_ns", I64, "p90 − p10 of the per-instance end-time differences behind `clock_offset_ns`."),
+        opt("clock_source", S, "`reference` (the reference rank itself), `collective_ends` (estimated from matched collectives), `none` (no collective links this rank to the reference); null until `aorta collectives` runs."),
         opt("first_ns", I64, "Earliest start of any GPU activity or CPU op (Unix epoch ns)."),
         opt("last_ns", I64, "Latest end of any GPU activity or CPU op (Unix epoch ns)."),
         req("event_count", I64, "Events in the file (every element of `traceEvents`, or JSONL lines)."),
@@ -283,11 +286,14 @@ macro_rules! overlap_metric_columns {
             opt("compute_overlap_ratio", F64, "`compute_comm_overlap_ns` / `compute_ns` (the Python aorta report); null when `compute_ns` is 0."),
             opt("gemm_memcpy_overlap_ns", I64, "\\|U(gemm) ∩ U(memcpy)\\|."),
             opt("exposed_memcpy_ns", I64, "\\|U(memcpy)\\| − \\|U(memcpy) ∩ (U(compute) ∪ U(comm))\\|."),
+            opt("comm_wait_ns", I64, "\\|U(wait parts of comm kernels)\\|: time inside collectives spent waiting for the last member to arrive (docs/COLLECTIVES.md); null when no kernel of the rank was matched across ranks."),
+            opt("comm_transfer_ns", I64, "\\|U(transfer parts of comm kernels)\\|: the rest of each kernel, after the last member arrived (unmatched kernels count here)."),
+            opt("exposed_transfer_ns", I64, "\\|U(transfer parts) − U(compute)\\|: the communication that better overlap can hide."),
         ]
     };
 }
 
-const OVERLAP_METRICS: [Column; 18] = overlap_metric_columns!();
+const OVERLAP_METRICS: [Column; 21] = overlap_metric_columns!();
 
 /// Two leading columns, then the overlap metrics.
 const fn with_metrics(first: Column, second: Column) -> [Column; OVERLAP_METRICS.len() + 2] {
@@ -366,6 +372,65 @@ pub const OVERLAP_STREAM_PAIRS: Table = Table {
     ],
 };
 
+pub const COLLECTIVES: Table = Table {
+    name: "collectives",
+    doc: "Written by `aorta collectives`: one row per communication kernel of a rank, matched across the ranks of the run into instances (`process_group`, `seq`); docs/COLLECTIVES.md.",
+    columns: &[
+        req("process_group", S, "The instance's group: `Process Group Name` plus `Process Group Ranks` (`0 [0, 1]`), or `default` (every rank of the run) when the kernel names none."),
+        req("seq", I64, "The kernel's number among its group's collectives on this rank, in launch order (all kinds together), or the trace's own `Seq`."),
+        req("kind", S, "Collective kind (`comm_op`; RCCL `ncclDevKernel_Generic` kernels take it from the launching `c10d::` operator)."),
+        req("status", S, "`paired` (every member of the group present in the run has this instance, same kind), `kind_mismatch`, `missing_ranks` (a member has fewer instances: a truncated trace), or `single` (a one-rank group)."),
+        opt("step", I64, "The kernel's step (as in `gpu_activities`)."),
+        opt("bytes", I64, "Message size: the larger of `In msg nelems` and `Out msg nelems` × the dtype's size (as nccl-tests counts it); null when the trace does not say."),
+        req("start_ns", I64, "Kernel start, raw (this rank's clock)."),
+        req("end_ns", I64, "Kernel end, raw (clipped as in `gpu_activities`)."),
+        opt("arrival_ns", I64, "`start_ns` − this rank's clock offset: the start on the reference rank's clock. Null when not paired."),
+        opt("wait_ns", I64, "min(max(last member's arrival − this arrival, 0), duration): time this kernel ran before the last member arrived. Null when not paired."),
+        opt("transfer_ns", I64, "Duration − `wait_ns`. Null when not paired."),
+    ],
+};
+
+pub const COLLECTIVE_INSTANCES: Table = Table {
+    name: "collective_instances",
+    doc: "Written by `aorta collectives`: one row per collective instance (`process_group`, `seq`) of a run, partitioned under the run's reference rank (the lowest rank present).",
+    columns: &[
+        req("process_group", S, "As in `collectives`."),
+        req("seq", I64, "As in `collectives`."),
+        req("kind", S, "The members' kind (the reference member's when they disagree)."),
+        req("status", S, "`paired`, `kind_mismatch`, `missing_ranks` or `single` (see `collectives`); only `paired` and `single` instances have the arrival columns."),
+        req("ranks", I64, "Members present in the run."),
+        opt("group_size", I64, "Members the group has (`Group size`, the `Process Group Ranks` list, else the run's world size): more than `ranks` when only some ranks were traced."),
+        opt("step", I64, "The step of the last member's kernel."),
+        opt("bytes", I64, "Message size (see `collectives`)."),
+        opt("first_arrival_ns", I64, "Earliest aligned arrival."),
+        opt("last_arrival_ns", I64, "Latest aligned arrival."),
+        opt("skew_ns", I64, "`last_arrival_ns` − `first_arrival_ns`."),
+        opt("last_rank", I64, "The member that arrived last (ties: the lowest rank)."),
+        opt("caused_ns", I64, "Last arrival − the second-to-last: the delay the last rank alone imposed (0 for one member)."),
+        opt("transfer_ns", I64, "The minimum transfer time over the members: the collective's own latency, without waiting."),
+        opt("algbw_gbps", F64, "`bytes` / `transfer_ns` (GB/s)."),
+        opt("busbw_gbps", F64, "`algbw_gbps` × the NCCL bus factor of the kind over `group_size` members (all_reduce 2(n−1)/n; all_gather, reduce_scatter (n−1)/n; others 1)."),
+        opt("late_category", S, "What the last rank's GPU did in the `caused_ns` before its arrival, for late arrivals (`caused_ns` ≥ 50 µs): the category with the most time, or `idle` when the GPU was mostly idle (the host was late)."),
+        opt("late_busy_ns", I64, "GPU-busy time of the last rank in that window (union over streams)."),
+        opt("late_ops", S, "The top launching operators (else kernel names) in that window with their time, e.g. `aten::mm 1.20 ms; aten::add_ 0.31 ms`."),
+    ],
+};
+
+pub const COLLECTIVE_RANKS: Table = Table {
+    name: "collective_ranks",
+    doc: "Written by `aorta collectives`: stragglers, per rank over the run (`level` = `run`) and per step (`level` = `step`).",
+    columns: &[
+        req("level", S, "`run` (every instance) or `step`."),
+        opt("step", I64, "The step, for `level` = `step`."),
+        req("instances", I64, "Paired instances with this rank as a member."),
+        req("times_last", I64, "Of those, instances where it arrived last."),
+        req("caused_ns", I64, "Sum over those of (its arrival − the second-to-last arrival)."),
+        req("wait_ns", I64, "Sum of `wait_ns` of its kernels (paired ones)."),
+        req("transfer_ns", I64, "Sum of `transfer_ns` of its kernels (paired ones)."),
+        req("straggler_rank", I64, "1 for the rank that caused the most delay in this run or step, 2 for the next, …: by `caused_ns`, then `times_last`, then rank."),
+    ],
+};
+
 /// Every table, in the order docs/SCHEMA.md lists them.
 pub const TABLES: &[&Table] = &[
     &RUNS,
@@ -376,13 +441,17 @@ pub const TABLES: &[&Table] = &[
     &DIAGNOSTICS,
 ];
 
-/// Tables computed from the ingested ones (`aorta overlap`), written in the same layout.
+/// Tables computed from the ingested ones (`aorta overlap`, `aorta collectives`), written in the
+/// same layout.
 pub const DERIVED_TABLES: &[&Table] = &[
     &OVERLAP_STEPS,
     &OVERLAP_RANKS,
     &OVERLAP_COLLECTIVES,
     &OVERLAP_STREAMS,
     &OVERLAP_STREAM_PAIRS,
+    &COLLECTIVES,
+    &COLLECTIVE_INSTANCES,
+    &COLLECTIVE_RANKS,
 ];
 
 pub fn table(name: &str) -> Option<&'static Table> {

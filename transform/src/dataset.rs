@@ -104,22 +104,144 @@ pub fn read(root: &Path, table: &str) -> Result<DataFrame, DatasetError> {
 
 /// Replaces, in each named derived table, the partitions of `runs` with the rows of its frame
 /// (hive layout, one `part-overlap.parquet` per run and rank).
-///
-/// Every part is written under `<root>/.overlap-tmp-<pid>/` first; only when all are written
-/// are the old `run=<label>` directories moved aside and the new ones renamed into place, so a
-/// failure leaves the previous tables as they were.
 pub fn replace_runs(
     root: &Path,
     runs: &[String],
     tables: &[(&str, &DataFrame)],
 ) -> Result<(), DatasetError> {
-    if !root.join(aorta_ingest::dataset::MANIFEST).exists() {
-        return Err(DatasetError::NotADataset(root.to_path_buf()));
+    let staging = Staging::new(root)?;
+    for &(name, df) in tables {
+        staging.write(name, runs, df)?;
     }
-    let tmp = root.join(format!(".overlap-tmp-{}", std::process::id()));
-    let res = stage(&tmp, runs, tables).and_then(|()| swap(root, &tmp, runs, tables));
-    let _ = std::fs::remove_dir_all(&tmp);
-    res
+    let names: Vec<&str> = tables.iter().map(|t| t.0).collect();
+    staging.commit(runs, &names)
+}
+
+/// Derived tables being written: every part goes under `<root>/.overlap-tmp-<pid>/` first;
+/// only `commit` moves the old `run=<label>` directories aside and the new ones into place,
+/// so a failure (or a dropped `Staging`) leaves the previous tables as they were. Parts can
+/// be written a few ranks at a time, so a 1,000-rank table never sits in memory whole.
+pub struct Staging {
+    root: PathBuf,
+    tmp: PathBuf,
+}
+
+impl Staging {
+    pub fn new(root: &Path) -> Result<Staging, DatasetError> {
+        if !root.join(aorta_ingest::dataset::MANIFEST).exists() {
+            return Err(DatasetError::NotADataset(root.to_path_buf()));
+        }
+        let tmp = root.join(format!(".overlap-tmp-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        Ok(Staging {
+            root: root.to_path_buf(),
+            tmp,
+        })
+    }
+
+    /// Stages the rows of `df` whose run is one of `runs`, one part per (run, rank).
+    pub fn write(&self, table: &str, runs: &[String], df: &DataFrame) -> Result<(), DatasetError> {
+        stage(&self.tmp, runs, &[(table, df)])
+    }
+
+    /// Swaps the staged partitions of `runs` into place, for each of `tables`.
+    pub fn commit(self, runs: &[String], tables: &[&str]) -> Result<(), DatasetError> {
+        swap(&self.root, &self.tmp, runs, tables)
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.tmp);
+    }
+}
+
+/// The partition directory of one run and rank of a table.
+pub fn partition_dir(root: &Path, table: &str, run: &str, rank: i64) -> PathBuf {
+    root.join(format!("{table}/run={run}/rank={rank}"))
+}
+
+/// Reads `columns` of every part of one (run, rank) partition, without hive columns; an
+/// empty frame when the partition has no parts. One small read per rank keeps a 1,000-rank
+/// job's scans from listing every file of the table each time.
+pub fn read_partition(
+    root: &Path,
+    table: &str,
+    run: &str,
+    rank: i64,
+    columns: &[&str],
+) -> Result<DataFrame, DatasetError> {
+    let t = schema::table(table).ok_or_else(|| DatasetError::UnknownTable(table.into()))?;
+    let dir = partition_dir(root, table, run, rank);
+    let mut files: Vec<PathBuf> = match std::fs::read_dir(&dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => vec![],
+        Err(e) => return Err(io_err(&dir)(e)),
+        Ok(rd) => rd
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "parquet"))
+            .collect(),
+    };
+    files.sort();
+    let empty: Schema = columns
+        .iter()
+        .filter_map(|&n| t.column(n))
+        .map(|c| Field::new(c.name.into(), dtype(c.ty)))
+        .collect();
+    let mut out = DataFrame::empty_with_schema(&empty);
+    let cols: Vec<String> = columns.iter().map(|c| c.to_string()).collect();
+    for f in files {
+        let file = std::fs::File::open(&f).map_err(io_err(&f))?;
+        let df = ParquetReader::new(file)
+            .with_columns(Some(cols.clone()))
+            .finish()
+            .map_err(|source| DatasetError::Polars {
+                path: f.clone(),
+                source,
+            })?;
+        out.vstack_mut(&df).map_err(|source| DatasetError::Polars {
+            path: f.clone(),
+            source,
+        })?;
+    }
+    Ok(out)
+}
+
+/// Sets `columns` of every `runs` part of one (run, rank) to the given values (one value for
+/// every row), each file rewritten to a temporary name and renamed over the old one.
+pub fn update_runs_partition(
+    root: &Path,
+    run: &str,
+    rank: i64,
+    columns: Vec<Column>,
+) -> Result<(), DatasetError> {
+    let dir = partition_dir(root, "runs", run, rank);
+    let Ok(rd) = std::fs::read_dir(&dir) else {
+        return Ok(());
+    };
+    for f in rd.flatten().map(|e| e.path()) {
+        if f.extension().is_none_or(|x| x != "parquet") {
+            continue;
+        }
+        let polars = |source| DatasetError::Polars {
+            path: f.clone(),
+            source,
+        };
+        let file = std::fs::File::open(&f).map_err(io_err(&f))?;
+        let mut df = ParquetReader::new(file).finish().map_err(polars)?;
+        for c in &columns {
+            let v = c.new_from_index(0, df.height());
+            df.with_column(v).map_err(polars)?;
+        }
+        let tmp = f.with_extension(format!("tmp-{}", std::process::id()));
+        let file = std::fs::File::create(&tmp).map_err(io_err(&tmp))?;
+        ParquetWriter::new(file)
+            .with_compression(ParquetCompression::Zstd(None))
+            .finish(&mut df)
+            .map_err(polars)?;
+        std::fs::rename(&tmp, &f).map_err(io_err(&f))?;
+    }
+    Ok(())
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> DatasetError + '_ {
@@ -175,13 +297,8 @@ fn stage(tmp: &Path, runs: &[String], tables: &[(&str, &DataFrame)]) -> Result<(
 }
 
 /// Moves the old partitions of `runs` aside and the staged ones into place.
-fn swap(
-    root: &Path,
-    tmp: &Path,
-    runs: &[String],
-    tables: &[(&str, &DataFrame)],
-) -> Result<(), DatasetError> {
-    for &(name, _) in tables {
+fn swap(root: &Path, tmp: &Path, runs: &[String], tables: &[&str]) -> Result<(), DatasetError> {
+    for &name in tables {
         for run in runs {
             let rel = format!("{name}/run={run}");
             let (live, old, new) = (

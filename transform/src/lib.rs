@@ -3,9 +3,11 @@
 //! This crate reads what `aorta-ingest` wrote, through the same `schema` module, so a column
 //! renamed in one place breaks the build or a test, never a user's notebook.
 
+pub mod collectives;
 pub mod compare;
 pub mod dataset;
 pub mod jsonl;
+pub mod nccl;
 pub mod overlap;
 pub mod rows;
 pub mod summary;

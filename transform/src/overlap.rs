@@ -11,6 +11,8 @@ use aorta_ingest::schema::{
 };
 use polars::prelude::*;
 
+use crate::collectives::split::{self, Part, Split};
+use crate::collectives::Job;
 use crate::dataset::{self, DatasetError};
 use crate::rows::{frame, metric_columns, pairs_frame, str_column, streams_frame, MetricRow};
 use crate::sweep::{self, Act, Class, RankResult, COMM_OPS};
@@ -172,12 +174,40 @@ pub fn group_ranks(acts: &DataFrame) -> PolarsResult<BTreeMap<(String, i64), Ran
 /// The overlap tables of GPU activities (the `gpu_activities` table, or any frame with
 /// its `ACT_COLUMNS`).
 pub fn overlap(acts: &DataFrame) -> PolarsResult<OverlapTables> {
+    overlap_with_waits(acts, &HashMap::new())
+}
+
+/// Each (run, rank)'s comm kernels split into wait and transfer (`collectives`), for the
+/// overlap split columns; ranks missing here get null split columns.
+pub type Waits = HashMap<(String, i64), Vec<Part>>;
+
+/// `overlap`, with the wait/transfer split of the ranks in `waits`.
+pub fn overlap_with_waits(acts: &DataFrame, waits: &Waits) -> PolarsResult<OverlapTables> {
     let mut out = Builder::default();
     for ((run, rank), mut r) in group_ranks(acts)? {
         let res = sweep::rank(&mut r.acts, r.steps.len());
-        out.add_rank(&run, rank, &r, &res);
+        let parts = waits.get(&(run.clone(), rank)).map(Vec::as_slice);
+        let splits = parts.map(|p| splits(&r, p));
+        out.add_rank(&run, rank, &r, &res, splits.as_ref());
     }
     out.finish()
+}
+
+/// The split per step (in `r.steps` order), then the whole rank's.
+fn splits(r: &RankActs, parts: &[Part]) -> (Vec<Split>, Split) {
+    let mut compute: Vec<Vec<(i64, i64)>> = vec![vec![]; r.steps.len()];
+    for a in r.acts.iter().filter(|a| a.class.is_compute()) {
+        compute[a.step as usize].push((a.start, a.end));
+    }
+    let compute: Vec<Vec<(i64, i64)>> = compute.into_iter().map(split::union).collect();
+    let steps = r
+        .steps
+        .iter()
+        .zip(&compute)
+        .map(|(step, c)| split::split(parts.iter().filter(|p| p.step == *step), c))
+        .collect();
+    let all = split::union(compute.concat());
+    (steps, split::split(parts, &all))
 }
 
 /// Column vectors of the five tables, filled rank by rank.
@@ -226,15 +256,24 @@ impl Keyed {
 }
 
 impl Builder {
-    fn add_rank(&mut self, run: &str, rank: i64, r: &RankActs, res: &RankResult) {
+    fn add_rank(
+        &mut self,
+        run: &str,
+        rank: i64,
+        r: &RankActs,
+        res: &RankResult,
+        splits: Option<&(Vec<Split>, Split)>,
+    ) {
         self.ranks.push(run, rank, None);
-        self.rank_rows.push(MetricRow::from(&res.whole));
+        let whole = MetricRow::from(&res.whole).with_split(splits.map(|s| s.1));
+        self.rank_rows.push(whole);
         self.step_counts.push(r.steps.len() as i64);
         self.add_ops(run, rank, "rank", None, &res.whole);
         for (i, (m, view)) in res.steps.iter().enumerate() {
             let step = r.steps[i];
             self.steps.push(run, rank, step);
-            self.step_rows.push(MetricRow::from(m));
+            let split = splits.map(|s| s.0[i]);
+            self.step_rows.push(MetricRow::from(m).with_split(split));
             self.add_ops(run, rank, "step", step, m);
             for &(s, n, busy) in &view.busy {
                 self.streams.push(run, rank, step);
@@ -332,6 +371,20 @@ pub fn from_dataset(
     root: &std::path::Path,
     runs: &[String],
 ) -> Result<OverlapTables, DatasetError> {
+    let jobs = runs
+        .iter()
+        .map(|r| Job::analyze(root, r))
+        .collect::<Result<Vec<_>, _>>()?;
+    from_dataset_with(root, runs, &jobs)
+}
+
+/// `from_dataset` with the runs' collectives already matched (`Job::analyze`), for the
+/// wait/transfer split.
+pub fn from_dataset_with(
+    root: &std::path::Path,
+    runs: &[String],
+    jobs: &[Job],
+) -> Result<OverlapTables, DatasetError> {
     // `is_in` needs a polars feature this crate does not otherwise use: an OR of equalities.
     let wanted = runs
         .iter()
@@ -351,7 +404,13 @@ pub fn from_dataset(
         .filter(wanted)
         .collect()
         .map_err(polars("metrics"))?;
-    let trace = overlap(&acts).map_err(polars("gpu_activities"))?;
+    let mut waits = Waits::new();
+    for job in jobs {
+        for (rank, parts) in job.wait_parts() {
+            waits.insert((job.run.clone(), rank), parts);
+        }
+    }
+    let trace = overlap_with_waits(&acts, &waits).map_err(polars("gpu_activities"))?;
     let jsonl = crate::jsonl::overlap(&metrics).map_err(polars("metrics"))?;
     trace.concat(jsonl).map_err(polars("overlap_steps"))
 }

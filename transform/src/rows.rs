@@ -30,6 +30,9 @@ pub struct MetricRow {
     pub compute_overlap_ratio: Option<f64>,
     pub gemm_memcpy_overlap_ns: Option<i64>,
     pub exposed_memcpy_ns: Option<i64>,
+    pub comm_wait_ns: Option<i64>,
+    pub comm_transfer_ns: Option<i64>,
+    pub exposed_transfer_ns: Option<i64>,
 }
 
 impl From<&Metrics> for MetricRow {
@@ -54,11 +57,20 @@ impl From<&Metrics> for MetricRow {
             compute_overlap_ratio: m.compute_overlap_ratio(),
             gemm_memcpy_overlap_ns: Some(m.gemm_memcpy_overlap_ns),
             exposed_memcpy_ns: Some(m.exposed_memcpy_ns),
+            ..MetricRow::default()
         }
     }
 }
 
 impl MetricRow {
+    /// The wait/transfer split of the rank's comm kernels (`aorta collectives`).
+    pub fn with_split(mut self, s: Option<crate::collectives::split::Split>) -> Self {
+        self.comm_wait_ns = s.map(|s| s.comm_wait_ns);
+        self.comm_transfer_ns = s.map(|s| s.comm_transfer_ns);
+        self.exposed_transfer_ns = s.map(|s| s.exposed_transfer_ns);
+        self
+    }
+
     /// The ratios again, from whatever totals are known (for rows summed from steps).
     pub fn with_ratios(mut self) -> Self {
         let r = |n: Option<i64>, d: Option<i64>| ratio(n?, d?);
@@ -89,6 +101,9 @@ const INT_COLUMNS: &[(&str, I64Get)] = &[
     ("exposed_comm_ns", |r| r.exposed_comm_ns),
     ("gemm_memcpy_overlap_ns", |r| r.gemm_memcpy_overlap_ns),
     ("exposed_memcpy_ns", |r| r.exposed_memcpy_ns),
+    ("comm_wait_ns", |r| r.comm_wait_ns),
+    ("comm_transfer_ns", |r| r.comm_transfer_ns),
+    ("exposed_transfer_ns", |r| r.exposed_transfer_ns),
 ];
 
 const FLOAT_COLUMNS: &[(&str, F64Get)] = &[
@@ -157,4 +172,28 @@ pub fn str_column<T: AsRef<str>>(name: &str, v: impl IntoIterator<Item = T>) -> 
 /// Milliseconds (the Python tool's unit) to integer nanoseconds, rounded to the nearest.
 pub fn ms_to_ns(ms: f64) -> i64 {
     (ms * 1e6).round() as i64
+}
+
+/// A column as `&str` values (missing column or wrong type: all null).
+pub fn strs<'a>(df: &'a DataFrame, name: &str) -> Vec<Option<&'a str>> {
+    match df.column(name).ok().and_then(|c| c.str().ok()) {
+        Some(ca) => ca.iter().collect(),
+        None => vec![None; df.height()],
+    }
+}
+
+/// A column as `i64` values (missing column or wrong type: all null).
+pub fn ints(df: &DataFrame, name: &str) -> Vec<Option<i64>> {
+    match df.column(name).ok().and_then(|c| c.i64().ok()) {
+        Some(ca) => ca.iter().collect(),
+        None => vec![None; df.height()],
+    }
+}
+
+/// A column as `f64` values (missing column or wrong type: all null).
+pub fn floats(df: &DataFrame, name: &str) -> Vec<Option<f64>> {
+    match df.column(name).ok().and_then(|c| c.f64().ok()) {
+        Some(ca) => ca.iter().collect(),
+        None => vec![None; df.height()],
+    }
 }

@@ -2,6 +2,7 @@
 //! GPU time per category per step, and exposed communication per collective kind.
 
 mod charts;
+mod cross_rank;
 mod data;
 mod timeline;
 
@@ -77,6 +78,12 @@ pub fn run_report(
     charts::overlap_per_step(&mut page, &d.steps);
     charts::categories_per_step(&mut page, &d.categories);
     charts::collectives(&mut page, &d.collectives);
+    let jobs = d
+        .runs
+        .iter()
+        .map(|r| aorta_transform::collectives::Job::analyze(dataset, r))
+        .collect::<Result<Vec<_>, _>>()?;
+    cross_rank::charts(&mut page, &jobs).map_err(ReportError::polars(dataset))?;
     page.write(out)?;
     Ok(RunReport {
         out: out.to_path_buf(),

@@ -1,11 +1,17 @@
 //! The collective level: communication kernels per (kind, message size, dtype, group size),
 //! with time per call, algorithm bandwidth = bytes / time and bus bandwidth with the NCCL
 //! factors of METRICS.md (all_reduce 2(n−1)/n; all_gather, reduce_scatter (n−1)/n; others 1).
+//!
+//! The time is each kernel's *transfer* time where its collective was matched across ranks
+//! (`collectives`): the part after the last member arrived. Waiting for a late rank is not
+//! the vendor's doing, so it must not make one side's NCCL look slower; it shows up as skew,
+//! compared beside the time. Unmatched kernels (a single traced rank) count whole.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use polars::prelude::*;
 
+use crate::nccl::{bus_factor, message_bytes};
 use crate::rows::str_column;
 use crate::summary::spread;
 
@@ -15,36 +21,33 @@ use super::load::{ints, strs, SideData};
 /// (comm_op, bytes, dtype, group size).
 pub type CollKey = (String, Option<i64>, Option<String>, Option<i64>);
 
-/// Per side and key: every call's duration in ns.
-pub type Calls = BTreeMap<(usize, CollKey), Vec<i64>>;
-
-/// Bytes per element of the dtype names PyTorch writes in `args.dtype`.
-pub fn dtype_bytes(dtype: &str) -> Option<i64> {
-    Some(match dtype {
-        "Double" | "Long" | "ComplexFloat" => 8,
-        "Float" | "Int" | "UInt32" => 4,
-        "BFloat16" | "Half" | "Short" | "UInt16" => 2,
-        "Byte" | "Char" | "Bool" | "Int8" | "UInt8" => 1,
-        d if d.starts_with("Float8") => 1,
-        _ => return None,
-    })
+/// One call: its transfer time (its duration when unmatched) and its instance's skew.
+#[derive(Debug, Clone, Copy)]
+pub struct Call {
+    pub time_ns: i64,
+    pub duration_ns: i64,
+    pub skew_ns: Option<i64>,
 }
 
-/// The bus-bandwidth factor of a collective kind over `n` ranks.
-pub fn bus_factor(op: &str, n: i64) -> f64 {
-    let n = n.max(1) as f64;
-    match op {
-        "all_reduce" => 2.0 * (n - 1.0) / n,
-        "all_gather" | "reduce_scatter" => (n - 1.0) / n,
-        _ => 1.0,
+/// Per side and key: every call.
+pub type Calls = BTreeMap<(usize, CollKey), Vec<Call>>;
+
+/// (run, rank, start) → (transfer, skew) of each matched comm kernel of the side.
+fn matched(d: &SideData) -> HashMap<(String, i64, i64), (i64, i64)> {
+    let mut out = HashMap::new();
+    for job in &d.jobs {
+        for (r, rk) in job.ranks.iter().enumerate() {
+            for k in &rk.kernels {
+                let (Some((wait, _)), Some(a)) = (job.timing(r, k), job.arrivals[k.inst as usize])
+                else {
+                    continue;
+                };
+                let t = (k.end - k.start - wait, a.last - a.first);
+                out.insert((job.run.clone(), rk.rank, k.start), t);
+            }
+        }
     }
-}
-
-/// Message size in bytes: the larger of input and output (all_gather's output,
-/// reduce_scatter's input, all_reduce's either), as nccl-tests counts it.
-fn message_bytes(inp: Option<i64>, out: Option<i64>, dtype: Option<&str>) -> Option<i64> {
-    let elems = inp.max(out)?;
-    Some(elems * dtype_bytes(dtype?)?)
+    out
 }
 
 pub fn of(sides: &[SideData; 2]) -> Calls {
@@ -58,6 +61,8 @@ pub fn of(sides: &[SideData; 2]) -> Calls {
             ints(df, "group_size"),
         );
         let (start, end) = (ints(df, "start_ns"), ints(df, "end_ns"));
+        let (run, rank) = (strs(df, "run"), ints(df, "rank"));
+        let matched = matched(d);
         for i in (0..df.height()).filter(|&i| cat[i] == Some("comm")) {
             let key = (
                 op[i].unwrap_or("other").to_string(),
@@ -65,8 +70,19 @@ pub fn of(sides: &[SideData; 2]) -> Calls {
                 dtype[i].map(str::to_string),
                 n[i],
             );
-            let dur = end[i].unwrap_or(0) - start[i].unwrap_or(0);
-            calls.entry((s, key)).or_default().push(dur.max(0));
+            let start = start[i].unwrap_or(0);
+            let dur = (end[i].unwrap_or(0) - start).max(0);
+            let at = (
+                run[i].unwrap_or("").to_string(),
+                rank[i].unwrap_or(0),
+                start,
+            );
+            let m = matched.get(&at);
+            calls.entry((s, key)).or_default().push(Call {
+                time_ns: m.map_or(dur, |m| m.0),
+                duration_ns: dur,
+                skew_ns: m.map(|m| m.1),
+            });
         }
     }
     calls
@@ -84,24 +100,48 @@ pub fn key_text(k: &CollKey) -> String {
     )
 }
 
+/// Per key: the transfer time, then the skew where either side has one.
 pub fn levels(calls: &Calls) -> Vec<LevelRow> {
-    let mut rows: BTreeMap<&CollKey, LevelRow> = BTreeMap::new();
-    for ((s, key), durs) in calls {
-        let row = rows.entry(key).or_insert_with(|| LevelRow {
+    let mut rows: BTreeMap<(&CollKey, u8), LevelRow> = BTreeMap::new();
+    for ((s, key), c) in calls {
+        let row = rows.entry((key, 0)).or_insert_with(|| LevelRow {
             level: "collectives",
             key: key_text(key),
             unit: "ms",
             sides: [None, None],
         });
-        row.sides[*s] = spread(durs.iter().map(|&d| Some(d as f64 * 1e-6)));
+        row.sides[*s] = spread(c.iter().map(|c| Some(c.time_ns as f64 * 1e-6)));
+        let skew = spread(c.iter().map(|c| c.skew_ns.map(|x| x as f64 * 1e-6)));
+        if skew.is_some() {
+            let row = rows.entry((key, 1)).or_insert_with(|| LevelRow {
+                level: "collectives",
+                key: format!("{} skew", key_text(key)),
+                unit: "ms",
+                sides: [None, None],
+            });
+            row.sides[*s] = skew;
+        }
     }
     rows.into_values().collect()
 }
 
 pub fn frame(calls: &Calls) -> PolarsResult<DataFrame> {
+    let mean =
+        |c: &[Call], f: fn(&Call) -> i64| c.iter().map(f).sum::<i64>() as f64 / c.len() as f64;
     let rows: Vec<(&(usize, CollKey), f64, usize)> = calls
         .iter()
-        .map(|(k, d)| (k, d.iter().sum::<i64>() as f64 / d.len() as f64, d.len()))
+        .map(|(k, c)| (k, mean(c, |c| c.time_ns), c.len()))
+        .collect();
+    let durations: Vec<f64> = calls
+        .values()
+        .map(|c| mean(c, |c| c.duration_ns) * 1e-6)
+        .collect();
+    let skews: Vec<Option<f64>> = calls
+        .values()
+        .map(|c| {
+            let s = spread(c.iter().map(|c| c.skew_ns.map(|x| x as f64 * 1e-6)));
+            s.map(|s| s.median)
+        })
         .collect();
     let algbw = |r: &(&(usize, CollKey), f64, usize)| {
         let bytes = r.0 .1 .1? as f64;
@@ -134,6 +174,8 @@ pub fn frame(calls: &Calls) -> PolarsResult<DataFrame> {
             "mean_ms".into(),
             rows.iter().map(|r| r.1 * 1e-6).collect::<Vec<_>>(),
         ),
+        Column::new("mean_duration_ms".into(), durations),
+        Column::new("median_skew_ms".into(), skews),
         Column::new(
             "algbw_gbps".into(),
             rows.iter().map(algbw).collect::<Vec<_>>(),

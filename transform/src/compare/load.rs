@@ -6,6 +6,7 @@ use std::path::Path;
 
 use polars::prelude::*;
 
+use crate::collectives::Job;
 use crate::dataset;
 use crate::overlap::{self, OverlapTables};
 
@@ -13,6 +14,8 @@ use super::{CompareError, Side};
 
 pub struct SideData {
     pub side: Side,
+    /// The side's runs' collectives matched across ranks (transfer time, skew).
+    pub jobs: Vec<Job>,
     pub overlap: OverlapTables,
     pub acts: DataFrame,
     pub cpu: DataFrame,
@@ -86,7 +89,12 @@ impl SideData {
             .column("value")
             .and_then(|c| c.f64().map(|v| v.iter().flatten().collect()))
             .unwrap_or_default();
-        let overlap = overlap::from_dataset(root, &side.runs)?;
+        let jobs = side
+            .runs
+            .iter()
+            .map(|r| Job::analyze(root, r))
+            .collect::<Result<Vec<_>, _>>()?;
+        let overlap = overlap::from_dataset_with(root, &side.runs, &jobs)?;
         if acts.height() == 0 && overlap.steps.height() == 0 {
             return Err(CompareError::Empty {
                 root: root.to_path_buf(),
@@ -96,6 +104,7 @@ impl SideData {
         }
         Ok(SideData {
             side: side.clone(),
+            jobs,
             overlap,
             acts,
             cpu,
@@ -104,26 +113,4 @@ impl SideData {
     }
 }
 
-/// A column as `&str` values (missing column or wrong type: all null).
-pub fn strs<'a>(df: &'a DataFrame, name: &str) -> Vec<Option<&'a str>> {
-    match df.column(name).ok().and_then(|c| c.str().ok()) {
-        Some(ca) => ca.iter().collect(),
-        None => vec![None; df.height()],
-    }
-}
-
-/// A column as `i64` values (missing column or wrong type: all null).
-pub fn ints(df: &DataFrame, name: &str) -> Vec<Option<i64>> {
-    match df.column(name).ok().and_then(|c| c.i64().ok()) {
-        Some(ca) => ca.iter().collect(),
-        None => vec![None; df.height()],
-    }
-}
-
-/// A column as `f64` values (missing column or wrong type: all null).
-pub fn floats(df: &DataFrame, name: &str) -> Vec<Option<f64>> {
-    match df.column(name).ok().and_then(|c| c.f64().ok()) {
-        Some(ca) => ca.iter().collect(),
-        None => vec![None; df.height()],
-    }
-}
+pub use crate::rows::{floats, ints, strs};

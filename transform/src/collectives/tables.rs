@@ -1,0 +1,277 @@
+//! The three tables of `aorta collectives`, laid out as `aorta_ingest::schema` declares them,
+//! and their commit into the dataset together with the `runs` clock columns.
+//!
+//! `collectives` has a row per comm kernel of every rank: millions for a 1,000-rank job. It
+//! is built and staged a few ranks at a time, so it never sits in memory whole.
+
+use std::path::Path;
+
+use aorta_ingest::classify::COMM_OPS;
+use aorta_ingest::schema::{COLLECTIVES, COLLECTIVE_INSTANCES, COLLECTIVE_RANKS};
+use polars::prelude::*;
+
+use crate::dataset::{self, DatasetError, Staging};
+use crate::nccl::gbps;
+use crate::rows::{frame, str_column};
+
+use super::arrive::{ranking, RankStats};
+use super::{Job, NO_STEP};
+
+/// Ranks per staged `collectives` frame.
+const RANKS_PER_FRAME: usize = 32;
+
+/// The small tables of one run (the per-kernel table is staged as it is built).
+pub struct CollectiveTables {
+    pub instances: DataFrame,
+    pub ranks: DataFrame,
+}
+
+impl Job {
+    fn step_of(step: i64) -> Option<i64> {
+        (step != NO_STEP).then_some(step)
+    }
+
+    /// `collectives` rows of `self.ranks[range]`.
+    pub fn kernel_frame(&self, range: std::ops::Range<usize>) -> PolarsResult<DataFrame> {
+        let mut c = KernelCols::default();
+        for r in range {
+            let rk = &self.ranks[r];
+            for k in &rk.kernels {
+                let inst = &self.instances[k.inst as usize];
+                c.rank.push(rk.rank);
+                c.group.push(self.groups[inst.group as usize].key.clone());
+                c.seq.push(inst.seq);
+                c.kind.push(COMM_OPS[k.kind as usize]);
+                c.status.push(self.status[k.inst as usize].as_str());
+                c.step.push(Job::step_of(k.step));
+                c.bytes.push(inst.bytes);
+                c.start.push(k.start);
+                c.end.push(k.end);
+                let split = self.timing(r, k);
+                c.arrival.push(split.map(|s| s.1));
+                c.wait.push(split.map(|s| s.0));
+                c.transfer.push(split.map(|s| k.end - k.start - s.0));
+            }
+        }
+        let n = c.rank.len();
+        frame(
+            &COLLECTIVES,
+            vec![
+                str_column("run", vec![self.run.as_str(); n]),
+                Column::new("rank".into(), c.rank),
+                str_column("process_group", c.group),
+                Column::new("seq".into(), c.seq),
+                str_column("kind", c.kind),
+                str_column("status", c.status),
+                Column::new("step".into(), c.step),
+                Column::new("bytes".into(), c.bytes),
+                Column::new("start_ns".into(), c.start),
+                Column::new("end_ns".into(), c.end),
+                Column::new("arrival_ns".into(), c.arrival),
+                Column::new("wait_ns".into(), c.wait),
+                Column::new("transfer_ns".into(), c.transfer),
+            ],
+        )
+    }
+
+    /// `collective_instances`, under the reference rank's partition.
+    pub fn instance_frame(&self) -> PolarsResult<DataFrame> {
+        let n = self.instances.len();
+        let reference = self.reference().unwrap_or(0);
+        let a = |f: fn(&super::Arrivals) -> i64| -> Vec<Option<i64>> {
+            self.arrivals.iter().map(|x| x.as_ref().map(f)).collect()
+        };
+        let size: Vec<Option<i64>> = self
+            .instances
+            .iter()
+            .map(|i| self.groups[i.group as usize].size)
+            .collect();
+        let transfer = a(|x| x.transfer);
+        let bytes: Vec<Option<i64>> = self.instances.iter().map(|i| i.bytes).collect();
+        let algbw: Vec<Option<f64>> = (0..n).map(|i| gbps(bytes[i], transfer[i])).collect();
+        let busbw: Vec<Option<f64>> = (0..n).map(|i| self.busbw(i)).collect();
+        let late = |f: fn(&super::Late) -> String| -> Vec<Option<String>> {
+            (0..n)
+                .map(|i| self.late.get(i).and_then(|l| l.as_ref()).map(f))
+                .collect()
+        };
+        frame(
+            &COLLECTIVE_INSTANCES,
+            vec![
+                str_column("run", vec![self.run.as_str(); n]),
+                Column::new("rank".into(), vec![reference; n]),
+                str_column(
+                    "process_group",
+                    self.instances
+                        .iter()
+                        .map(|i| self.groups[i.group as usize].key.as_str()),
+                ),
+                Column::new(
+                    "seq".into(),
+                    self.instances.iter().map(|i| i.seq).collect::<Vec<_>>(),
+                ),
+                str_column(
+                    "kind",
+                    self.instances.iter().map(|i| COMM_OPS[i.kind as usize]),
+                ),
+                str_column("status", self.status.iter().map(|s| s.as_str())),
+                Column::new(
+                    "ranks".into(),
+                    self.instances
+                        .iter()
+                        .map(|i| i.members as i64)
+                        .collect::<Vec<_>>(),
+                ),
+                Column::new("group_size".into(), size),
+                Column::new(
+                    "step".into(),
+                    self.arrivals
+                        .iter()
+                        .map(|x| x.as_ref().and_then(|a| Job::step_of(a.step)))
+                        .collect::<Vec<_>>(),
+                ),
+                Column::new("bytes".into(), bytes),
+                Column::new("first_arrival_ns".into(), a(|x| x.first)),
+                Column::new("last_arrival_ns".into(), a(|x| x.last)),
+                Column::new("skew_ns".into(), a(|x| x.last - x.first)),
+                Column::new("last_rank".into(), a(|x| x.last_rank)),
+                Column::new("caused_ns".into(), a(|x| x.last - x.second)),
+                Column::new("transfer_ns".into(), transfer),
+                Column::new("algbw_gbps".into(), algbw),
+                Column::new("busbw_gbps".into(), busbw),
+                Column::new("late_category".into(), late(|l| l.category.clone())),
+                Column::new(
+                    "late_busy_ns".into(),
+                    (0..n)
+                        .map(|i| self.late.get(i).and_then(|l| l.as_ref()).map(|l| l.busy_ns))
+                        .collect::<Vec<_>>(),
+                ),
+                Column::new("late_ops".into(), late(|l| l.ops.clone())),
+            ],
+        )
+    }
+
+    /// `collective_ranks`: the run rows, then each step's, with the straggler ranking.
+    pub fn rank_frame(&self) -> PolarsResult<DataFrame> {
+        let mut c = RankCols::default();
+        let mut rows = self.stragglers.iter().peekable();
+        while let Some((&(level, step, _), _)) = rows.peek() {
+            let mut block: Vec<(i64, RankStats)> = vec![];
+            while let Some((&(l, s, rank), stats)) = rows.peek() {
+                if (l, s) != (level, step) {
+                    break;
+                }
+                block.push((rank, **stats));
+                rows.next();
+            }
+            for ((rank, s), place) in block.iter().zip(ranking(&block)) {
+                c.push(level, step, *rank, s, place);
+            }
+        }
+        let n = c.rank.len();
+        frame(
+            &COLLECTIVE_RANKS,
+            vec![
+                str_column("run", vec![self.run.as_str(); n]),
+                Column::new("rank".into(), c.rank),
+                str_column("level", c.level),
+                Column::new("step".into(), c.step),
+                Column::new("instances".into(), c.instances),
+                Column::new("times_last".into(), c.times_last),
+                Column::new("caused_ns".into(), c.caused),
+                Column::new("wait_ns".into(), c.wait),
+                Column::new("transfer_ns".into(), c.transfer),
+                Column::new("straggler_rank".into(), c.place),
+            ],
+        )
+    }
+}
+
+#[derive(Default)]
+struct KernelCols {
+    rank: Vec<i64>,
+    group: Vec<String>,
+    seq: Vec<i64>,
+    kind: Vec<&'static str>,
+    status: Vec<&'static str>,
+    step: Vec<Option<i64>>,
+    bytes: Vec<Option<i64>>,
+    start: Vec<i64>,
+    end: Vec<i64>,
+    arrival: Vec<Option<i64>>,
+    wait: Vec<Option<i64>>,
+    transfer: Vec<Option<i64>>,
+}
+
+#[derive(Default)]
+struct RankCols {
+    rank: Vec<i64>,
+    level: Vec<&'static str>,
+    step: Vec<Option<i64>>,
+    instances: Vec<i64>,
+    times_last: Vec<i64>,
+    caused: Vec<i64>,
+    wait: Vec<i64>,
+    transfer: Vec<i64>,
+    place: Vec<i64>,
+}
+
+impl RankCols {
+    fn push(&mut self, level: u8, step: Option<i64>, rank: i64, s: &RankStats, place: i64) {
+        self.rank.push(rank);
+        self.level.push(if level == 0 { "run" } else { "step" });
+        self.step.push(step);
+        self.instances.push(s.instances);
+        self.times_last.push(s.times_last);
+        self.caused.push(s.caused_ns);
+        self.wait.push(s.wait_ns);
+        self.transfer.push(s.transfer_ns);
+        self.place.push(place);
+    }
+}
+
+/// Writes the three tables of `jobs` into the dataset (replacing those runs' partitions)
+/// and sets the `runs` clock columns; returns the small tables.
+pub fn write(root: &Path, jobs: &[Job]) -> Result<Vec<CollectiveTables>, DatasetError> {
+    let polars = |source| DatasetError::Polars {
+        path: root.join(COLLECTIVES.name),
+        source,
+    };
+    let runs: Vec<String> = jobs.iter().map(|j| j.run.clone()).collect();
+    let staging = Staging::new(root)?;
+    let mut out = vec![];
+    for job in jobs {
+        let mut r = 0;
+        while r < job.ranks.len() {
+            let to = (r + RANKS_PER_FRAME).min(job.ranks.len());
+            let df = job.kernel_frame(r..to).map_err(polars)?;
+            staging.write(COLLECTIVES.name, &runs, &df)?;
+            r = to;
+        }
+        let t = CollectiveTables {
+            instances: job.instance_frame().map_err(polars)?,
+            ranks: job.rank_frame().map_err(polars)?,
+        };
+        staging.write(COLLECTIVE_INSTANCES.name, &runs, &t.instances)?;
+        staging.write(COLLECTIVE_RANKS.name, &runs, &t.ranks)?;
+        out.push(t);
+    }
+    let names = [
+        COLLECTIVES.name,
+        COLLECTIVE_INSTANCES.name,
+        COLLECTIVE_RANKS.name,
+    ];
+    staging.commit(&runs, &names)?;
+    for job in jobs {
+        for (rk, c) in job.ranks.iter().zip(&job.clocks) {
+            let known = c.source != super::ClockSource::None;
+            let cols = vec![
+                Column::new("clock_offset_ns".into(), [known.then_some(c.offset_ns)]),
+                Column::new("clock_offset_spread_ns".into(), [c.spread_ns]),
+                Column::new("clock_source".into(), [Some(c.source.as_str())]),
+            ];
+            dataset::update_runs_partition(root, &job.run, rk.rank, cols)?;
+        }
+    }
+    Ok(out)
+}
