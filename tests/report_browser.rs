@@ -74,7 +74,10 @@ fn run_report_renders_every_chart_without_console_errors() {
     let Some(root) = corpus() else { return };
     let Some(browser) = chromium() else { return };
     let (_dir, html, _) = report_of(&root, "kineto/cuda/h200_fsdp2", "report.html");
-    let r = open_and_check(&browser, &html, 4);
+    // Four per-rank charts, then across the two ranks: the caused-delay and wait-share
+    // heatmaps and waiting vs transfer per collective kind.
+    let r = open_and_check(&browser, &html, 7);
+    assert_eq!(count(&r.dom, "class=\"hm\""), 2, "two heatmaps drawn");
     let legend = legend_texts(&r.dom);
     for name in [
         "comm",
@@ -82,6 +85,8 @@ fn run_report_renders_every_chart_without_console_errors() {
         "exposed comm",
         "compute∩comm",
         "overlap_ratio",
+        "waiting",
+        "transfer",
     ] {
         assert!(
             legend.iter().any(|l| l == name),

@@ -13,13 +13,21 @@ type K<'a> = (&'a str, i64, i64, Option<(&'a str, &'a str)>);
 
 /// A minimal Kineto trace of rank `rank` of `world` with these comm kernels and one GEMM.
 fn trace(dir: &Path, rank: i64, world: i64, kernels: &[K]) {
+    trace_seq(dir, rank, world, kernels, &[]);
+}
+
+/// `trace`, the kernels carrying Kineto's `Seq` args `seqs` (in order) where given.
+fn trace_seq(dir: &Path, rank: i64, world: i64, kernels: &[K], seqs: &[i64]) {
     let mut ev = vec![format!(
         r#"{{"ph":"X","cat":"kernel","name":"nvjet_gemm","pid":0,"tid":7,"ts":1.000,"dur":0.500,"args":{{"device":0,"stream":7,"correlation":1}}}}"#
     )];
     for (i, (kind, ts, dur, pg)) in kernels.iter().enumerate() {
-        let pg = pg.map_or(String::new(), |(name, ranks)| {
+        let mut pg = pg.map_or(String::new(), |(name, ranks)| {
             format!(r#","Process Group Name":"{name}","Process Group Ranks":"{ranks}""#)
         });
+        if let Some(seq) = seqs.get(i) {
+            pg.push_str(&format!(r#","Seq":{seq}"#));
+        }
         ev.push(format!(
             r#"{{"ph":"X","cat":"kernel","name":"ncclDevKernel_{kind}_RING_LL(ncclDevKernelArgsStorage<4096ul>)","pid":0,"tid":9,"ts":{ts}.000,"dur":{dur}.000,"args":{{"device":0,"stream":9,"correlation":{}{pg}}}}}"#,
             i + 10
@@ -189,4 +197,90 @@ fn a_one_rank_group_waits_for_nobody_and_no_collectives_is_not_an_error() {
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("no communication kernels"), "{text}");
+}
+
+#[test]
+fn kineto_seq_pairs_what_counting_would_shift() {
+    let t = tempfile::tempdir().unwrap();
+    // Rank 1 lost the middle all-reduce. Counting would pair its second kernel (Seq 7, at
+    // 300 µs) with rank 0's second (Seq 6, at 200 µs); the trace's Seq pairs 7 with 7.
+    let k = |ts| ("AllReduce", ts, 10, None);
+    trace_seq(t.path(), 0, 2, &[k(100), k(200), k(300)], &[5, 6, 7]);
+    trace_seq(t.path(), 1, 2, &[k(100), k(303)], &[5, 7]);
+    let (_out, doc) = run(t.path(), "seq");
+    let rows = doc["runs"][0]["rows"].as_array().unwrap().clone();
+    let got: Vec<(i64, &str)> = rows
+        .iter()
+        .map(|r| (r["seq"].as_i64().unwrap(), r["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(got, [(5, "paired"), (6, "missing_ranks"), (7, "paired")]);
+    // Seq 7: rank 1 arrives 3 µs late (ends 313 vs 310 µs: the clock offset is the median
+    // of the end differences 0 and 3 µs, 1.5 µs).
+    let s7 = &rows[2];
+    assert_eq!(s7["last_rank"], 1);
+    assert_eq!(s7["skew_ns"], 1_500);
+}
+
+#[test]
+fn rccl_generic_kernels_take_their_kind_from_the_c10d_op() {
+    let Some(root) = corpus() else { return };
+    let f = root.join("kineto/rocm/mi300x_resnet_ckpt/resnet_act_checkpoint.json.gz");
+    // By hand from the raw events: each Generic kernel's runtime call (same correlation),
+    // then the innermost `c10d::` op on that thread around the call.
+    let raw = raw_json(&f);
+    let ev = events(&raw);
+    let mut want: Vec<(f64, &str)> = vec![];
+    for k in ev.iter().filter(|e| cat(e) == "kernel") {
+        if !k["name"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("ncclDevKernel_Generic")
+        {
+            continue;
+        }
+        let corr = &k["args"]["correlation"];
+        let launch = ev
+            .iter()
+            .find(|e| cat(e) == "cuda_runtime" && &e["args"]["correlation"] == corr);
+        let kind = launch.and_then(|l| {
+            let t = l["ts"].as_f64().unwrap();
+            ev.iter()
+                .filter(|e| cat(e) == "cpu_op" && e["tid"] == l["tid"])
+                .filter(|e| e["name"].as_str().unwrap_or("").starts_with("c10d::"))
+                .filter(|e| {
+                    let s = e["ts"].as_f64().unwrap();
+                    s <= t && t <= s + e["dur"].as_f64().unwrap()
+                })
+                .map(|e| match e["name"].as_str().unwrap() {
+                    "c10d::allreduce_" => "all_reduce",
+                    "c10d::broadcast_" => "broadcast",
+                    other => panic!("unexpected {other}"),
+                })
+                .next()
+        });
+        want.push((k["ts"].as_f64().unwrap(), kind.unwrap_or("other")));
+    }
+    want.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let want: Vec<&str> = want.iter().map(|w| w.1).collect();
+    assert!(
+        want.contains(&"all_reduce") && want.contains(&"broadcast"),
+        "{want:?}"
+    );
+    let out = tempfile::tempdir().unwrap();
+    let o = ingest(&[f.as_path()], out.path(), &["--label", "rccl", "-q"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    collectives_json(out.path(), "kind");
+    let c = table(out.path(), "collectives", "rccl");
+    let mut got: Vec<(i64, String)> = i64s(&c, "start_ns")
+        .into_iter()
+        .zip(strs(&c, "kind"))
+        .map(|(s, k)| (s.unwrap(), k.unwrap()))
+        .collect();
+    got.sort();
+    let got: Vec<&str> = got.iter().map(|g| g.1.as_str()).collect();
+    assert_eq!(got, want);
+    // One rank of eight traced: nothing is paired, and the summary says why.
+    assert!(strs(&c, "status")
+        .iter()
+        .all(|s| s.as_deref() == Some("unpaired")));
 }

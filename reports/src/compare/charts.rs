@@ -282,9 +282,11 @@ fn coll_label(k: &CollKey) -> String {
 pub(crate) fn collectives(page: &mut Page, rows: &[Collective]) {
     page.section("Collectives");
     page.note(
-        "Per collective kind, message size, dtype and group size: mean kernel time, algorithm \
-         bandwidth = bytes / time, bus bandwidth = algbw × the NCCL factor (all_reduce 2(n−1)/n, \
-         all_gather and reduce_scatter (n−1)/n).",
+        "Per collective kind, message size, dtype and group size: mean transfer time (the \
+         kernel time after the last rank arrived, where the collective was matched across \
+         ranks: waiting for a late rank is not the library's doing), algorithm bandwidth = bytes \
+         / time, bus bandwidth = algbw × the NCCL factor (all_reduce 2(n−1)/n, all_gather and \
+         reduce_scatter (n−1)/n), and the median skew (last − first arrival) across ranks.",
     );
     let mut by: BTreeMap<CollKey, [Option<&Collective>; 2]> = BTreeMap::new();
     for r in rows {
@@ -326,6 +328,7 @@ pub(crate) fn collectives(page: &mut Page, rows: &[Collective]) {
                         .map_or("-".into(), |n| n.to_string()),
                 );
                 r.push(fmt::opt(c.and_then(|c| c.mean_ms), fmt::ms));
+                r.push(fmt::opt(c.and_then(|c| c.skew_ms), fmt::ms));
                 r.push(fmt::opt(c.and_then(|c| c.algbw_gbps), fmt::gbps));
                 r.push(fmt::opt(c.and_then(|c| c.busbw_gbps), fmt::gbps));
             }
@@ -342,11 +345,13 @@ pub(crate) fn collectives(page: &mut Page, rows: &[Collective]) {
         &[
             "collective",
             "ref count",
-            "ref mean ms",
+            "ref transfer ms",
+            "ref skew ms",
             "ref algbw GB/s",
             "ref busbw GB/s",
             "cand count",
-            "cand mean ms",
+            "cand transfer ms",
+            "cand skew ms",
             "cand algbw GB/s",
             "cand busbw GB/s",
             "time ratio",

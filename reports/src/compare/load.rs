@@ -61,6 +61,8 @@ pub(crate) struct Collective {
     pub group_size: Option<i64>,
     pub count: Option<i64>,
     pub mean_ms: Option<f64>,
+    /// Median skew across ranks (absent in compare outputs of older versions).
+    pub skew_ms: Option<f64>,
     pub algbw_gbps: Option<f64>,
     pub busbw_gbps: Option<f64>,
 }
@@ -203,6 +205,10 @@ fn collectives(dir: &Path) -> Result<Vec<Collective>, ReportError> {
     let f = |c| f64_col(&df, c, &p);
     let (bytes, group, count) = (i("bytes")?, i("group_size")?, i("count")?);
     let (mean, alg, bus) = (f("mean_ms")?, f("algbw_gbps")?, f("busbw_gbps")?);
+    let skew = match df.schema().contains("median_skew_ms") {
+        true => f("median_skew_ms")?,
+        false => vec![None; df.height()],
+    };
     Ok((0..df.height())
         .map(|k| Collective {
             side: side[k].clone(),
@@ -212,6 +218,7 @@ fn collectives(dir: &Path) -> Result<Vec<Collective>, ReportError> {
             group_size: group[k],
             count: count[k],
             mean_ms: mean[k],
+            skew_ms: skew[k],
             algbw_gbps: alg[k],
             busbw_gbps: bus[k],
         })

@@ -67,10 +67,12 @@ fn lateness(page: &mut Page, job: &Job) -> Result<(), PolarsError> {
     };
     let caused_z = grid(&|i| caused[i].map(|c| c as f64 / 1e6));
     let wait_z = grid(&|i| wait[i]);
+    // Both scales run from pale (nothing) to dark (a lot); plotly's "Blues" runs the other way.
     let heat = |z: Vec<Vec<Option<f64>>>, title: &str, scale: &str, max: Option<f64>| {
         let mut plot = plotly::Plot::new();
         plot.add_trace(RawTrace::new(serde_json::json!({
             "type": "heatmap", "x": x, "y": y, "z": z, "colorscale": scale,
+            "reversescale": scale == "Blues",
             "zmin": 0, "zmax": max, "colorbar": {"title": {"text": title}},
             "hovertemplate": "%{y}, %{x}: %{z:.3f}<extra></extra>",
         })));
