@@ -376,7 +376,7 @@ pub const COLLECTIVES: Table = Table {
     name: "collectives",
     doc: "Written by `aorta collectives`: one row per communication kernel of a rank, matched across the ranks of the run into instances (`process_group`, `seq`); docs/COLLECTIVES.md.",
     columns: &[
-        req("process_group", S, "The instance's group: `Process Group Name` plus `Process Group Ranks` (`0 [0, 1]`), or `default` (every rank of the run) when the kernel names none."),
+        req("process_group", S, "The instance's group: its `Process Group Name` (PyTorch names each group uniquely in a job), else its `Process Group Ranks` text, else `default` (every rank of the run)."),
         req("seq", I64, "The kernel's number among its group's collectives on this rank, in launch order (all kinds together), or the trace's own `Seq`."),
         req("kind", S, "Collective kind (`comm_op`; RCCL `ncclDevKernel_Generic` kernels take it from the launching `c10d::` operator)."),
         req("status", S, "`paired` (every member of the group present in the run has this instance, same kind), `kind_mismatch`, `missing_ranks` (a member has fewer instances: a truncated trace), or `single` (a one-rank group)."),

@@ -58,13 +58,11 @@ fn raw_comms(p: &Path) -> Vec<RawComm> {
         let name = e["name"].as_str().unwrap_or("");
         let comm = (cat(e) == "kernel" && name.to_lowercase().contains("nccl")).then(|| {
             let a = &e["args"];
-            let group = match (
-                a["Process Group Name"].as_str(),
-                a["Process Group Ranks"].as_str(),
-            ) {
-                (None, None) => "default".to_string(),
-                (n, r) => format!("{} {}", n.unwrap_or("?"), r.unwrap_or("")),
-            };
+            let group = a["Process Group Name"]
+                .as_str()
+                .or(a["Process Group Ranks"].as_str())
+                .unwrap_or("default")
+                .to_string();
             RawComm {
                 start,
                 end,

@@ -235,13 +235,22 @@ pub fn update_runs_partition(
         }
         let tmp = f.with_extension(format!("tmp-{}", std::process::id()));
         let file = std::fs::File::create(&tmp).map_err(io_err(&tmp))?;
-        ParquetWriter::new(file)
-            .with_compression(ParquetCompression::Zstd(None))
-            .finish(&mut df)
-            .map_err(polars)?;
+        write_parquet(file, &mut df).map_err(polars)?;
         std::fs::rename(&tmp, &f).map_err(io_err(&f))?;
     }
     Ok(())
+}
+
+/// One derived-table file, zstd-compressed, through a buffer: polars writes page headers
+/// field by field, and unbuffered a 1,000-rank `collectives` table made millions of tiny
+/// `write` calls.
+fn write_parquet(file: std::fs::File, df: &mut DataFrame) -> PolarsResult<()> {
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+    ParquetWriter::new(&mut out)
+        .with_compression(ParquetCompression::Zstd(None))
+        .finish(df)?;
+    use std::io::Write;
+    out.flush().map_err(PolarsError::from)
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> DatasetError + '_ {
@@ -254,45 +263,57 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> DatasetError + '_ {
 /// Writes every (table, run, rank) part under `tmp/new/`.
 fn stage(tmp: &Path, runs: &[String], tables: &[(&str, &DataFrame)]) -> Result<(), DatasetError> {
     for &(name, df) in tables {
-        let t = schema::table(name).ok_or_else(|| DatasetError::UnknownTable(name.into()))?;
-        let file_cols: Vec<&str> = t.columns.iter().map(|c| c.name).collect();
         let polars = |source| DatasetError::Polars {
             path: tmp.join(name),
             source,
         };
-        for part in df
+        let parts = df
             .partition_by_stable(["run", "rank"], true)
-            .map_err(polars)?
-        {
-            let run = part
-                .column("run")
-                .map_err(polars)?
-                .str()
-                .map_err(polars)?
-                .get(0);
-            let rank = part
-                .column("rank")
-                .map_err(polars)?
-                .i64()
-                .map_err(polars)?
-                .get(0);
-            let (Some(run), Some(rank)) = (run, rank) else {
-                continue;
-            };
-            if !runs.iter().any(|r| r == run) {
-                continue;
-            }
-            let dir = tmp.join(format!("new/{name}/run={run}/rank={rank}"));
-            std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
-            let path = dir.join("part-overlap.parquet");
-            let mut out = part.select(file_cols.iter().copied()).map_err(polars)?;
-            let file = std::fs::File::create(&path).map_err(io_err(&path))?;
-            ParquetWriter::new(file)
-                .with_compression(ParquetCompression::Zstd(None))
-                .finish(&mut out)
-                .map_err(polars)?;
-        }
+            .map_err(polars)?;
+        // Each part is its own file: written in parallel.
+        crate::par::map(&parts, |part| stage_part(tmp, runs, name, part))?;
     }
+    Ok(())
+}
+
+/// Writes one (run, rank) part of table `name` under `tmp/new/`, unless its run is not one of
+/// `runs`.
+fn stage_part(
+    tmp: &Path,
+    runs: &[String],
+    name: &str,
+    part: &DataFrame,
+) -> Result<(), DatasetError> {
+    let t = schema::table(name).ok_or_else(|| DatasetError::UnknownTable(name.into()))?;
+    let polars = |source| DatasetError::Polars {
+        path: tmp.join(name),
+        source,
+    };
+    let run = part
+        .column("run")
+        .map_err(polars)?
+        .str()
+        .map_err(polars)?
+        .get(0);
+    let rank = part
+        .column("rank")
+        .map_err(polars)?
+        .i64()
+        .map_err(polars)?
+        .get(0);
+    let (Some(run), Some(rank)) = (run, rank) else {
+        return Ok(());
+    };
+    if !runs.iter().any(|r| r == run) {
+        return Ok(());
+    }
+    let dir = tmp.join(format!("new/{name}/run={run}/rank={rank}"));
+    std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+    let path = dir.join("part-overlap.parquet");
+    let file_cols = t.columns.iter().map(|c| c.name);
+    let mut out = part.select(file_cols).map_err(polars)?;
+    let file = std::fs::File::create(&path).map_err(io_err(&path))?;
+    write_parquet(file, &mut out).map_err(polars)?;
     Ok(())
 }
 

@@ -9,6 +9,7 @@ pub mod dataset;
 pub mod jsonl;
 pub mod nccl;
 pub mod overlap;
+pub mod par;
 pub mod rows;
 pub mod summary;
 pub mod sweep;

@@ -11,6 +11,9 @@ use crate::fmt;
 use crate::page::Page;
 use aorta_transform::rows::{floats, ints, strs};
 
+/// Rows of the caused-delay table.
+const TOP: usize = 20;
+
 /// Both charts for every job with matched collectives; a line saying why for the others.
 pub(crate) fn charts(page: &mut Page, jobs: &[Job]) -> Result<(), PolarsError> {
     let timed: Vec<&Job> = jobs
@@ -50,17 +53,15 @@ fn lateness(page: &mut Page, job: &Job) -> Result<(), PolarsError> {
         .map(|s| s.map_or("outside steps".into(), |s| format!("step {s}")))
         .collect();
     let y: Vec<String> = ranks.iter().map(|r| format!("rank {r}")).collect();
+    let at: std::collections::HashMap<(Option<i64>, Option<i64>), usize> =
+        (0..df.height()).map(|i| ((rank[i], step[i]), i)).collect();
     let grid = |v: &dyn Fn(usize) -> Option<f64>| -> Vec<Vec<Option<f64>>> {
         ranks
             .iter()
             .map(|r| {
                 steps
                     .iter()
-                    .map(|s| {
-                        (0..df.height())
-                            .find(|&i| rank[i] == Some(*r) && step[i] == *s)
-                            .and_then(v)
-                    })
+                    .map(|s| at.get(&(Some(*r), *s)).and_then(|&i| v(i)))
                     .collect()
             })
             .collect()
@@ -86,8 +87,14 @@ fn lateness(page: &mut Page, job: &Job) -> Result<(), PolarsError> {
         heat(caused_z, "caused delay (ms)", "Reds", None),
         heat(wait_z, "wait share (%)", "Blues", Some(100.0)),
     ]);
-    let table: Vec<Vec<String>> = (0..df.height())
+    // The largest caused delays; a 1,000-rank job has a row for every rank and step.
+    let mut late: Vec<usize> = (0..df.height())
         .filter(|&i| caused[i].unwrap_or(0) > 0)
+        .collect();
+    late.sort_by_key(|&i| std::cmp::Reverse(caused[i]));
+    let table: Vec<Vec<String>> = late
+        .into_iter()
+        .take(TOP)
         .map(|i| {
             vec![
                 fmt::opt(step[i], |s| s.to_string()),
@@ -98,6 +105,7 @@ fn lateness(page: &mut Page, job: &Job) -> Result<(), PolarsError> {
         })
         .collect();
     if !table.is_empty() {
+        page.note(&format!("The {TOP} largest caused delays (rank, step):"));
         page.table(&["step", "rank (last)", "caused ms", "wait %"], &table);
     }
     Ok(())

@@ -6,7 +6,7 @@
 //! passes over the ranks do it: the first finds each instance's first, last and
 //! second-to-last arrival, the second splits every kernel against them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use super::clock::Clock;
 use super::load::{Group, InstanceKey, Kernel, RankKernels, NO_STEP};
@@ -150,7 +150,8 @@ pub struct RankStats {
 /// (step `None`), level 1 one step (`None`: kernels outside every step).
 pub type Stragglers = BTreeMap<(u8, Option<i64>, i64), RankStats>;
 
-/// Adds one rank's paired kernels to the run rows (`None`) and step rows.
+/// Adds one rank's paired kernels to the run rows and step rows (summed per step first:
+/// a 1,000-rank job has millions of kernels but thousands of rows).
 pub fn add_rank(
     out: &mut Stragglers,
     rk: &RankKernels,
@@ -158,6 +159,7 @@ pub fn add_rank(
     arr: &[Option<Arrivals>],
     status: &[Status],
 ) {
+    let mut steps: HashMap<Option<i64>, RankStats> = HashMap::new();
     for k in &rk.kernels {
         if status[k.inst as usize] != Status::Paired {
             continue;
@@ -166,17 +168,25 @@ pub fn add_rank(
             continue;
         };
         let (wait, arrival) = split(k, clock, a);
-        let step = (k.step != NO_STEP).then_some(k.step);
-        for key in [(0, None, rk.rank), (1, step, rk.rank)] {
-            let s = out.entry(key).or_default();
-            s.instances += 1;
-            s.wait_ns += wait;
-            s.transfer_ns += k.end - k.start - wait;
-            if a.last_rank == rk.rank {
-                s.times_last += 1;
-                s.caused_ns += arrival - a.second;
-            }
+        let s = steps
+            .entry((k.step != NO_STEP).then_some(k.step))
+            .or_default();
+        s.instances += 1;
+        s.wait_ns += wait;
+        s.transfer_ns += k.end - k.start - wait;
+        if a.last_rank == rk.rank {
+            s.times_last += 1;
+            s.caused_ns += arrival - a.second;
         }
+    }
+    for (step, s) in steps {
+        let run = out.entry((0, None, rk.rank)).or_default();
+        run.instances += s.instances;
+        run.wait_ns += s.wait_ns;
+        run.transfer_ns += s.transfer_ns;
+        run.times_last += s.times_last;
+        run.caused_ns += s.caused_ns;
+        out.insert((1, step, rk.rank), s);
     }
 }
 

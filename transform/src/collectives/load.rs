@@ -97,7 +97,12 @@ fn columns() -> Vec<&'static str> {
     c
 }
 
-/// Reads the comm kernels of `ranks` (sorted) of `run`.
+/// Ranks read in parallel at a time: enough to keep every core busy, few enough that their
+/// frames stay small.
+const RANKS_PER_BATCH: usize = 64;
+
+/// Reads the comm kernels of `ranks` (sorted) of `run`: each rank's partition is read on
+/// its own (in parallel), then numbered into instances in rank order.
 pub fn load(
     root: &Path,
     run: &str,
@@ -105,32 +110,52 @@ pub fn load(
     world_size: Option<i64>,
 ) -> Result<Loaded, DatasetError> {
     let mut out = Loaded::default();
-    let cols = columns();
-    for &rank in ranks {
-        let polars = |source| DatasetError::Polars {
-            path: dataset::partition_dir(root, "gpu_activities", run, rank),
-            source,
-        };
-        let is_comm = |df: &DataFrame| {
-            df.column("category")
-                .and_then(|c| c.str().map(|s| s.equal("comm")))
-        };
-        // A single-GPU trace has no comm kernels: one dictionary column says so, cheaply.
-        let cats = dataset::read_partition(root, "gpu_activities", run, rank, &["category"])?;
-        if is_comm(&cats).map_err(polars)?.any() {
-            let df = dataset::read_partition(root, "gpu_activities", run, rank, &cols)?;
-            let df = is_comm(&df).and_then(|m| df.filter(&m)).map_err(polars)?;
-            let kinds = c10d_kinds(root, run, rank, &df)?;
+    for batch in ranks.chunks(RANKS_PER_BATCH) {
+        let read = crate::par::map(batch, |&rank| read_rank(root, run, rank))?;
+        for (&rank, (df, kinds)) in batch.iter().zip(&read) {
             out.kinds_from_ops += kinds.len() as u64;
-            out.add_rank(rank, &Cols::of(&df), &kinds, world_size);
-        } else {
-            out.ranks.push(RankKernels {
-                rank,
-                kernels: vec![],
-            });
+            out.add_rank(rank, &Cols::of(df), kinds, world_size);
         }
     }
     Ok(out)
+}
+
+/// One rank's comm kernels and the kinds its RCCL generic kernels take from their ops.
+fn read_rank(
+    root: &Path,
+    run: &str,
+    rank: i64,
+) -> Result<(DataFrame, HashMap<i64, u8>), DatasetError> {
+    let polars = |source| DatasetError::Polars {
+        path: dataset::partition_dir(root, "gpu_activities", run, rank),
+        source,
+    };
+    let is_comm = |df: &DataFrame| {
+        df.column("category")
+            .and_then(|c| c.str().map(|s| s.equal("comm")))
+    };
+    // A single-GPU trace has no comm kernels: one dictionary column says so, cheaply.
+    let cats = dataset::read_partition(root, "gpu_activities", run, rank, &["category"])?;
+    if !is_comm(&cats).map_err(polars)?.any() {
+        return Ok((DataFrame::empty(), HashMap::new()));
+    }
+    let df = dataset::read_partition(root, "gpu_activities", run, rank, &columns())?;
+    let df = is_comm(&df).and_then(|m| df.filter(&m)).map_err(polars)?;
+    let kinds = c10d_kinds(root, run, rank, &df)?;
+    Ok((df, kinds))
+}
+
+impl Group {
+    /// The key as people read it: whole when short, else the group name and its size (a
+    /// 1,000-rank group's ranks list is kilobytes).
+    pub fn label(&self) -> String {
+        if self.key.len() <= 40 {
+            return self.key.clone();
+        }
+        let name = self.key.split(' ').next().unwrap_or("?");
+        let n = self.size.map_or("?".into(), |n| n.to_string());
+        format!("{name} ({n} ranks)")
+    }
 }
 
 impl Loaded {
@@ -182,28 +207,32 @@ impl Loaded {
 
     /// The index of the kernel's group, created on first sight.
     fn group(&mut self, c: &Cols, i: usize, rank: i64, world: Option<i64>) -> u32 {
-        let key = match (c.pg[i], c.pg_ranks[i]) {
-            (None, None) => "default".to_string(),
-            (name, ranks) => format!("{} {}", name.unwrap_or("?"), ranks.unwrap_or("")),
+        // PyTorch names every process group uniquely within a job; the ranks list stands in
+        // where a trace gives no name. Looked up by reference: no allocation per kernel.
+        let key = c.pg[i].or(c.pg_ranks[i]).unwrap_or("default");
+        let g = match self.group_idx.get(key) {
+            Some(&g) => g,
+            None => {
+                let size = c.size[i]
+                    .or_else(|| c.pg_ranks[i].and_then(ranks_in_list))
+                    .or(world);
+                self.groups.push(Group {
+                    key: key.to_string(),
+                    size,
+                    present: 0,
+                    last_rank: None,
+                });
+                let g = self.groups.len() as u32 - 1;
+                self.group_idx.insert(key.to_string(), g);
+                g
+            }
         };
-        let size = c.size[i]
-            .or_else(|| c.pg_ranks[i].and_then(ranks_in_list))
-            .or(world);
-        let n = self.groups.len() as u32;
-        let g = *self.group_idx.entry(key.clone()).or_insert_with(|| {
-            self.groups.push(Group {
-                key,
-                size,
-                present: 0,
-                last_rank: None,
-            });
-            n
-        });
         let group = &mut self.groups[g as usize];
-        group.size = group.size.max(size);
         if group.last_rank != Some(rank) {
             group.last_rank = Some(rank);
             group.present += 1;
+            let size = c.size[i].or_else(|| c.pg_ranks[i].and_then(ranks_in_list));
+            group.size = group.size.max(size);
         }
         g
     }

@@ -162,7 +162,7 @@ impl Job {
         for (i, s) in self.status.iter().enumerate() {
             let inst = &self.instances[i];
             let g = &self.groups[inst.group as usize];
-            let at = format!("group `{}` seq {}", g.key, inst.seq);
+            let at = format!("group `{}` seq {}", g.label(), inst.seq);
             match s {
                 Status::KindMismatch => add(
                     "collective_kind_mismatch",
@@ -187,7 +187,7 @@ impl Job {
                 let n = g.size.unwrap_or(0);
                 add(
                     "collective_partial_group",
-                    format!("group `{}`: {} of {n} ranks traced; arrivals and waits are among those only", g.key, g.present),
+                    format!("group `{}`: {} of {n} ranks traced; arrivals and waits are among those only", g.label(), g.present),
                 );
             }
         }

@@ -39,7 +39,7 @@ impl Job {
             for k in &rk.kernels {
                 let inst = &self.instances[k.inst as usize];
                 c.rank.push(rk.rank);
-                c.group.push(self.groups[inst.group as usize].key.clone());
+                c.group.push(self.groups[inst.group as usize].key.as_str());
                 c.seq.push(inst.seq);
                 c.kind.push(COMM_OPS[k.kind as usize]);
                 c.status.push(self.status[k.inst as usize].as_str());
@@ -188,9 +188,9 @@ impl Job {
 }
 
 #[derive(Default)]
-struct KernelCols {
+struct KernelCols<'a> {
     rank: Vec<i64>,
-    group: Vec<String>,
+    group: Vec<&'a str>,
     seq: Vec<i64>,
     kind: Vec<&'static str>,
     status: Vec<&'static str>,
@@ -241,13 +241,16 @@ pub fn write(root: &Path, jobs: &[Job]) -> Result<Vec<CollectiveTables>, Dataset
     let staging = Staging::new(root)?;
     let mut out = vec![];
     for job in jobs {
-        let mut r = 0;
-        while r < job.ranks.len() {
-            let to = (r + RANKS_PER_FRAME).min(job.ranks.len());
-            let df = job.kernel_frame(r..to).map_err(polars)?;
-            staging.write(COLLECTIVES.name, &runs, &df)?;
-            r = to;
-        }
+        // Frames of a few ranks each, built and staged in parallel.
+        let n = job.ranks.len();
+        let chunks: Vec<std::ops::Range<usize>> = (0..n)
+            .step_by(RANKS_PER_FRAME)
+            .map(|r| r..(r + RANKS_PER_FRAME).min(n))
+            .collect();
+        crate::par::map(&chunks, |range| {
+            let df = job.kernel_frame(range.clone()).map_err(polars)?;
+            staging.write(COLLECTIVES.name, &runs, &df)
+        })?;
         let t = CollectiveTables {
             instances: job.instance_frame().map_err(polars)?,
             ranks: job.rank_frame().map_err(polars)?,
@@ -263,15 +266,17 @@ pub fn write(root: &Path, jobs: &[Job]) -> Result<Vec<CollectiveTables>, Dataset
     ];
     staging.commit(&runs, &names)?;
     for job in jobs {
-        for (rk, c) in job.ranks.iter().zip(&job.clocks) {
+        let ranks: Vec<(i64, &super::Clock)> =
+            job.ranks.iter().map(|r| r.rank).zip(&job.clocks).collect();
+        crate::par::map(&ranks, |&(rank, c)| {
             let known = c.source != super::ClockSource::None;
             let cols = vec![
                 Column::new("clock_offset_ns".into(), [known.then_some(c.offset_ns)]),
                 Column::new("clock_offset_spread_ns".into(), [c.spread_ns]),
                 Column::new("clock_source".into(), [Some(c.source.as_str())]),
             ];
-            dataset::update_runs_partition(root, &job.run, rk.rank, cols)?;
-        }
+            dataset::update_runs_partition(root, &job.run, rank, cols)
+        })?;
     }
     Ok(out)
 }
