@@ -150,11 +150,12 @@ fn tables_show_summary_levels_and_collective_bandwidths() {
         html.contains("<td class=\"n\">146.80</td>"),
         "GB/s with 2 decimals"
     );
-    // Collectives: both sides side by side, time ratio 0.125 / 0.1.
+    // Collectives: both sides side by side (transfer ms, skew ms, algbw, busbw), time ratio
+    // 0.125 / 0.1.
     assert!(html.contains(
-        "<td>all_reduce 8388608 B BFloat16 x8</td><td class=\"n\">10</td><td class=\"n\">0.100</td><td class=\"n\">83.89</td><td class=\"n\">146.80</td><td class=\"n\">10</td><td class=\"n\">0.125</td><td class=\"n\">67.11</td><td class=\"n\">117.44</td><td class=\"n\">1.250</td>"
+        "<td>all_reduce 8388608 B BFloat16 x8</td><td class=\"n\">10</td><td class=\"n\">0.100</td><td class=\"n\">0.020</td><td class=\"n\">83.89</td><td class=\"n\">146.80</td><td class=\"n\">10</td><td class=\"n\">0.125</td><td class=\"n\">-</td><td class=\"n\">67.11</td><td class=\"n\">117.44</td><td class=\"n\">1.250</td>"
     ));
-    assert!(html.contains("<td>all_gather 4194304 B - x8</td><td class=\"n\">3</td><td class=\"n\">0.050</td><td class=\"n\">-</td><td class=\"n\">-</td><td class=\"n\">-</td>"));
+    assert!(html.contains("<td>all_gather 4194304 B - x8</td><td class=\"n\">3</td><td class=\"n\">0.050</td><td class=\"n\">0.010</td><td class=\"n\">-</td><td class=\"n\">-</td><td class=\"n\">-</td>"));
     let p = plots(&html);
     // Bus bandwidth bars: all_gather (no bandwidth on the reference, absent on the candidate)
     // then all_reduce.

@@ -265,6 +265,8 @@ fn collectives(dir: &Path) {
             i("group_size", vec![Some(8), Some(8), Some(8)]),
             i("count", vec![Some(10), Some(10), Some(3)]),
             f("mean_ms", vec![Some(0.1), Some(0.125), Some(0.05)]),
+            // Median skew across ranks; unmatched kernels (one traced rank) have none.
+            f("median_skew_ms", vec![Some(0.02), None, Some(0.01)]),
             f(
                 "algbw_gbps",
                 vec![Some(algbw(0.1)), Some(algbw(0.125)), None],
