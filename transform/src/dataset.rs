@@ -13,6 +13,8 @@ pub enum DatasetError {
     UnknownTable(String),
     #[error("{path}: {source}")]
     Polars { path: PathBuf, source: PolarsError },
+    #[error(transparent)]
+    Write(#[from] aorta_ingest::IngestError),
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -142,6 +144,13 @@ impl Staging {
     /// Stages the rows of `df` whose run is one of `runs`, one part per (run, rank).
     pub fn write(&self, table: &str, runs: &[String], df: &DataFrame) -> Result<(), DatasetError> {
         stage(&self.tmp, runs, &[(table, df)])
+    }
+
+    /// Where the part of one (table, run, rank) is staged, for writers of their own.
+    pub fn part_path(&self, table: &str, run: &str, rank: i64) -> PathBuf {
+        self.tmp.join(format!(
+            "new/{table}/run={run}/rank={rank}/part-overlap.parquet"
+        ))
     }
 
     /// Swaps the staged partitions of `runs` into place, for each of `tables`.

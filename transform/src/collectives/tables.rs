@@ -1,13 +1,14 @@
 //! The three tables of `aorta collectives`, laid out as `aorta_ingest::schema` declares them,
 //! and their commit into the dataset together with the `runs` clock columns.
 //!
-//! `collectives` has a row per comm kernel of every rank: millions for a 1,000-rank job. It
-//! is built and staged a few ranks at a time, so it never sits in memory whole.
+//! `collectives` has a row per comm kernel of every rank: millions for a 1,000-rank job. Each
+//! rank's part is built and written on its own, so the table never sits in memory whole.
 
 use std::path::Path;
 
 use aorta_ingest::classify::COMM_OPS;
 use aorta_ingest::schema::{COLLECTIVES, COLLECTIVE_INSTANCES, COLLECTIVE_RANKS};
+use aorta_ingest::writer::{write_all, Cols};
 use polars::prelude::*;
 
 use crate::dataset::{self, DatasetError, Staging};
@@ -15,10 +16,7 @@ use crate::nccl::gbps;
 use crate::rows::{frame, str_column};
 
 use super::arrive::{ranking, RankStats};
-use super::{Job, NO_STEP};
-
-/// Ranks per staged `collectives` frame.
-const RANKS_PER_FRAME: usize = 32;
+use super::{Job, Kernel, NO_STEP};
 
 /// The small tables of one run (the per-kernel table is staged as it is built).
 pub struct CollectiveTables {
@@ -31,47 +29,35 @@ impl Job {
         (step != NO_STEP).then_some(step)
     }
 
-    /// `collectives` rows of `self.ranks[range]`.
-    pub fn kernel_frame(&self, range: std::ops::Range<usize>) -> PolarsResult<DataFrame> {
-        let mut c = KernelCols::default();
-        for r in range {
-            let rk = &self.ranks[r];
-            for k in &rk.kernels {
-                let inst = &self.instances[k.inst as usize];
-                c.rank.push(rk.rank);
-                c.group.push(self.groups[inst.group as usize].key.as_str());
-                c.seq.push(inst.seq);
-                c.kind.push(COMM_OPS[k.kind as usize]);
-                c.status.push(self.status[k.inst as usize].as_str());
-                c.step.push(Job::step_of(k.step));
-                c.bytes.push(inst.bytes);
-                c.start.push(k.start);
-                c.end.push(k.end);
-                let split = self.timing(r, k);
-                c.arrival.push(split.map(|s| s.1));
-                c.wait.push(split.map(|s| s.0));
-                c.transfer.push(split.map(|s| k.end - k.start - s.0));
-            }
-        }
-        let n = c.rank.len();
-        frame(
-            &COLLECTIVES,
-            vec![
-                str_column("run", vec![self.run.as_str(); n]),
-                Column::new("rank".into(), c.rank),
-                str_column("process_group", c.group),
-                Column::new("seq".into(), c.seq),
-                str_column("kind", c.kind),
-                str_column("status", c.status),
-                Column::new("step".into(), c.step),
-                Column::new("bytes".into(), c.bytes),
-                Column::new("start_ns".into(), c.start),
-                Column::new("end_ns".into(), c.end),
-                Column::new("arrival_ns".into(), c.arrival),
-                Column::new("wait_ns".into(), c.wait),
-                Column::new("transfer_ns".into(), c.transfer),
-            ],
-        )
+    /// One rank's `collectives` part, through ingest's Parquet writer (dictionary strings,
+    /// delta-encoded integers, level-1 zstd): a 1,000-rank job writes 10 M of these rows,
+    /// the bulk of the command's time with polars' writer.
+    fn write_kernels(&self, r: usize, path: &Path) -> Result<(), DatasetError> {
+        let ks = &self.ranks[r].kernels;
+        let inst = |k: &Kernel| &self.instances[k.inst as usize];
+        let timing: Vec<Option<(i64, i64)>> = ks.iter().map(|k| self.timing(r, k)).collect();
+        let mut b = Cols::new(&COLLECTIVES);
+        let group = |k: &Kernel| self.groups[inst(k).group as usize].key.as_str();
+        b.str("process_group", ks.iter().map(group));
+        b.i64("seq", ks.iter().map(|k| inst(k).seq));
+        b.str("kind", ks.iter().map(|k| COMM_OPS[k.kind as usize]));
+        b.str(
+            "status",
+            ks.iter().map(|k| self.status[k.inst as usize].as_str()),
+        );
+        b.opt_i64("step", ks.iter().map(|k| Job::step_of(k.step)));
+        b.opt_i64("bytes", ks.iter().map(|k| inst(k).bytes));
+        b.i64("start_ns", ks.iter().map(|k| k.start));
+        b.i64("end_ns", ks.iter().map(|k| k.end));
+        b.opt_i64("arrival_ns", timing.iter().map(|t| t.map(|t| t.1)));
+        b.opt_i64("wait_ns", timing.iter().map(|t| t.map(|t| t.0)));
+        let transfer = ks.iter().zip(&timing);
+        b.opt_i64(
+            "transfer_ns",
+            transfer.map(|(k, t)| t.map(|t| k.end - k.start - t.0)),
+        );
+        write_all(&COLLECTIVES, path, b.finish())?;
+        Ok(())
     }
 
     /// `collective_instances`, under the reference rank's partition.
@@ -188,22 +174,6 @@ impl Job {
 }
 
 #[derive(Default)]
-struct KernelCols<'a> {
-    rank: Vec<i64>,
-    group: Vec<&'a str>,
-    seq: Vec<i64>,
-    kind: Vec<&'static str>,
-    status: Vec<&'static str>,
-    step: Vec<Option<i64>>,
-    bytes: Vec<Option<i64>>,
-    start: Vec<i64>,
-    end: Vec<i64>,
-    arrival: Vec<Option<i64>>,
-    wait: Vec<Option<i64>>,
-    transfer: Vec<Option<i64>>,
-}
-
-#[derive(Default)]
 struct RankCols {
     rank: Vec<i64>,
     level: Vec<&'static str>,
@@ -241,15 +211,11 @@ pub fn write(root: &Path, jobs: &[Job]) -> Result<Vec<CollectiveTables>, Dataset
     let staging = Staging::new(root)?;
     let mut out = vec![];
     for job in jobs {
-        // Frames of a few ranks each, built and staged in parallel.
-        let n = job.ranks.len();
-        let chunks: Vec<std::ops::Range<usize>> = (0..n)
-            .step_by(RANKS_PER_FRAME)
-            .map(|r| r..(r + RANKS_PER_FRAME).min(n))
-            .collect();
-        crate::par::map(&chunks, |range| {
-            let df = job.kernel_frame(range.clone()).map_err(polars)?;
-            staging.write(COLLECTIVES.name, &runs, &df)
+        // One part per rank, written in parallel.
+        let ranks: Vec<usize> = (0..job.ranks.len()).collect();
+        crate::par::map(&ranks, |&r| {
+            let path = staging.part_path(COLLECTIVES.name, &job.run, job.ranks[r].rank);
+            job.write_kernels(r, &path)
         })?;
         let t = CollectiveTables {
             instances: job.instance_frame().map_err(polars)?,
