@@ -377,7 +377,28 @@ def write_rank(rank):
             ',\n"traceEvents":[\n')
     buf.append(head)
 
+    def emit(f, start, d, launch_basis):
+        # One kernel of duration d at start, with its launch (and flow pair) before it.
+        nonlocal corr, ext, nkern, first_launch, last_launch_end
+        ld = LAUNCH_DUR_NS if launch_basis >= LAUNCH_DUR_NS else launch_basis
+        ls = start - LAUNCH_LEAD_NS
+        lq, lr = divmod(ls, 1000)
+        sq, sr = divmod(start, 1000)
+        dq, dr = divmod(d, 1000)
+        ldq, ldr = divmod(ld, 1000)
+        if flows:
+            buf.append(f % (lq, lr, ldq, ldr, ext, corr, corr, lq, lr, sq, sr, dq, dr, ext, corr, corr, sq, sr))
+        else:
+            buf.append(f % (lq, lr, ldq, ldr, ext, corr, sq, sr, dq, dr, ext, corr))
+        if first_launch is None:
+            first_launch = ls
+        last_launch_end = ls + ld
+        corr += 1
+        ext += 1
+        nkern += 1
+
     t = cfg["origin_ns"] + off       # raw clock of this rank
+    first_launch = last_launch_end = None
     corr = CORR_BASE
     ext = EXT_BASE
     k = 0
@@ -400,22 +421,7 @@ def write_rank(rank):
                 start = t + gap + pending_gap
                 pending_gap = 0
                 d = dur + delay if (delay and i == n_c - 1) else dur
-                ld = LAUNCH_DUR_NS if dur >= LAUNCH_DUR_NS else dur
-                ls = start - LAUNCH_LEAD_NS
-                lq, lr = divmod(ls, 1000)
-                sq, sr = divmod(start, 1000)
-                dq, dr = divmod(d, 1000)
-                ldq, ldr = divmod(ld, 1000)
-                if flows:
-                    buf.append(f % (lq, lr, ldq, ldr, ext, corr, corr, lq, lr, sq, sr, dq, dr, ext, corr, corr, sq, sr))
-                else:
-                    buf.append(f % (lq, lr, ldq, ldr, ext, corr, sq, sr, dq, dr, ext, corr))
-                if first_launch is None:
-                    first_launch = ls
-                last_launch_end = ls + ld
-                corr += 1
-                ext += 1
-                nkern += 1
+                emit(f, start, d, dur)
                 t = start + dur
             if coll is None:
                 continue
@@ -426,22 +432,7 @@ def write_rank(rank):
             arrive = tb + jit[k] + delay
             end = tb + ma[k] + transfer + ejit[k]
             d = end - arrive
-            ld = LAUNCH_DUR_NS if transfer >= LAUNCH_DUR_NS else transfer
-            ls = arrive - LAUNCH_LEAD_NS
-            lq, lr = divmod(ls, 1000)
-            sq, sr = divmod(arrive, 1000)
-            dq, dr = divmod(d, 1000)
-            ldq, ldr = divmod(ld, 1000)
-            if flows:
-                buf.append(f % (lq, lr, ldq, ldr, ext, corr, corr, lq, lr, sq, sr, dq, dr, ext, corr, corr, sq, sr))
-            else:
-                buf.append(f % (lq, lr, ldq, ldr, ext, corr, sq, sr, dq, dr, ext, corr))
-            if first_launch is None:
-                first_launch = ls
-            last_launch_end = ls + ld
-            corr += 1
-            ext += 1
-            nkern += 1
+            emit(f, arrive, d, transfer)
             t = tb + ma[k] + transfer + me[k]
             k += 1
         ss = first_launch - STEP_PAD_NS
