@@ -270,18 +270,24 @@ fn collectives_json(dir: &Path, by: &str) -> Value {
 }
 
 /// Ingests one run, runs `aorta collectives`, and checks every row against the reference.
-fn check_run(files: &[PathBuf], label: &str) -> Value {
+/// A run checked by `check_run`: its dataset, the `aorta collectives --json` document, the
+/// reference and the files by rank, for further checks without ingesting again.
+struct Checked {
+    dir: tempfile::TempDir,
+    doc: Value,
+    reference: Reference,
+    by_rank: BTreeMap<i64, PathBuf>,
+}
+
+fn check_run(files: &[PathBuf], label: &str) -> Checked {
     let dir = tempfile::tempdir().unwrap();
     let paths: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
     let o = ingest(&paths, dir.path(), &["--label", label, "-q"]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let doc = collectives_json(dir.path(), "rank");
     let by_rank: BTreeMap<i64, PathBuf> = files.iter().map(|f| (rank_of(f), f.clone())).collect();
-    let Reference {
-        rows: want,
-        insts,
-        offsets,
-    } = reference(&by_rank);
+    let r = reference(&by_rank);
+    let (insts, offsets) = (&r.insts, &r.offsets);
     let got = table(dir.path(), "collectives", label);
     let (rank, seq, start, end) = (
         i64s(&got, "rank"),
@@ -316,7 +322,7 @@ fn check_run(files: &[PathBuf], label: &str) -> Value {
     for v in rows.values_mut() {
         v.sort_by_key(|e| (e.group.clone(), e.seq));
     }
-    let mut want = want;
+    let mut want = r.rows.clone();
     for v in want.values_mut() {
         v.sort_by_key(|e| (e.group.clone(), e.seq));
     }
@@ -350,7 +356,12 @@ fn check_run(files: &[PathBuf], label: &str) -> Value {
             "{label}: rank {r:?} offset"
         );
     }
-    doc
+    Checked {
+        dir,
+        doc,
+        reference: r,
+        by_rank,
+    }
 }
 
 fn kind_of_text(s: &str) -> &'static str {
@@ -397,12 +408,11 @@ fn dlrm_8_ranks_equal_the_brute_force_reference_and_name_the_rank_waited_for() {
     let Some(root) = corpus() else { return };
     let files = files_in(&root.join("kineto/cuda/v100_dlrm_8rank"), ".json.gz");
     assert_eq!(files.len(), 8);
-    let doc = check_run(&files, "dlrm");
-    let run = &doc["runs"][0];
+    let checked = check_run(&files, "dlrm");
+    let run = &checked.doc["runs"][0];
     assert_eq!(run["ranks"], 8);
     // The straggler named first is the rank with the most caused delay, by the reference.
-    let by_rank: BTreeMap<i64, PathBuf> = files.iter().map(|f| (rank_of(f), f.clone())).collect();
-    let insts = reference(&by_rank).insts;
+    let insts = &checked.reference.insts;
     let mut caused: BTreeMap<i64, i64> = BTreeMap::new();
     for (_, last, c, _) in insts.values() {
         *caused.entry(*last).or_default() += c;
@@ -419,27 +429,23 @@ fn dlrm_8_ranks_equal_the_brute_force_reference_and_name_the_rank_waited_for() {
     for r in run["stragglers"].as_array().unwrap() {
         assert!(r["wait_pct"].as_f64().is_some(), "{r}");
     }
-    overlap_split_matches(&files, &by_rank);
+    overlap_split_matches(&checked);
 }
 
 /// `aorta overlap`'s rank rows: comm_wait_ns = |U(wait parts)|, comm_transfer_ns =
 /// |U(transfer parts)| and exposed_transfer_ns = |U(transfer) − U(compute)|, from the
 /// reference's waits and the raw compute kernels (|A − B| = |A ∪ B| − |B|).
-fn overlap_split_matches(files: &[PathBuf], by_rank: &BTreeMap<i64, PathBuf>) {
-    let dir = tempfile::tempdir().unwrap();
-    let paths: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
-    let o = ingest(&paths, dir.path(), &["--label", "dlrm", "-q"]);
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
+fn overlap_split_matches(checked: &Checked) {
+    let (by_rank, want) = (&checked.by_rank, &checked.reference.rows);
     let o = aorta(&[
         "overlap".as_ref(),
-        dir.path().as_os_str(),
+        checked.dir.path().as_os_str(),
         "--by".as_ref(),
         "rank".as_ref(),
         "--json".as_ref(),
     ]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
-    let want = reference(by_rank).rows;
     let golden = super::golden();
     for row in doc["runs"][0]["rows"].as_array().unwrap() {
         let rank = row["rank"].as_i64().unwrap();
@@ -490,7 +496,7 @@ fn h200_fsdp2_python_aorta_and_sampled_runs_equal_the_reference() {
     );
     check_run(&py, "aorta_py");
     let sampled = files_in(&root.join("kineto/cuda/a100_sampled_2rank"), ".json.gz");
-    let doc = check_run(&sampled, "sampled");
+    let doc = check_run(&sampled, "sampled").doc;
     // 2 of 128 ranks: said, never invented.
     let run = &doc["runs"][0];
     assert_eq!(run["ranks"], 2);

@@ -78,7 +78,7 @@ fn lateness(page: &mut Page, job: &Job) -> Result<(), PolarsError> {
             "hovertemplate": "%{y}, %{x}: %{z:.3f}<extra></extra>",
         })));
         plot.set_layout(
-            crate::page::layout(120 + 28 * ranks.len().min(40))
+            crate::page::layout(240 + 24 * ranks.len().min(40))
                 .title(format!("{}: {title}", job.run)),
         );
         plot

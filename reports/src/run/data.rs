@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+use aorta_transform::collectives::Job;
 use aorta_transform::{dataset, overlap};
 use polars::prelude::*;
 
@@ -65,6 +66,8 @@ pub(crate) struct RunData {
     pub steps: Vec<StepRow>,
     pub categories: Vec<CategoryRow>,
     pub collectives: Vec<CollectiveRow>,
+    /// Each run's collectives matched across its ranks.
+    pub jobs: Vec<Job>,
     pub from_dataset: bool,
 }
 
@@ -85,7 +88,13 @@ pub(crate) fn keep(runs: &[String], rank: Option<i64>) -> Expr {
 impl RunData {
     pub fn load(root: &Path, opts: &RunReportOptions) -> Result<RunData, ReportError> {
         let runs = select_runs(root, &opts.runs)?;
-        let (steps, colls, from_dataset) = overlap_frames(root, &runs)?;
+        // Matched once: the cross-rank charts draw them, and computed overlap tables split
+        // their comm time with them.
+        let jobs = runs
+            .iter()
+            .map(|r| Job::analyze(root, r))
+            .collect::<Result<Vec<_>, _>>()?;
+        let (steps, colls, from_dataset) = overlap_frames(root, &runs, &jobs)?;
         let all_steps = step_rows(&steps, &root.join("overlap_steps"))?;
         let mut ranks: Vec<i64> = all_steps.iter().map(|s| s.rank).collect();
         ranks.sort_unstable();
@@ -114,6 +123,7 @@ impl RunData {
             steps,
             categories,
             collectives,
+            jobs,
             from_dataset,
         })
     }
@@ -200,6 +210,7 @@ fn select_runs(root: &Path, asked: &[String]) -> Result<Vec<String>, ReportError
 fn overlap_frames(
     root: &Path,
     runs: &[String],
+    jobs: &[Job],
 ) -> Result<(DataFrame, DataFrame, bool), ReportError> {
     let read = |table: &str| -> Result<DataFrame, ReportError> {
         dataset::scan(root, table)?
@@ -212,7 +223,7 @@ fn overlap_frames(
     if runs.iter().all(|r| have.contains(r) && !stale(root, r)) {
         return Ok((steps, read("overlap_collectives")?, true));
     }
-    let t = overlap::from_dataset(root, runs)?;
+    let t = overlap::from_dataset_with(root, runs, jobs)?;
     Ok((t.steps, t.collectives, false))
 }
 

@@ -78,12 +78,7 @@ pub fn run_report(
     charts::overlap_per_step(&mut page, &d.steps);
     charts::categories_per_step(&mut page, &d.categories);
     charts::collectives(&mut page, &d.collectives);
-    let jobs = d
-        .runs
-        .iter()
-        .map(|r| aorta_transform::collectives::Job::analyze(dataset, r))
-        .collect::<Result<Vec<_>, _>>()?;
-    cross_rank::charts(&mut page, &jobs).map_err(ReportError::polars(dataset))?;
+    cross_rank::charts(&mut page, &d.jobs).map_err(ReportError::polars(dataset))?;
     page.write(out)?;
     Ok(RunReport {
         out: out.to_path_buf(),
