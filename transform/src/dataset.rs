@@ -160,9 +160,28 @@ impl Staging {
 }
 
 impl Drop for Staging {
+    /// Removes what was staged and the partitions swapped out: for a 1,000-rank job, thousands
+    /// of directories, removed a share per core.
     fn drop(&mut self) {
+        let mut dirs = vec![self.tmp.clone()];
+        for _ in 0..4 {
+            dirs = dirs.iter().flat_map(|d| subdirs(d)).collect();
+        }
+        let _ = crate::par::map(&dirs, |d| std::fs::remove_dir_all(d));
         let _ = std::fs::remove_dir_all(&self.tmp);
     }
+}
+
+/// The directories directly inside `dir` (none when it cannot be read).
+fn subdirs(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The partition directory of one run and rank of a table.
@@ -238,9 +257,18 @@ pub fn update_runs_partition(
         };
         let file = std::fs::File::open(&f).map_err(io_err(&f))?;
         let mut df = ParquetReader::new(file).finish().map_err(polars)?;
+        let mut changed = false;
         for c in &columns {
             let v = c.new_from_index(0, df.height());
+            changed |= df
+                .column(v.name())
+                .map_or(true, |old| !old.equals_missing(&v));
             df.with_column(v).map_err(polars)?;
+        }
+        // A rerun that finds the same values leaves the file alone (a 1,000-rank job has a
+        // thousand of them).
+        if !changed {
+            continue;
         }
         let tmp = f.with_extension(format!("tmp-{}", std::process::id()));
         let file = std::fs::File::create(&tmp).map_err(io_err(&tmp))?;

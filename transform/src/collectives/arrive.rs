@@ -6,7 +6,9 @@
 //! passes over the ranks do it: the first finds each instance's first, last and
 //! second-to-last arrival, the second splits every kernel against them.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap;
 
 use super::clock::Clock;
 use super::load::{Group, InstanceKey, Kernel, RankKernels, NO_STEP};
@@ -150,16 +152,41 @@ pub struct RankStats {
 /// (step `None`), level 1 one step (`None`: kernels outside every step).
 pub type Stragglers = BTreeMap<(u8, Option<i64>, i64), RankStats>;
 
-/// Adds one rank's paired kernels to the run rows and step rows (summed per step first:
-/// a 1,000-rank job has millions of kernels but thousands of rows).
-pub fn add_rank(
-    out: &mut Stragglers,
+/// The straggler rows of every rank: each rank's steps are summed on a worker thread
+/// (millions of kernels), then merged into the run and step rows (thousands).
+pub fn stragglers(
+    ranks: &[RankKernels],
+    clocks: &[Clock],
+    arr: &[Option<Arrivals>],
+    status: &[Status],
+) -> Stragglers {
+    let idx: Vec<usize> = (0..ranks.len()).collect();
+    let Ok(per_rank) = crate::par::map(&idx, |&r| {
+        Ok::<_, std::convert::Infallible>(rank_steps(&ranks[r], &clocks[r], arr, status))
+    });
+    let mut out = Stragglers::new();
+    for (rk, steps) in ranks.iter().zip(per_rank) {
+        for (step, s) in steps {
+            let run = out.entry((0, None, rk.rank)).or_default();
+            run.instances += s.instances;
+            run.wait_ns += s.wait_ns;
+            run.transfer_ns += s.transfer_ns;
+            run.times_last += s.times_last;
+            run.caused_ns += s.caused_ns;
+            out.insert((1, step, rk.rank), s);
+        }
+    }
+    out
+}
+
+/// One rank's paired kernels summed per step (`None`: outside every step).
+fn rank_steps(
     rk: &RankKernels,
     clock: &Clock,
     arr: &[Option<Arrivals>],
     status: &[Status],
-) {
-    let mut steps: HashMap<Option<i64>, RankStats> = HashMap::new();
+) -> FxHashMap<Option<i64>, RankStats> {
+    let mut steps: FxHashMap<Option<i64>, RankStats> = FxHashMap::default();
     for k in &rk.kernels {
         if status[k.inst as usize] != Status::Paired {
             continue;
@@ -179,15 +206,7 @@ pub fn add_rank(
             s.caused_ns += arrival - a.second;
         }
     }
-    for (step, s) in steps {
-        let run = out.entry((0, None, rk.rank)).or_default();
-        run.instances += s.instances;
-        run.wait_ns += s.wait_ns;
-        run.transfer_ns += s.transfer_ns;
-        run.times_last += s.times_last;
-        run.caused_ns += s.caused_ns;
-        out.insert((1, step, rk.rank), s);
-    }
+    steps
 }
 
 /// The order of stragglers within one run or step: by caused delay, then times last, then

@@ -14,6 +14,7 @@
 mod arrive;
 mod clock;
 mod load;
+mod prepare;
 pub mod split;
 mod tables;
 mod views;
@@ -76,10 +77,7 @@ impl Job {
         let paired: Vec<bool> = status.iter().map(|s| *s == Status::Paired).collect();
         let clocks = clock::align(&loaded.ranks, &paired);
         let arrivals = arrive::arrivals(&loaded.ranks, &clocks, &status);
-        let mut stragglers = Stragglers::new();
-        for (rk, c) in loaded.ranks.iter().zip(&clocks) {
-            arrive::add_rank(&mut stragglers, rk, c, &arrivals, &status);
-        }
+        let stragglers = arrive::stragglers(&loaded.ranks, &clocks, &arrivals, &status);
         Ok(Job {
             run: run.to_string(),
             world_size,

@@ -4,6 +4,7 @@
 //! `collectives` has a row per comm kernel of every rank: millions for a 1,000-rank job. Each
 //! rank's part is built and written on its own, so the table never sits in memory whole.
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use aorta_ingest::classify::COMM_OPS;
@@ -139,6 +140,10 @@ impl Job {
 
     /// `collective_ranks`: the run rows, then each step's, with the straggler ranking.
     pub fn rank_frame(&self) -> PolarsResult<DataFrame> {
+        self.rank_cols().frame(&self.run)
+    }
+
+    fn rank_cols(&self) -> RankCols {
         let mut c = RankCols::default();
         let mut rows = self.stragglers.iter().peekable();
         while let Some((&(level, step, _), _)) = rows.peek() {
@@ -154,22 +159,7 @@ impl Job {
                 c.push(level, step, *rank, s, place);
             }
         }
-        let n = c.rank.len();
-        frame(
-            &COLLECTIVE_RANKS,
-            vec![
-                str_column("run", vec![self.run.as_str(); n]),
-                Column::new("rank".into(), c.rank),
-                str_column("level", c.level),
-                Column::new("step".into(), c.step),
-                Column::new("instances".into(), c.instances),
-                Column::new("times_last".into(), c.times_last),
-                Column::new("caused_ns".into(), c.caused),
-                Column::new("wait_ns".into(), c.wait),
-                Column::new("transfer_ns".into(), c.transfer),
-                Column::new("straggler_rank".into(), c.place),
-            ],
-        )
+        c
     }
 }
 
@@ -187,6 +177,42 @@ struct RankCols {
 }
 
 impl RankCols {
+    fn frame(self, run: &str) -> PolarsResult<DataFrame> {
+        let n = self.rank.len();
+        frame(
+            &COLLECTIVE_RANKS,
+            vec![
+                str_column("run", vec![run; n]),
+                Column::new("rank".into(), self.rank),
+                str_column("level", self.level),
+                Column::new("step".into(), self.step),
+                Column::new("instances".into(), self.instances),
+                Column::new("times_last".into(), self.times_last),
+                Column::new("caused_ns".into(), self.caused),
+                Column::new("wait_ns".into(), self.wait),
+                Column::new("transfer_ns".into(), self.transfer),
+                Column::new("straggler_rank".into(), self.place),
+            ],
+        )
+    }
+
+    /// The rows `rows` (one rank's) as one `collective_ranks` part, through ingest's writer
+    /// like the per-kernel table: a 1,000-rank job has a part per rank.
+    fn write_part(&self, rows: &[usize], path: &Path) -> Result<(), DatasetError> {
+        let mut b = Cols::new(&COLLECTIVE_RANKS);
+        let pick = |v: &[i64]| rows.iter().map(|&i| v[i]).collect::<Vec<_>>();
+        b.str("level", rows.iter().map(|&i| self.level[i]));
+        b.opt_i64("step", rows.iter().map(|&i| self.step[i]));
+        b.i64("instances", pick(&self.instances));
+        b.i64("times_last", pick(&self.times_last));
+        b.i64("caused_ns", pick(&self.caused));
+        b.i64("wait_ns", pick(&self.wait));
+        b.i64("transfer_ns", pick(&self.transfer));
+        b.i64("straggler_rank", pick(&self.place));
+        write_all(&COLLECTIVE_RANKS, path, b.finish())?;
+        Ok(())
+    }
+
     fn push(&mut self, level: u8, step: Option<i64>, rank: i64, s: &RankStats, place: i64) {
         self.rank.push(rank);
         self.level.push(if level == 0 { "run" } else { "step" });
@@ -211,18 +237,29 @@ pub fn write(root: &Path, jobs: &[Job]) -> Result<Vec<CollectiveTables>, Dataset
     let staging = Staging::new(root)?;
     let mut out = vec![];
     for job in jobs {
-        // One part per rank, written in parallel.
-        let ranks: Vec<usize> = (0..job.ranks.len()).collect();
-        crate::par::map(&ranks, |&r| {
-            let path = staging.part_path(COLLECTIVES.name, &job.run, job.ranks[r].rank);
-            job.write_kernels(r, &path)
+        let ranks = job.rank_cols();
+        let mut rows_of: HashMap<i64, Vec<usize>> = HashMap::new();
+        for (i, &rank) in ranks.rank.iter().enumerate() {
+            rows_of.entry(rank).or_default().push(i);
+        }
+        // Both per-rank tables, one part per rank each, written in parallel.
+        let idx: Vec<usize> = (0..job.ranks.len()).collect();
+        crate::par::map(&idx, |&r| {
+            let rank = job.ranks[r].rank;
+            job.write_kernels(r, &staging.part_path(COLLECTIVES.name, &job.run, rank))?;
+            match rows_of.get(&rank) {
+                Some(rows) => {
+                    let path = staging.part_path(COLLECTIVE_RANKS.name, &job.run, rank);
+                    ranks.write_part(rows, &path)
+                }
+                None => Ok(()),
+            }
         })?;
         let t = CollectiveTables {
             instances: job.instance_frame().map_err(polars)?,
-            ranks: job.rank_frame().map_err(polars)?,
+            ranks: ranks.frame(&job.run).map_err(polars)?,
         };
         staging.write(COLLECTIVE_INSTANCES.name, &runs, &t.instances)?;
-        staging.write(COLLECTIVE_RANKS.name, &runs, &t.ranks)?;
         out.push(t);
     }
     let names = [

@@ -30,6 +30,9 @@ pub struct Late {
     pub ops: String,
 }
 
+/// A late arrival's window on its rank's clock: (instance, from, to).
+type Window = (usize, i64, i64);
+
 /// Explains every late arrival (`None` elsewhere). `offset` maps a rank to its clock offset.
 pub fn explain(
     root: &Path,
@@ -38,7 +41,7 @@ pub fn explain(
     arr: &[Option<Arrivals>],
 ) -> Result<Vec<Option<Late>>, DatasetError> {
     let mut out = vec![None; arr.len()];
-    let mut by_rank: HashMap<i64, Vec<(usize, i64, i64)>> = HashMap::new();
+    let mut by_rank: HashMap<i64, Vec<Window>> = HashMap::new();
     for (i, a) in arr.iter().enumerate() {
         let Some(a) = a.filter(|a| a.last - a.second >= LATE_NS) else {
             continue;
@@ -47,19 +50,38 @@ pub fn explain(
         let lo = hi - (a.last - a.second);
         by_rank.entry(a.last_rank).or_default().push((i, lo, hi));
     }
-    for (rank, windows) in by_rank {
-        let acts = Activities::read(root, run, rank)?;
-        for (i, lo, hi) in windows {
-            out[i] = Some(acts.window(lo, hi));
-        }
+    // Each late rank's partition is read and its windows explained on a worker thread.
+    let mut by_rank: Vec<(i64, Vec<Window>)> = by_rank.into_iter().collect();
+    by_rank.sort_unstable_by_key(|r| r.0);
+    let explained = crate::par::map(&by_rank, |(rank, windows)| {
+        let acts = Activities::read(root, run, *rank)?;
+        Ok::<_, DatasetError>(
+            windows
+                .iter()
+                .map(|&(i, lo, hi)| (i, acts.window(lo, hi)))
+                .collect::<Vec<_>>(),
+        )
+    })?;
+    for (i, late) in explained.into_iter().flatten() {
+        out[i] = Some(late);
     }
     Ok(out)
 }
 
+/// One GPU activity, its category and label as indices into `Activities::names`.
+#[derive(Debug, Clone, Copy)]
+struct Row {
+    start: i64,
+    end: i64,
+    category: u32,
+    label: u32,
+}
+
 /// One rank's GPU activities sorted by start, each with its launching operator's name.
 struct Activities {
-    /// (start, end, category, label)
-    rows: Vec<(i64, i64, String, String)>,
+    rows: Vec<Row>,
+    /// Categories and labels, each once (a rank has millions of rows but few names).
+    names: Vec<String>,
     max_dur: i64,
 }
 
@@ -84,41 +106,53 @@ impl Activities {
             strs(&gpu, "name"),
             ints(&gpu, "external_id"),
         );
-        let mut rows: Vec<(i64, i64, String, String)> = (0..gpu.height())
+        let mut names = Names::default();
+        let mut rows: Vec<Row> = (0..gpu.height())
             .filter_map(|i| {
                 let label = ext[i]
                     .and_then(|e| ops.get(&e).copied())
                     .or(name[i])
                     .unwrap_or("?");
-                let label: String = label.chars().take(60).collect();
-                Some((start[i]?, end[i]?, cat[i].unwrap_or("?").to_string(), label))
+                Some(Row {
+                    start: start[i]?,
+                    end: end[i]?,
+                    category: names.index(cat[i].unwrap_or("?")),
+                    label: names.index(clip(label)),
+                })
             })
             .collect();
-        rows.sort_unstable_by_key(|r| (r.0, r.1));
-        let max_dur = rows.iter().map(|r| r.1 - r.0).max().unwrap_or(0);
-        Ok(Activities { rows, max_dur })
+        rows.sort_unstable_by_key(|r| (r.start, r.end));
+        let max_dur = rows.iter().map(|r| r.end - r.start).max().unwrap_or(0);
+        Ok(Activities {
+            rows,
+            names: names.list,
+            max_dur,
+        })
     }
 
     fn window(&self, lo: i64, hi: i64) -> Late {
-        let from = self.rows.partition_point(|r| r.0 < lo - self.max_dur);
-        let mut cats: HashMap<&str, i64> = HashMap::new();
-        let mut ops: HashMap<&str, i64> = HashMap::new();
+        let from = self.rows.partition_point(|r| r.start < lo - self.max_dur);
+        let mut cats: HashMap<u32, i64> = HashMap::new();
+        let mut ops: HashMap<u32, i64> = HashMap::new();
         let mut union = Union::default();
-        for (s, e, cat, label) in self.rows[from..].iter().take_while(|r| r.0 < hi) {
-            let (s, e) = ((*s).max(lo), (*e).min(hi));
+        for r in self.rows[from..].iter().take_while(|r| r.start < hi) {
+            let (s, e) = (r.start.max(lo), r.end.min(hi));
             if e <= s {
                 continue;
             }
-            *cats.entry(cat).or_default() += e - s;
-            *ops.entry(label).or_default() += e - s;
+            *cats.entry(r.category).or_default() += e - s;
+            *ops.entry(r.label).or_default() += e - s;
             union.push(s, e);
         }
         let busy_ns = crate::sweep::length(union.segments());
-        fn top<'a>(m: &HashMap<&'a str, i64>) -> Vec<(&'a str, i64)> {
-            let mut v: Vec<(&str, i64)> = m.iter().map(|(k, v)| (*k, *v)).collect();
+        let top = |m: &HashMap<u32, i64>| -> Vec<(&str, i64)> {
+            let mut v: Vec<(&str, i64)> = m
+                .iter()
+                .map(|(&k, &t)| (self.names[k as usize].as_str(), t))
+                .collect();
             v.sort_by_key(|&(k, t)| (std::cmp::Reverse(t), k));
             v
-        }
+        };
         let category = if 2 * busy_ns < hi - lo {
             "idle".to_string()
         } else {
@@ -138,19 +172,52 @@ impl Activities {
     }
 }
 
+/// A label cut to 60 characters (kernel names run to kilobytes); labels alike in those are
+/// one.
+fn clip(s: &str) -> &str {
+    s.char_indices().nth(60).map_or(s, |(i, _)| &s[..i])
+}
+
+/// Strings, each stored once, by first appearance.
+#[derive(Default)]
+struct Names {
+    list: Vec<String>,
+    index: HashMap<String, u32>,
+}
+
+impl Names {
+    fn index(&mut self, s: &str) -> u32 {
+        if let Some(&i) = self.index.get(s) {
+            return i;
+        }
+        self.list.push(s.to_string());
+        let i = self.list.len() as u32 - 1;
+        self.index.insert(s.to_string(), i);
+        i
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn a_window_clipped_by_hand() {
-        let row = |s, e, c: &str, l: &str| (s, e, c.to_string(), l.to_string());
+        let mut names = Names::default();
+        let mut row = |start, end, c: &str, l: &str| Row {
+            start,
+            end,
+            category: names.index(c),
+            label: names.index(l),
+        };
+        let rows = vec![
+            row(0, 100, "gemm", "aten::mm"),
+            row(50, 300, "other_compute", "aten::add_"),
+            row(400, 500, "gemm", "aten::mm"),
+        ];
         let acts = Activities {
-            rows: vec![
-                row(0, 100, "gemm", "aten::mm"),
-                row(50, 300, "other_compute", "aten::add_"),
-                row(400, 500, "gemm", "aten::mm"),
-            ],
+            rows,
+            names: names.list,
             max_dur: 250,
         };
         // Window [60, 460): mm 40 + 60, add_ 240; union [60, 300) + [400, 460) = 300.
