@@ -24,8 +24,20 @@ def tables(root):
     return out
 
 
+def plain(t):
+    """View types (polars writes `string_view`) as their plain types: pyarrow cannot sort them."""
+    fields = []
+    for f in t.schema:
+        if f.type == pa.string_view():
+            f = f.with_type(pa.string())
+        elif f.type == pa.binary_view():
+            f = f.with_type(pa.binary())
+        fields.append(f)
+    return t.cast(pa.schema(fields))
+
+
 def canonical(t):
-    t = t.combine_chunks()
+    t = plain(t).combine_chunks()
     keys = [(c, "ascending") for c in t.column_names]
     return t.take(pc.sort_indices(t, sort_keys=keys))
 

@@ -120,21 +120,7 @@ fn fill(dir: &Path, c: &mut Comparison) -> Result<()> {
 }
 
 fn swap(tmp: &Path, out: &Path) -> Result<()> {
-    let old = out.with_extension(format!("old-{}", std::process::id()));
-    let had = out.exists();
-    if had {
-        std::fs::rename(out, &old).with_context(|| out.display().to_string())?;
-    }
-    if let Err(e) = std::fs::rename(tmp, out) {
-        if had {
-            let _ = std::fs::rename(&old, out);
-        }
-        return Err(e).with_context(|| out.display().to_string());
-    }
-    if had {
-        let _ = std::fs::remove_dir_all(&old);
-    }
-    Ok(())
+    aorta_ingest::atomic::replace_dir(tmp, out).with_context(|| out.display().to_string())
 }
 
 fn print_summary(out: &mut impl Write, c: &Comparison, top: usize) -> Result<()> {

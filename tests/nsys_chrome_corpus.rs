@@ -478,7 +478,7 @@ fn ingest_help_shows_the_rank_map_with_an_example() {
 
 #[test]
 fn every_corpus_file_goes_to_its_reader() {
-    use aorta_ingest::dataset::{detect, Format};
+    use aorta_ingest::detect::{detect, Format};
     let Some(root) = corpus() else { return };
     // Every PyTorch profiler trace (Kineto markers) stays with the Kineto reader, whatever
     // its age or vendor, and so does the crashed writer's `.tmp`.

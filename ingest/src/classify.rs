@@ -51,7 +51,7 @@ impl Category {
         Category::OtherCompute,
     ];
 
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             Category::Comm => "comm",
             Category::Gemm => "gemm",

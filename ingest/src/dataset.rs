@@ -6,7 +6,6 @@
 //! by rename.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -14,26 +13,9 @@ use serde::{Deserialize, Serialize};
 use crate::error::{IngestError, Result};
 use crate::schema::SCHEMA_VERSION;
 
-pub const MANIFEST: &str = "manifest.json";
+pub use crate::format::Format;
 
-/// What aorta recognises as an input.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Format {
-    Kineto,
-    /// A Chrome trace without Kineto's markers (see `detect`).
-    Chrome,
-    /// An Nsight Systems SQLite export.
-    Nsys,
-    Jsonl,
-    #[serde(rename = "rocprofv3-csv")]
-    RocprofCsv,
-    #[serde(rename = "rocprofv3-json")]
-    RocprofJson,
-    Rocpd,
-    /// JSON that is neither a trace nor JSONL (a summary, a config): skipped in walks.
-    NotATrace,
-}
+pub const MANIFEST: &str = "manifest.json";
 
 /// An input found on disk, with the run label it belongs to.
 #[derive(Debug, Clone)]
@@ -156,9 +138,9 @@ fn group_csv(inputs: Vec<Input>) -> Result<Vec<Input>> {
 
 /// Size (all files) and latest modification time of an input and its siblings.
 pub fn stat_input(input: &Input) -> Result<(u64, i64)> {
-    let (mut bytes, mut mtime) = stat(&input.path)?;
+    let (mut bytes, mut mtime) = crate::source::stat(&input.path)?;
     for s in &input.siblings {
-        let (b, m) = stat(s)?;
+        let (b, m) = crate::source::stat(s)?;
         bytes += b;
         mtime = mtime.max(m);
     }
@@ -167,12 +149,7 @@ pub fn stat_input(input: &Input) -> Result<(u64, i64)> {
 
 /// The content hash of an input, its siblings included.
 pub fn hash_input(input: &Input) -> Result<String> {
-    if input.siblings.is_empty() {
-        return content_hash(&input.path).map(|h| h.0);
-    }
-    let mut files = vec![input.path.as_path()];
-    files.extend(input.siblings.iter().map(PathBuf::as_path));
-    crate::rocprof::csv::group_hash(&files)
+    crate::source::hash_files(&input.path, &input.siblings)
 }
 
 fn dir_name(p: Option<&Path>) -> String {
@@ -209,135 +186,6 @@ fn same_path(a: &Path, b: &Path) -> bool {
         (Ok(a), Ok(b)) => a == b,
         _ => false,
     }
-}
-
-/// Decides the reader: `.jsonl` by name, otherwise by content: SQLite databases by what
-/// their tables are, one JSON object per line is JSONL, a trace with Kineto's markers is
-/// Kineto, any other Chrome trace is generic Chrome.
-pub fn detect(path: &Path) -> Result<Format> {
-    let name = path.to_string_lossy().to_ascii_lowercase();
-    if name.contains(".jsonl") {
-        return Ok(Format::Jsonl);
-    }
-    if name.ends_with(".csv") {
-        return Ok(Format::RocprofCsv);
-    }
-    if name.ends_with(".nsys-rep") || name.ends_with(".qdrep") {
-        return Err(IngestError::file(
-            path,
-            "an Nsight Systems report: aorta reads its SQLite export (nsys export --type sqlite)",
-        ));
-    }
-    let (r, _) =
-        crate::source::open(path, Default::default()).map_err(|e| IngestError::io(path, e))?;
-    let mut head = Vec::new();
-    if r.take(1 << 16).read_to_end(&mut head).is_err() {
-        // Corrupt compressed data: the trace reader reports it, with the offset where it broke.
-        return Ok(Format::Kineto);
-    }
-    if head.starts_with(SQLITE_MAGIC) {
-        return detect_sqlite(path);
-    }
-    let first_line = head.split(|&b| b == b'\n').next().unwrap_or(&[]);
-    let one_object =
-        serde_json::from_slice::<serde_json::Value>(first_line).is_ok_and(|v| v.is_object());
-    let more = head.len() > first_line.len() + 1;
-    if one_object && more {
-        return Ok(Format::Jsonl);
-    }
-    if memchr::memmem::find(&head, b"\"rocprofiler-sdk-tool\"").is_some() {
-        return Ok(Format::RocprofJson);
-    }
-    // A whole small JSON document without events is not a trace (summary.json, configs).
-    // An empty (or blank) file is a trace cut off at byte 0: the reader reports it so.
-    let whole = head.len() < 1 << 16 && !head.iter().all(u8::is_ascii_whitespace);
-    let trace = memchr::memmem::find(&head, b"\"traceEvents\"").is_some()
-        || memchr::memmem::find(&head, b"\"ph\"").is_some();
-    Ok(if whole && !trace {
-        Format::NotATrace
-    } else if is_generic_chrome(&head) {
-        Format::Chrome
-    } else {
-        Format::Kineto
-    })
-}
-
-/// The first 16 bytes of every SQLite 3 database.
-pub const SQLITE_MAGIC: &[u8] = b"SQLite format 3\0";
-
-/// Which reader a SQLite database needs, by its tables.
-fn detect_sqlite(path: &Path) -> Result<Format> {
-    let conn = crate::nsys::open(path)?;
-    if crate::nsys::is_nsys(&conn) {
-        return Ok(Format::Nsys);
-    }
-    if crate::rocprof::rocpd::is_rocpd(&conn) {
-        return Ok(Format::Rocpd);
-    }
-    Err(IngestError::file(
-        path,
-        "SQLite database that is neither an Nsight Systems export (no StringIds and CUPTI_ACTIVITY_KIND_* / export metadata tables) nor a rocpd database",
-    ))
-}
-
-/// Top-level keys and event text only Kineto (the PyTorch profiler) writes (FORMATS.md §1).
-const KINETO_MARKERS: &[&[u8]] = &[
-    b"\"schemaVersion\"",
-    b"\"deviceProperties\"",
-    b"\"distributedInfo\"",
-    b"\"baseTimeNanoseconds\"",
-    b"\"traceName\"",
-    b"\"External id\"",
-    b"\"cpu_op\"",
-    b"\"user_annotation\"",
-    b"\"cuda_runtime\"",
-    b"\"cuda_driver\"",
-    b"\"python_function\"",
-    b"\"ac2g\"",
-    b"\"ProfilerStep#",
-];
-
-/// A Chrome trace that is not Kineto's: a JSON array (Kineto always writes an object), or an
-/// object whose first 64 KiB hold none of Kineto's markers. Kineto files go to the Kineto
-/// reader, which links launches to kernels and steps; the generic reader adds `B`/`E` pairs
-/// and instants, which Kineto never writes.
-pub fn is_generic_chrome(head: &[u8]) -> bool {
-    let body = head.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(head);
-    match body.iter().find(|b| !b.is_ascii_whitespace()) {
-        Some(b'[') => true,
-        Some(b'{') => !KINETO_MARKERS
-            .iter()
-            .any(|m| memchr::memmem::find(head, m).is_some()),
-        _ => false,
-    }
-}
-
-/// Size and modification time (ns since the epoch) of a file.
-pub fn stat(path: &Path) -> Result<(u64, i64)> {
-    let m = std::fs::metadata(path).map_err(|e| IngestError::io(path, e))?;
-    let mtime = m
-        .modified()
-        .ok()
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_nanos() as i64);
-    Ok((m.len(), mtime))
-}
-
-/// xxh3-128 of the file's bytes, as 32 hex digits.
-pub fn content_hash(path: &Path) -> Result<(String, u64)> {
-    let mut f = std::fs::File::open(path).map_err(|e| IngestError::io(path, e))?;
-    let mut h = xxhash_rust::xxh3::Xxh3::new();
-    let mut buf = vec![0u8; 1 << 20];
-    let mut n = 0u64;
-    loop {
-        let k = f.read(&mut buf).map_err(|e| IngestError::io(path, e))?;
-        if k == 0 {
-            break;
-        }
-        h.update(&buf[..k]);
-        n += k as u64;
-    }
-    Ok((format!("{:032x}", h.digest128()), n))
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -403,14 +251,12 @@ impl Manifest {
         self.inputs.sort_by(|a, b| a.source.cmp(&b.source));
         self.aorta_version = env!("CARGO_PKG_VERSION").into();
         let p = out.join(MANIFEST);
-        let tmp = out.join(format!(".{MANIFEST}.tmp-{}", std::process::id()));
         let text = serde_json::to_vec_pretty(self).expect("manifest serializes");
         // A run that changed nothing leaves the file (and its mtime) alone.
         if std::fs::read(&p).is_ok_and(|old| old == text) {
             return Ok(());
         }
-        std::fs::write(&tmp, text).map_err(|e| IngestError::io(&tmp, e))?;
-        std::fs::rename(&tmp, &p).map_err(|e| IngestError::io(&p, e))
+        crate::atomic::write_bytes(&p, &text).map_err(|e| IngestError::io(&p, e))
     }
 }
 

@@ -9,9 +9,10 @@ use std::sync::Arc;
 use crate::classify::Classifier;
 use crate::diag::Diagnostics;
 use crate::error::Result;
-use crate::kineto::links::Span;
+use crate::format::Format;
 use crate::schema::{DIAGNOSTICS, RUNS, SCHEMA_VERSION, STEPS};
 use crate::sink::{Parts, SinkOut, StepAgg};
+use crate::step_span::Span;
 use crate::writer::{write_all, Cols};
 
 pub use crate::rank_map::RankMap;
@@ -37,6 +38,17 @@ pub struct FileJob {
     pub progress: Arc<AtomicU64>,
 }
 
+impl FileJob {
+    /// The input's content hash: the planner's, else computed now by the same rule
+    /// (`source::hash_files`), for readers that do not hash while they read.
+    pub fn hash(&self) -> Result<String> {
+        match &self.content_hash {
+            Some(h) => Ok(h.clone()),
+            None => crate::source::hash_files(&self.path, &self.siblings),
+        }
+    }
+}
+
 /// Rows per table and the part files written (relative to the dataset root).
 #[derive(Debug, Clone, Default)]
 pub struct FileOutcome {
@@ -46,22 +58,55 @@ pub struct FileOutcome {
     pub warnings: u64,
     pub run: String,
     pub rank: i64,
-    /// `runs.rank_source` (`default`: the file said nothing about its rank).
-    pub rank_source: &'static str,
-    pub format: &'static str,
+    /// `runs.rank_source` (`Default`: the file said nothing about its rank).
+    pub rank_source: RankSource,
+    pub format: Format,
     pub content_hash: String,
+}
+
+/// Where a file's rank came from (`runs.rank_source`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RankSource {
+    DistributedInfo,
+    RankMap,
+    FileName,
+    Flag,
+    /// The JSONL record's own field.
+    Record,
+    /// One of several processes of an Nsight Systems file, numbered in pid order.
+    PidOrder,
+    /// The rocpd process environment's `RANK`.
+    Environment,
+    /// Nothing said: rank 0, with a diagnostic.
+    #[default]
+    Default,
+}
+
+impl RankSource {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RankSource::DistributedInfo => "distributed_info",
+            RankSource::RankMap => "rank_map",
+            RankSource::FileName => "file_name",
+            RankSource::Flag => "flag",
+            RankSource::Record => "record",
+            RankSource::PidOrder => "pid_order",
+            RankSource::Environment => "environment",
+            RankSource::Default => "default",
+        }
+    }
 }
 
 /// The `runs` row being assembled.
 #[derive(Debug, Clone, Default)]
 pub struct RunInfo {
-    pub format: &'static str,
+    pub format: Format,
     pub platform: &'static str,
     pub device_name: Option<String>,
     pub device_index: Option<i64>,
     pub world_size: Option<i64>,
     pub rank: i64,
-    pub rank_source: &'static str,
+    pub rank_source: RankSource,
     pub runtime_version: Option<String>,
     /// `runs.params`: a JSON object, when the file carries any.
     pub params: Option<String>,
@@ -93,7 +138,7 @@ pub fn rank_from_name(path: &std::path::Path) -> Option<i64> {
 }
 
 impl RunInfo {
-    pub fn new(format: &'static str, content_hash: String) -> RunInfo {
+    pub fn new(format: Format, content_hash: String) -> RunInfo {
         RunInfo {
             format,
             platform: "unknown",
@@ -118,18 +163,18 @@ impl RunInfo {
     pub fn resolve_rank_of(&mut self, job: &FileJob, from_trace: Option<i64>, pids: &[i64]) -> i64 {
         let mapped = pids.iter().find_map(|&p| job.rank_map.get(p));
         let (rank, source) = if let Some(r) = from_trace {
-            (r, "distributed_info")
+            (r, RankSource::DistributedInfo)
         } else if let Some(r) = mapped {
-            (r, "rank_map")
+            (r, RankSource::RankMap)
         } else if let Some(r) = rank_from_name(&job.path) {
-            (r, "file_name")
+            (r, RankSource::FileName)
         } else if let Some(r) = job.rank_flag {
-            (r, "flag")
+            (r, RankSource::Flag)
         } else {
             self.diag.add("rank_default", None, || {
                 "no rank in the trace, the rank map or the file name, and no --rank".into()
             });
-            (0, "default")
+            (0, RankSource::Default)
         };
         self.rank = rank;
         self.rank_source = source;
@@ -243,12 +288,12 @@ pub fn runs_batch(
     let mut b = Cols::new(&RUNS);
     let path = job.path.display().to_string();
     b.str("source_path", [path.as_str()]);
-    b.str("format", [info.format]);
+    b.str("format", [info.format.as_str()]);
     b.str("platform", [info.platform]);
     b.opt_str("device_name", [info.device_name.as_deref()]);
     b.opt_i64("device_index", [info.device_index]);
     b.opt_i64("world_size", [info.world_size]);
-    b.str("rank_source", [info.rank_source]);
+    b.str("rank_source", [info.rank_source.as_str()]);
     b.opt_str("runtime_version", [info.runtime_version.as_deref()]);
     b.opt_str("params", [info.params.as_deref()]);
     b.opt_i64("base_time_ns", [info.base_time_ns]);

@@ -2,6 +2,8 @@
 //! per-step JSONL. Every numeric field becomes a `metrics` row (long form), so new fields in a
 //! log need no change here.
 
+use crate::file::RankSource;
+use crate::format::Format;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 
@@ -76,11 +78,8 @@ pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
     let (reader, _) = crate::source::open(&job.path, job.progress.clone())
         .map_err(|e| IngestError::io(&job.path, e))?;
     let mut lines = BufReader::with_capacity(1 << 20, reader).lines();
-    let hash = match &job.content_hash {
-        Some(h) => h.clone(),
-        None => crate::dataset::content_hash(&job.path)?.0,
-    };
-    let mut info = RunInfo::new("jsonl", hash);
+    let hash = job.hash()?;
+    let mut info = RunInfo::new(Format::Jsonl, hash);
     let mut pending: Vec<(u64, Value)> = Vec::new();
     // The rank (and so the output path) comes from the first record.
     let first = next_record(job, &mut lines, 0)?;
@@ -90,7 +89,7 @@ pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
         .and_then(Value::as_i64);
     let rank = info.resolve_rank(job, from_record);
     if from_record.is_some() {
-        info.rank_source = "record";
+        info.rank_source = RankSource::Record;
     }
     let parts = Parts {
         root: job.staging.clone(),

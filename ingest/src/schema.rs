@@ -264,7 +264,7 @@ pub const DIAGNOSTICS: Table = Table {
 };
 
 /// The overlap metrics of one window, shared by `overlap_steps` and `overlap_ranks`
-/// (../shared/docs/METRICS.md; docs/OVERLAP.md says them in words).
+/// (docs/METRICS.md; docs/OVERLAP.md says them in words).
 macro_rules! overlap_metric_columns {
     () => {
         [
@@ -453,6 +453,18 @@ pub const DERIVED_TABLES: &[&Table] = &[
     &COLLECTIVE_INSTANCES,
     &COLLECTIVE_RANKS,
 ];
+
+/// The directory of one run of a table, relative to the dataset root: `<table>/run=<label>`.
+/// Every dataset path aorta reads or writes is built here or in `partition_dir`.
+pub fn run_dir(table: &str, run: &str) -> std::path::PathBuf {
+    std::path::Path::new(table).join(format!("run={run}"))
+}
+
+/// One (run, rank) partition of a table, relative to the dataset root:
+/// `<table>/run=<label>/rank=<r>`.
+pub fn partition_dir(table: &str, run: &str, rank: i64) -> std::path::PathBuf {
+    run_dir(table, run).join(format!("rank={rank}"))
+}
 
 pub fn table(name: &str) -> Option<&'static Table> {
     TABLES

@@ -35,9 +35,7 @@ pub struct Parts {
 
 impl Parts {
     pub fn rel(&self, table: &Table) -> PathBuf {
-        PathBuf::from(table.name)
-            .join(format!("run={}", self.run))
-            .join(format!("rank={}", self.rank))
+        crate::schema::partition_dir(table.name, &self.run, self.rank)
             .join(format!("part-{}.parquet", self.tag))
     }
 

@@ -8,6 +8,52 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 
+use crate::error::{IngestError, Result};
+
+/// Size and modification time (ns since the epoch) of a file.
+pub fn stat(path: &Path) -> Result<(u64, i64)> {
+    let m = std::fs::metadata(path).map_err(|e| IngestError::io(path, e))?;
+    let mtime = m
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos() as i64);
+    Ok((m.len(), mtime))
+}
+
+/// xxh3-128 of the file's bytes, as 32 hex digits.
+pub fn content_hash(path: &Path) -> Result<(String, u64)> {
+    let mut f = std::fs::File::open(path).map_err(|e| IngestError::io(path, e))?;
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut n = 0u64;
+    loop {
+        let k = f.read(&mut buf).map_err(|e| IngestError::io(path, e))?;
+        if k == 0 {
+            break;
+        }
+        h.update(&buf[..k]);
+        n += k as u64;
+    }
+    Ok((format!("{:032x}", h.digest128()), n))
+}
+
+/// The content hash of an input: its file's, or for a group read as one (a rocprofv3 CSV
+/// group), every file's with its name, in order. The manifest and every reader use this one
+/// rule, so a re-ingest recognises an unchanged input.
+pub fn hash_files(path: &Path, siblings: &[std::path::PathBuf]) -> Result<String> {
+    if siblings.is_empty() {
+        return content_hash(path).map(|h| h.0);
+    }
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    for f in std::iter::once(path).chain(siblings.iter().map(|p| p.as_path())) {
+        let (one, _) = content_hash(f)?;
+        h.update(f.file_name().unwrap_or_default().as_encoded_bytes());
+        h.update(one.as_bytes());
+    }
+    Ok(format!("{:032x}", h.digest128()))
+}
+
 /// Bytes handed from the reader thread to the parser at a time.
 pub const CHUNK: usize = 4 << 20;
 

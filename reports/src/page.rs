@@ -4,25 +4,26 @@
 //! so a reader (or a failed run) never sees half a report.
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::Path;
 
 use plotly::layout::{Layout, Margin};
 use plotly::{Configuration, Plot};
+
+use aorta_ingest::classify::Category;
 
 use crate::error::ReportError;
 
 /// Category colors shared by every chart, so `comm` is the same red on the timeline and in the
 /// breakdown.
 pub(crate) fn category_color(category: &str) -> &'static str {
-    match category {
-        "comm" => "#d62728",
-        "gemm" => "#1f77b4",
-        "attention" => "#9467bd",
-        "other_compute" => "#2ca02c",
-        "memcpy" => "#ff7f0e",
-        "memset" => "#8c8c8c",
-        _ => "#17becf",
+    match Category::parse(category) {
+        Some(Category::Comm) => "#d62728",
+        Some(Category::Gemm) => "#1f77b4",
+        Some(Category::Attention) => "#9467bd",
+        Some(Category::OtherCompute) => "#2ca02c",
+        Some(Category::Memcpy) => "#ff7f0e",
+        Some(Category::Memset) => "#8c8c8c",
+        None => "#17becf",
     }
 }
 
@@ -154,22 +155,9 @@ impl Page {
     }
 }
 
-/// Writes `bytes` to `out` through `.<name>.tmp-<pid>` beside it; the temporary file is
-/// removed when anything fails.
+/// Writes `bytes` to `out` through a temporary sibling (`aorta_ingest::atomic`).
 pub(crate) fn write_atomic(out: &Path, bytes: &[u8]) -> Result<(), ReportError> {
-    let name = out
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "report.html".into());
-    let tmp = out.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
-    let res = std::fs::File::create(&tmp)
-        .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_all()))
-        .map_err(ReportError::io(out))
-        .and_then(|()| std::fs::rename(&tmp, out).map_err(ReportError::io(out)));
-    if res.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    res
+    aorta_ingest::atomic::write_bytes(out, bytes).map_err(ReportError::io(out))
 }
 
 #[cfg(test)]

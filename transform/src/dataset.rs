@@ -148,9 +148,10 @@ impl Staging {
 
     /// Where the part of one (table, run, rank) is staged, for writers of their own.
     pub fn part_path(&self, table: &str, run: &str, rank: i64) -> PathBuf {
-        self.tmp.join(format!(
-            "new/{table}/run={run}/rank={rank}/part-overlap.parquet"
-        ))
+        self.tmp
+            .join("new")
+            .join(schema::partition_dir(table, run, rank))
+            .join("part-overlap.parquet")
     }
 
     /// Swaps the staged partitions of `runs` into place, for each of `tables`.
@@ -186,7 +187,7 @@ fn subdirs(dir: &Path) -> Vec<PathBuf> {
 
 /// The partition directory of one run and rank of a table.
 pub fn partition_dir(root: &Path, table: &str, run: &str, rank: i64) -> PathBuf {
-    root.join(format!("{table}/run={run}/rank={rank}"))
+    root.join(schema::partition_dir(table, run, rank))
 }
 
 /// Reads `columns` of every part of one (run, rank) partition, without hive columns; an
@@ -270,10 +271,7 @@ pub fn update_runs_partition(
         if !changed {
             continue;
         }
-        let tmp = f.with_extension(format!("tmp-{}", std::process::id()));
-        let file = std::fs::File::create(&tmp).map_err(io_err(&tmp))?;
-        write_parquet(file, &mut df).map_err(polars)?;
-        std::fs::rename(&tmp, &f).map_err(io_err(&f))?;
+        aorta_ingest::atomic::write_file(&f, |w| write_parquet(w, &mut df)).map_err(io_err(&f))?;
     }
     Ok(())
 }
@@ -281,13 +279,12 @@ pub fn update_runs_partition(
 /// One derived-table file, zstd-compressed, through a buffer: polars writes page headers
 /// field by field, and unbuffered a 1,000-rank `collectives` table made millions of tiny
 /// `write` calls.
-fn write_parquet(file: std::fs::File, df: &mut DataFrame) -> PolarsResult<()> {
-    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
-    ParquetWriter::new(&mut out)
+fn write_parquet(out: &mut impl std::io::Write, df: &mut DataFrame) -> std::io::Result<()> {
+    ParquetWriter::new(&mut *out)
         .with_compression(ParquetCompression::Zstd(None))
-        .finish(df)?;
-    use std::io::Write;
-    out.flush().map_err(PolarsError::from)
+        .finish(df)
+        .map_err(std::io::Error::other)?;
+    out.flush()
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> DatasetError + '_ {
@@ -344,25 +341,25 @@ fn stage_part(
     if !runs.iter().any(|r| r == run) {
         return Ok(());
     }
-    let dir = tmp.join(format!("new/{name}/run={run}/rank={rank}"));
+    let dir = tmp.join("new").join(schema::partition_dir(name, run, rank));
     std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
     let path = dir.join("part-overlap.parquet");
     let file_cols = t.columns.iter().map(|c| c.name);
     let mut out = part.select(file_cols).map_err(polars)?;
     let file = std::fs::File::create(&path).map_err(io_err(&path))?;
-    write_parquet(file, &mut out).map_err(polars)?;
-    Ok(())
+    let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
+    write_parquet(&mut w, &mut out).map_err(io_err(&path))
 }
 
 /// Moves the old partitions of `runs` aside and the staged ones into place.
 fn swap(root: &Path, tmp: &Path, runs: &[String], tables: &[&str]) -> Result<(), DatasetError> {
     for &name in tables {
         for run in runs {
-            let rel = format!("{name}/run={run}");
+            let rel = schema::run_dir(name, run);
             let (live, old, new) = (
                 root.join(&rel),
-                tmp.join(format!("old/{rel}")),
-                tmp.join(format!("new/{rel}")),
+                tmp.join("old").join(&rel),
+                tmp.join("new").join(&rel),
             );
             if live.exists() {
                 std::fs::create_dir_all(old.parent().unwrap()).map_err(io_err(&old))?;

@@ -1,7 +1,7 @@
 //! The overlap tables of the Python aorta tool's own logs (`rank_*_metrics.jsonl`).
 //!
 //! Those logs carry no kernels, only per-iteration CUDA-event numbers under
-//! `profile.overlap.*` (../shared/docs/FORMATS.md §5), so only what means the same as
+//! `profile.overlap.*` (docs/INPUTS.md, "The Python aorta tool's JSONL logs"), so only what means the same as
 //! METRICS.md is filled: the window (`total_ms`), compute (`per_stream_ms.compute`),
 //! compute ∩ comm (`overlap_ms.compute_comm`), per-stream busy time, and the compute overlap
 //! of the `allreduce` / `reducescatter` streams. Its `idle` (gaps between ranges only) is a
@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use aorta_ingest::schema::{OVERLAP_COLLECTIVES, OVERLAP_RANKS, OVERLAP_STEPS};
 use polars::prelude::*;
 
-use crate::overlap::{sort_rows, OverlapTables};
+use crate::overlap_tables::{sort_rows, OverlapTables};
 use crate::rows::{
     frame, metric_columns, ms_to_ns, pairs_frame, str_column, streams_frame, MetricRow,
 };

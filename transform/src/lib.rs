@@ -4,11 +4,13 @@
 //! renamed in one place breaks the build or a test, never a user's notebook.
 
 pub mod collectives;
+pub mod comm_split;
 pub mod compare;
 pub mod dataset;
 pub mod jsonl;
 pub mod nccl;
 pub mod overlap;
+pub mod overlap_tables;
 pub mod par;
 pub mod rows;
 pub mod summary;

@@ -6,76 +6,15 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use aorta_ingest::schema::{
-    OVERLAP_COLLECTIVES, OVERLAP_RANKS, OVERLAP_STEPS, OVERLAP_STREAMS, OVERLAP_STREAM_PAIRS,
-};
+use aorta_ingest::schema::{OVERLAP_COLLECTIVES, OVERLAP_RANKS, OVERLAP_STEPS};
 use polars::prelude::*;
 
-use crate::collectives::split::{self, Part, Split};
 use crate::collectives::Job;
+use crate::comm_split::{self as split, Part, Split};
 use crate::dataset::{self, DatasetError};
+pub use crate::overlap_tables::{sort_rows, OverlapTables};
 use crate::rows::{frame, metric_columns, pairs_frame, str_column, streams_frame, MetricRow};
 use crate::sweep::{self, Act, Class, RankResult, COMM_OPS};
-
-/// The five tables `aorta overlap` writes.
-#[derive(Debug, Clone)]
-pub struct OverlapTables {
-    pub steps: DataFrame,
-    pub ranks: DataFrame,
-    pub collectives: DataFrame,
-    pub streams: DataFrame,
-    pub stream_pairs: DataFrame,
-}
-
-impl OverlapTables {
-    /// (table name, frame), in the order of `aorta_ingest::schema::DERIVED_TABLES`.
-    pub fn tables(&self) -> [(&'static str, &DataFrame); 5] {
-        [
-            (OVERLAP_STEPS.name, &self.steps),
-            (OVERLAP_RANKS.name, &self.ranks),
-            (OVERLAP_COLLECTIVES.name, &self.collectives),
-            (OVERLAP_STREAMS.name, &self.streams),
-            (OVERLAP_STREAM_PAIRS.name, &self.stream_pairs),
-        ]
-    }
-
-    /// Both sources' rows together (trace ranks and JSONL ranks), sorted.
-    pub fn concat(self, other: OverlapTables) -> PolarsResult<OverlapTables> {
-        let cat = |a: DataFrame, b: DataFrame| -> PolarsResult<DataFrame> {
-            let mut a = a;
-            a.vstack_mut(&b)?;
-            sort_rows(a)
-        };
-        Ok(OverlapTables {
-            steps: cat(self.steps, other.steps)?,
-            ranks: cat(self.ranks, other.ranks)?,
-            collectives: cat(self.collectives, other.collectives)?,
-            streams: cat(self.streams, other.streams)?,
-            stream_pairs: cat(self.stream_pairs, other.stream_pairs)?,
-        })
-    }
-}
-
-/// Sorts by the partition keys and then every other key column present, nulls last.
-pub fn sort_rows(df: DataFrame) -> PolarsResult<DataFrame> {
-    let keys: Vec<&str> = [
-        "run",
-        "rank",
-        "source",
-        "level",
-        "step",
-        "comm_op",
-        "stream",
-        "other_stream",
-    ]
-    .into_iter()
-    .filter(|k| df.schema().contains(k))
-    .collect();
-    let opts = SortMultipleOptions::default()
-        .with_nulls_last(true)
-        .with_maintain_order(true);
-    df.sort(keys, opts)
-}
 
 /// One rank's activities, as the sweep wants them, with the step and stream keys.
 #[derive(Debug, Default)]

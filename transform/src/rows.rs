@@ -64,7 +64,7 @@ impl From<&Metrics> for MetricRow {
 
 impl MetricRow {
     /// The wait/transfer split of the rank's comm kernels (`aorta collectives`).
-    pub fn with_split(mut self, s: Option<crate::collectives::split::Split>) -> Self {
+    pub fn with_split(mut self, s: Option<crate::comm_split::Split>) -> Self {
         self.comm_wait_ns = s.map(|s| s.comm_wait_ns);
         self.comm_transfer_ns = s.map(|s| s.comm_transfer_ns);
         self.exposed_transfer_ns = s.map(|s| s.exposed_transfer_ns);

@@ -1,5 +1,5 @@
 //! Spread of a ratio across steps or ranks: median and p10–p90, so a reader can tell a real
-//! gap from noise (../shared/docs/METRICS.md, "Cross-vendor comparison").
+//! gap from noise (docs/METRICS.md, "Comparing two runs").
 
 use polars::prelude::*;
 

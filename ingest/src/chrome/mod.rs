@@ -11,6 +11,7 @@
 
 pub mod slices;
 
+use crate::format::Format;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::SyncSender;
@@ -20,13 +21,13 @@ use crate::classify::Classifier;
 use crate::error::{IngestError, ParseErr, Result};
 use crate::file::{FileJob, FileOutcome, RunInfo};
 use crate::json::{Cursor, JsonError};
-use crate::kineto::event;
-use crate::kineto::stream::{Driver, Shape, Visitor};
-use crate::kineto::{spawn_writer, WRITER_QUEUE};
 use crate::rows::Batch;
 use crate::sink::Parts;
 use crate::source::{digest, Hasher};
+use crate::trace_event;
+use crate::walk::{Driver, Shape, Visitor};
 use crate::window::Window;
+use crate::writer_thread::{spawn_writer, WRITER_QUEUE};
 use slices::{Pairs, Part};
 
 fn drive(job: &FileJob, v: &mut impl Visitor, hash: Option<Hasher>) -> Result<Shape> {
@@ -51,7 +52,7 @@ impl Visitor for RowPass<'_> {
     }
 
     fn event(&self, c: &mut Cursor<'_>, part: &mut Part, off: u64) -> Result<(), JsonError> {
-        let ev = event::parse(c)?;
+        let ev = trace_event::parse(c)?;
         slices::event(&ev, part, off);
         Ok(())
     }
@@ -84,8 +85,8 @@ impl Visitor for PidScan {
     }
 
     fn event(&self, c: &mut Cursor<'_>, part: &mut Self::Part, _: u64) -> Result<(), JsonError> {
-        let ev = event::parse(c)?;
-        if let Some(pid) = ev.pid.and_then(event::int) {
+        let ev = trace_event::parse(c)?;
+        if let Some(pid) = ev.pid.and_then(trace_event::int) {
             part.insert(pid);
         }
         Ok(())
@@ -101,7 +102,7 @@ pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
     let hasher = job.content_hash.is_none().then(Hasher::default);
     // Whichever pass reads the file first hashes it.
     let mut unhashed = hasher.clone();
-    let mut info = RunInfo::new("chrome", String::new());
+    let mut info = RunInfo::new(Format::Chrome, String::new());
     let rank = if job.rank_map.is_empty() {
         info.resolve_rank(job, None)
     } else {

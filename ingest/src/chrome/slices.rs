@@ -6,9 +6,8 @@ use rustc_hash::FxHashMap;
 
 use crate::classify::{Category, Classifier, Kind};
 use crate::diag::Diagnostics;
-use crate::kineto::event::{self, Cat, Ev};
-use crate::kineto::links::pid_key;
 use crate::rows::{Batch, CpuCategory, CpuRow, GpuRow, StepSource};
+use crate::trace_event::{self, pid_key, Cat, Ev};
 
 /// Phases that are valid trace events but not slices (flows, counters, async, objects…).
 const OTHER_PHASES: &[&[u8]] = &[
@@ -111,12 +110,12 @@ pub fn target(ev: &Ev) -> Target {
     };
     let [corr, ext] = ev
         .args
-        .map(|a| event::pick(a, &CPU_ARGS))
+        .map(|a| trace_event::pick(a, &CPU_ARGS))
         .unwrap_or_default();
     Target::Cpu {
         category,
-        correlation: corr.and_then(event::int),
-        external_id: ext.and_then(event::int),
+        correlation: corr.and_then(trace_event::int),
+        external_id: ext.and_then(trace_event::int),
     }
 }
 
@@ -124,7 +123,7 @@ pub fn target(ev: &Ev) -> Target {
 fn gpu_target(ev: &Ev, cat: Cat) -> Target {
     let a = ev
         .args
-        .map(|a| event::pick(a, &GPU_ARGS))
+        .map(|a| trace_event::pick(a, &GPU_ARGS))
         .unwrap_or_default();
     let kind = match cat {
         Cat::Memcpy => Kind::Memcpy,
@@ -134,25 +133,25 @@ fn gpu_target(ev: &Ev, cat: Cat) -> Target {
     Target::Gpu {
         kind,
         device: a[0]
-            .and_then(event::int)
-            .or_else(|| ev.pid.and_then(event::int))
+            .and_then(trace_event::int)
+            .or_else(|| ev.pid.and_then(trace_event::int))
             .unwrap_or(0),
         stream: a[1]
-            .and_then(event::int)
+            .and_then(trace_event::int)
             .or_else(|| ev.tid.and_then(stream_from_tid))
             .unwrap_or(0),
-        correlation: a[2].and_then(event::int),
-        external_id: a[3].or(a[4]).and_then(event::int),
-        grid: a[5].map(event::dim3).unwrap_or_default(),
-        block: a[6].map(event::dim3).unwrap_or_default(),
-        bytes: a[7].and_then(event::int),
+        correlation: a[2].and_then(trace_event::int),
+        external_id: a[3].or(a[4]).and_then(trace_event::int),
+        grid: a[5].map(trace_event::dim3).unwrap_or_default(),
+        block: a[6].map(trace_event::dim3).unwrap_or_default(),
+        bytes: a[7].and_then(trace_event::int),
     }
 }
 
 /// A GPU stream from a `tid`: `7`, `"7"`, or `"stream 7"`.
 fn stream_from_tid(tid: &[u8]) -> Option<i64> {
-    event::int(tid).or_else(|| {
-        let t = event::text(tid)?;
+    trace_event::int(tid).or_else(|| {
+        let t = trace_event::text(tid)?;
         t.trim().strip_prefix("stream")?.trim().parse().ok()
     })
 }
@@ -160,7 +159,7 @@ fn stream_from_tid(tid: &[u8]) -> Option<i64> {
 /// An event's name as text (empty when missing).
 pub fn name(ev: &Ev) -> String {
     ev.name
-        .and_then(event::text)
+        .and_then(trace_event::text)
         .unwrap_or_default()
         .into_owned()
 }
@@ -204,16 +203,16 @@ pub fn event(ev: &Ev, part: &mut Part, off: u64) {
             let open = Open {
                 name: name(ev),
                 target: target(ev),
-                pid: ev.pid.and_then(event::int),
-                tid: ev.tid.and_then(event::int),
-                ts: ev.ts.and_then(event::micros),
+                pid: ev.pid.and_then(trace_event::int),
+                tid: ev.tid.and_then(trace_event::int),
+                ts: ev.ts.and_then(trace_event::micros),
                 off,
             };
             part.edges.push(Edge::Begin(thread(ev), Box::new(open)));
         }
         b"E" => part.edges.push(Edge::End {
             thread: thread(ev),
-            ts: ev.ts.and_then(event::micros),
+            ts: ev.ts.and_then(trace_event::micros),
             off,
         }),
         ph if OTHER_PHASES.contains(&ph) => {}
@@ -227,8 +226,8 @@ fn slice<'s>(ev: &Ev, name: &'s str, start: i64, raw_end: i64, off: u64) -> Slic
     Slice {
         name,
         target: target(ev),
-        pid: ev.pid.and_then(event::int),
-        tid: ev.tid.and_then(event::int),
+        pid: ev.pid.and_then(trace_event::int),
+        tid: ev.tid.and_then(trace_event::int),
         start,
         raw_end,
         off,
@@ -236,7 +235,7 @@ fn slice<'s>(ev: &Ev, name: &'s str, start: i64, raw_end: i64, off: u64) -> Slic
 }
 
 fn timestamp(ev: &Ev, diag: &mut Diagnostics, at: Option<i64>) -> Option<i64> {
-    let ts = ev.ts.and_then(event::micros);
+    let ts = ev.ts.and_then(trace_event::micros);
     if ts.is_none() {
         diag.add("missing_timestamp", at, || {
             "slice without a usable ts".into()
@@ -247,7 +246,7 @@ fn timestamp(ev: &Ev, diag: &mut Diagnostics, at: Option<i64>) -> Option<i64> {
 
 /// `dur` in ns; 0 (with a finding) when missing or unreadable.
 fn duration(ev: &Ev, diag: &mut Diagnostics, at: Option<i64>) -> i64 {
-    match ev.dur.map(event::micros) {
+    match ev.dur.map(trace_event::micros) {
         Some(Some(d)) => d,
         Some(None) => {
             let raw = String::from_utf8_lossy(ev.dur.unwrap_or_default()).into_owned();

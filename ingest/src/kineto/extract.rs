@@ -5,12 +5,13 @@
 
 use rustc_hash::FxHashMap;
 
-use super::event::{self, Cat, Ev};
-use super::links::{note, pid_key, Partial, Span};
+use super::links::{note, Partial};
 use super::pending::{CpuWait, Waits};
 use crate::classify::{Category, Class, Classifier, Kind};
 use crate::json::{Cursor, JsonError};
 use crate::rows::{Batch, CollArgs, CpuCategory, CpuRow, GpuRow, StepSource};
+use crate::step_span::Span;
+use crate::trace_event::{self, pid_key, Cat, Ev};
 
 /// What every worker shares.
 pub struct Ctx<'a> {
@@ -83,7 +84,7 @@ struct Worker<'p, 'c, 'l> {
 /// Reads the event at the cursor into `part`'s rows.
 pub fn event(ctx: &Ctx, c: &mut Cursor<'_>, part: &mut Part, off: u64) -> Result<(), JsonError> {
     // Flows, instants and metadata are counted, never read past their `ph`.
-    let (ev, _) = event::parse_if(c, |ph, _| ph == b"X")?;
+    let (ev, _) = trace_event::parse_if(c, |ph, _| ph == b"X")?;
     let mut wk = Worker {
         ctx,
         b: &mut part.batch,
@@ -104,12 +105,12 @@ impl Worker<'_, '_, '_> {
 
     fn name(&mut self, ev: &Ev) -> u32 {
         // Most names repeat: look the raw bytes up first (no unescaping, no UTF-8 check).
-        if let Some(id) = ev.name.and_then(event::plain_string) {
+        if let Some(id) = ev.name.and_then(trace_event::plain_string) {
             if let Some(id) = self.b.strings.find(id) {
                 return id;
             }
         }
-        let text = ev.name.and_then(event::text);
+        let text = ev.name.and_then(trace_event::text);
         self.b.strings.id(text.as_deref().unwrap_or(""))
     }
 
@@ -155,13 +156,13 @@ impl Worker<'_, '_, '_> {
     /// (start, start + dur) in trace ns, with the duration findings.
     fn times(&mut self, ev: &Ev) -> Option<(i64, i64)> {
         let off = self.offset();
-        let Some(ts) = ev.ts.and_then(event::micros) else {
+        let Some(ts) = ev.ts.and_then(trace_event::micros) else {
             self.b.diag.add("missing_timestamp", off, || {
                 "slice without a usable ts".into()
             });
             return None;
         };
-        let dur = match ev.dur.map(event::micros) {
+        let dur = match ev.dur.map(trace_event::micros) {
             Some(Some(d)) => d,
             Some(None) => {
                 self.b.diag.add("unparsable_value", off, || {
@@ -195,11 +196,11 @@ impl Worker<'_, '_, '_> {
         };
         let a = ev
             .args
-            .map(|a| event::pick(a, &GPU_ARGS))
+            .map(|a| trace_event::pick(a, &GPU_ARGS))
             .unwrap_or_default();
         let name = self.name(ev);
         let (category, name_op) = self.classify(name, kind);
-        let correlation = a[2].and_then(event::int);
+        let correlation = a[2].and_then(trace_event::int);
         let coll = self.coll_args(&a);
         let comm_op = (category == Category::Comm).then(|| {
             let arg = coll.as_ref().and_then(|c| c.collective_name);
@@ -211,12 +212,12 @@ impl Worker<'_, '_, '_> {
         let (step, step_source) = (None, StepSource::None);
         self.waits.gpu.push(self.off);
         let stream = a[1]
-            .and_then(event::int)
+            .and_then(trace_event::int)
             .or_else(|| ev.tid.and_then(stream_from_tid));
         self.b.gpu.push(GpuRow {
             device: a[0]
-                .and_then(event::int)
-                .or_else(|| ev.pid.and_then(event::int))
+                .and_then(trace_event::int)
+                .or_else(|| ev.pid.and_then(trace_event::int))
                 .unwrap_or(0),
             stream: stream.unwrap_or(0),
             kind,
@@ -227,12 +228,12 @@ impl Worker<'_, '_, '_> {
             end: raw_end.max(start),
             raw_end,
             correlation,
-            external_id: a[3].or(a[4]).and_then(event::int),
+            external_id: a[3].or(a[4]).and_then(trace_event::int),
             step,
             step_source,
-            grid: a[5].map(event::dim3).unwrap_or_default(),
-            block: a[6].map(event::dim3).unwrap_or_default(),
-            bytes: a[7].and_then(event::int),
+            grid: a[5].map(trace_event::dim3).unwrap_or_default(),
+            block: a[6].map(trace_event::dim3).unwrap_or_default(),
+            bytes: a[7].and_then(trace_event::int),
             coll,
         });
     }
@@ -250,7 +251,7 @@ impl Worker<'_, '_, '_> {
         if a[8..17].iter().all(Option::is_none) {
             return None;
         }
-        let mut s = |v: Option<&[u8]>| v.and_then(event::text).map(|t| self.b.strings.id(&t));
+        let mut s = |v: Option<&[u8]>| v.and_then(trace_event::text).map(|t| self.b.strings.id(&t));
         Some(Box::new(CollArgs {
             collective_name: s(a[8]),
             dtype: s(a[12]),
@@ -258,10 +259,10 @@ impl Worker<'_, '_, '_> {
             process_group_ranks: s(a[14]),
             // An integer id is kept as its decimal text, as written.
             comms_id: s(a[16]),
-            in_msg_nelems: a[9].and_then(event::int),
-            out_msg_nelems: a[10].and_then(event::int),
-            group_size: a[11].and_then(event::int),
-            collective_seq: a[15].and_then(event::int),
+            in_msg_nelems: a[9].and_then(trace_event::int),
+            out_msg_nelems: a[10].and_then(trace_event::int),
+            group_size: a[11].and_then(trace_event::int),
+            collective_seq: a[15].and_then(trace_event::int),
         }))
     }
 
@@ -269,17 +270,17 @@ impl Worker<'_, '_, '_> {
         let name = self.name(ev);
         let [ext, corr, dims, types] = match (category, ev.args) {
             (CpuCategory::PythonFunction, _) | (_, None) => [None; 4],
-            (_, Some(a)) => event::pick(
+            (_, Some(a)) => trace_event::pick(
                 a,
                 &[b"External id", b"correlation", b"Input Dims", b"Input type"],
             ),
         };
-        let pid = ev.pid.and_then(event::int);
+        let pid = ev.pid.and_then(trace_event::int);
         let key = pid_key(ev.pid);
-        let correlation = corr.and_then(event::int);
+        let correlation = corr.and_then(trace_event::int);
         let end = raw_end.max(start);
         // A `ProfilerStep#N` annotation is its own step; other rows wait for the spans.
-        let step = match ev.name.and_then(event::profiler_step) {
+        let step = match ev.name.and_then(trace_event::profiler_step) {
             Some(n) if category == CpuCategory::UserAnnotation => {
                 let span = Span {
                     start,
@@ -312,11 +313,11 @@ impl Worker<'_, '_, '_> {
             category,
             name,
             pid,
-            tid: ev.tid.and_then(event::int),
+            tid: ev.tid.and_then(trace_event::int),
             start,
             end,
             correlation,
-            external_id: ext.and_then(event::int),
+            external_id: ext.and_then(trace_event::int),
             step,
             input_dims,
             input_types,
@@ -326,8 +327,8 @@ impl Worker<'_, '_, '_> {
 
 /// A GPU stream from a `tid`: `7`, `"7"`, or legacy `"stream 7"`.
 fn stream_from_tid(tid: &[u8]) -> Option<i64> {
-    event::int(tid).or_else(|| {
-        let t = event::text(tid)?;
+    trace_event::int(tid).or_else(|| {
+        let t = trace_event::text(tid)?;
         t.trim().strip_prefix("stream")?.trim().parse().ok()
     })
 }

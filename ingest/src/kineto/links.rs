@@ -11,18 +11,11 @@
 
 use rustc_hash::FxHashMap;
 
-use super::event::{self, Cat, Ev};
-use super::stream::Visitor;
 use crate::error::ParseErr;
 use crate::json::{Cursor, JsonError};
-
-/// A `ProfilerStep#N` span, in trace-relative ns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Span {
-    pub start: i64,
-    pub end: i64,
-    pub step: i64,
-}
+use crate::step_span::Span;
+use crate::trace_event::{self, pid_key, Cat, Ev};
+use crate::walk::Visitor;
 
 /// The top-level keys aorta keeps.
 #[derive(Debug, Default, Clone)]
@@ -72,7 +65,7 @@ const VERSION_KEYS: &[&str] = &[
 impl Meta {
     pub fn take(&mut self, key: &str, raw: &[u8]) {
         match key {
-            "baseTimeNanoseconds" => self.base_time_ns = event::int(raw),
+            "baseTimeNanoseconds" => self.base_time_ns = trace_event::int(raw),
             "distributedInfo" => {
                 let v: serde_json::Value = serde_json::from_slice(raw).unwrap_or_default();
                 self.rank = json_int(&v["rank"]);
@@ -108,18 +101,6 @@ fn param_value(raw: &[u8]) -> serde_json::Value {
 fn json_int(v: &serde_json::Value) -> Option<i64> {
     v.as_i64()
         .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
-}
-
-/// Process id as a key: the integer, or a hash of a string pid.
-pub fn pid_key(raw: Option<&[u8]>) -> i64 {
-    match raw {
-        None => i64::MIN,
-        Some(r) => event::int(r).unwrap_or_else(|| {
-            r.iter().fold(0xcbf29ce484222325u64, |h, &b| {
-                (h ^ b as u64).wrapping_mul(0x100000001b3)
-            }) as i64
-        }),
-    }
 }
 
 /// The spans and launches of a run of events.
@@ -290,7 +271,7 @@ impl Visitor for LinkPass {
     }
 
     fn event(&self, c: &mut Cursor<'_>, part: &mut Partial, _off: u64) -> Result<(), JsonError> {
-        let (ev, read) = event::parse_if(c, |ph, cat| {
+        let (ev, read) = trace_event::parse_if(c, |ph, cat| {
             ph == b"X"
                 && matches!(
                     Cat::of(cat),
@@ -312,15 +293,15 @@ impl Visitor for LinkPass {
 /// Notes the span or launch a slice event is, if it is one.
 pub fn note(p: &mut Partial, ev: &Ev) {
     let cat = Cat::of(ev.cat);
-    let Some(ts) = ev.ts.and_then(event::micros) else {
+    let Some(ts) = ev.ts.and_then(trace_event::micros) else {
         return;
     };
     match cat {
         Cat::UserAnnotation | Cat::GpuUserAnnotation => {
-            let Some(step) = ev.name.and_then(event::profiler_step) else {
+            let Some(step) = ev.name.and_then(trace_event::profiler_step) else {
                 return;
             };
-            let end = ts + ev.dur.and_then(event::micros).unwrap_or(0).max(0);
+            let end = ts + ev.dur.and_then(trace_event::micros).unwrap_or(0).max(0);
             let span = Span {
                 start: ts,
                 end,
@@ -335,9 +316,9 @@ pub fn note(p: &mut Partial, ev: &Ev) {
         Cat::Runtime | Cat::Driver => {
             let [corr] = ev
                 .args
-                .map(|a| event::pick(a, &[b"correlation"]))
+                .map(|a| trace_event::pick(a, &[b"correlation"]))
                 .unwrap_or([None]);
-            if let Some(corr) = corr.and_then(event::int) {
+            if let Some(corr) = corr.and_then(trace_event::int) {
                 p.launches.push((corr, ts, pid_key(ev.pid)));
             }
         }

@@ -5,29 +5,25 @@
 //! noting the metadata, step spans and launches as they go (`links`); the rows wait in a
 //! spill file until those are all known (`pending`), then go to the sink with their steps.
 
-pub mod event;
 pub mod extract;
 pub mod links;
 pub mod pending;
-pub mod stream;
 
+use crate::format::Format;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
 use crate::error::{IngestError, ParseErr, Result};
 use crate::file::{FileJob, FileOutcome, RunInfo};
 use crate::json::{Cursor, JsonError};
-use crate::rows::Batch;
-use crate::sink::{Parts, Sink, SinkOut};
+use crate::sink::Parts;
 use crate::source::{digest, Hasher};
+use crate::walk::{Driver, Shape, Visitor};
 use crate::window::Window;
 use extract::Ctx;
 use links::{LinkPass, Links, Meta};
-use stream::{Driver, Visitor};
 
-fn drive(job: &FileJob, v: &mut impl Visitor, hash: Option<Hasher>) -> Result<stream::Shape> {
+fn drive(job: &FileJob, v: &mut impl Visitor, hash: Option<Hasher>) -> Result<Shape> {
     let win = Window::open(&job.path, job.progress.clone(), hash)
         .map_err(|e| crate::error::IngestError::io(&job.path, e))?;
     Driver::new(win).run(v).map_err(|e| e.at(&job.path))
@@ -77,39 +73,6 @@ impl Visitor for RowPass<'_> {
     }
 }
 
-/// Batches the Kineto and Chrome readers may queue for the writer (or spill) thread: one per
-/// parsed sub-window, a few thousand rows. With 4, the workers stalled on every 131 Ki-row
-/// flush of the writer; 64 let them go on (1 GiB on two cores: wall −15 %, peak RSS +20 MB).
-pub(crate) const WRITER_QUEUE: usize = 64;
-
-/// The writer thread: owns the sink until the channel closes; `queue` batches may wait.
-pub(crate) fn spawn_writer(
-    parts: Parts,
-    failed: Arc<AtomicBool>,
-    queue: usize,
-) -> (SyncSender<Batch>, JoinHandle<Result<SinkOut>>) {
-    let (tx, rx) = sync_channel::<Batch>(queue);
-    let handle = std::thread::spawn(move || {
-        let mut sink = Sink::new(&parts);
-        let mut busy = std::time::Duration::ZERO;
-        for batch in rx {
-            let t = std::time::Instant::now();
-            if let Err(e) = sink.add(batch) {
-                failed.store(true, Ordering::Relaxed);
-                return Err(e);
-            }
-            busy += t.elapsed();
-        }
-        let t = std::time::Instant::now();
-        let out = sink.finish();
-        if std::env::var_os("AORTA_TIMING").is_some() {
-            eprintln!("writer busy {busy:.2?}, final flush {:.2?}", t.elapsed());
-        }
-        out
-    });
-    (tx, handle)
-}
-
 pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
     let t0 = std::time::Instant::now();
     // A new file is hashed as the walk reads it, not by a separate read.
@@ -141,7 +104,7 @@ pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
     };
     let mut links = walk.links;
     links.finish();
-    let mut info = RunInfo::new("kineto", content_hash);
+    let mut info = RunInfo::new(Format::Kineto, content_hash);
     let rank = info.resolve_rank(job, links.meta.rank);
     let parts = Parts {
         root: job.staging.clone(),
@@ -295,7 +258,7 @@ mod tests {
         for path in files {
             let mut reference = LinkPass::default();
             walk(&path, &mut reference);
-            let (tx, rx) = sync_channel(WRITER_QUEUE);
+            let (tx, rx) = std::sync::mpsc::sync_channel(crate::writer_thread::WRITER_QUEUE);
             let drain = std::thread::spawn(move || rx.into_iter().count());
             let mut rows = RowPass {
                 ctx: Ctx {

@@ -306,13 +306,13 @@ fn cpu_rec(r: &CpuRow, w: &CpuWait) -> CpuRec {
     }
 }
 
-/// Batches the walk may queue for the spill thread (see `kineto::WRITER_QUEUE`).
+/// Batches the walk may queue for the spill thread (see `writer_thread::WRITER_QUEUE`).
 pub type Sender = SyncSender<(Batch, Waits)>;
 
 /// The spill thread: owns the spill file until the channel closes.
 pub fn spawn(dir: &Path, failed: Arc<AtomicBool>) -> Result<(Sender, JoinHandle<Result<Spilled>>)> {
     let mut spill = Spill::create(dir)?;
-    let (tx, rx) = sync_channel::<(Batch, Waits)>(super::WRITER_QUEUE);
+    let (tx, rx) = sync_channel::<(Batch, Waits)>(crate::writer_thread::WRITER_QUEUE);
     let handle = std::thread::spawn(move || {
         for (batch, waits) in rx {
             if let Err(e) = spill.add(batch, waits) {

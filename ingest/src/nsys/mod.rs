@@ -110,10 +110,7 @@ pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
     let sql = |e: rusqlite::Error| {
         IngestError::file(&job.path, format!("reading the Nsight Systems export: {e}"))
     };
-    let content_hash = match &job.content_hash {
-        Some(h) => h.clone(),
-        None => crate::dataset::content_hash(&job.path)?.0,
-    };
+    let content_hash = job.hash()?;
     let conn = open(&job.path)?;
     if !is_nsys(&conn) {
         return Err(IngestError::file(&job.path, "not an Nsight Systems export"));

@@ -5,6 +5,8 @@
 //! several processes, unmapped ones are numbered in ascending pid order. Processes that land
 //! on the same rank share its partitions.
 
+use crate::file::RankSource;
+use crate::format::Format;
 use std::collections::BTreeMap;
 
 use rusqlite::Connection;
@@ -61,7 +63,7 @@ pub struct Group {
 
 /// Assigns every pid a rank and groups the pids by rank (at least one group).
 pub fn assign(job: &FileJob, pids: &[i64], content_hash: String) -> Vec<Group> {
-    let new_info = || RunInfo::new("nsys", content_hash.clone());
+    let new_info = || RunInfo::new(Format::Nsys, content_hash.clone());
     if pids.len() <= 1 {
         let mut info = new_info();
         let rank = info.resolve_rank_of(job, None, pids);
@@ -74,8 +76,8 @@ pub fn assign(job: &FileJob, pids: &[i64], content_hash: String) -> Vec<Group> {
     let mut by_rank: BTreeMap<i64, Group> = BTreeMap::new();
     for (i, &pid) in pids.iter().enumerate() {
         let (rank, source) = match job.rank_map.get(pid) {
-            Some(r) => (r, "rank_map"),
-            None => (i as i64, "pid_order"),
+            Some(r) => (r, RankSource::RankMap),
+            None => (i as i64, RankSource::PidOrder),
         };
         let g = by_rank.entry(rank).or_insert_with(|| {
             let mut info = new_info();

@@ -12,9 +12,9 @@ use super::Meta;
 use crate::classify::{Category, Kind};
 use crate::error::IngestError;
 use crate::file::{FileJob, FileOutcome};
-use crate::kineto::event::profiler_step;
 use crate::rows::{Batch, CpuCategory, CpuRow, GpuRow, StepSource};
 use crate::sink::{Parts, Sink};
+use crate::trace_event::profiler_step;
 
 /// Rows gathered per rank before they go to its sink.
 const BATCH_ROWS: usize = 1 << 16;

@@ -7,8 +7,8 @@ use rustc_hash::FxHashMap;
 
 use super::has_table;
 use super::ranks::{pid_of, pid_sql};
-use crate::kineto::event::profiler_step;
-use crate::kineto::links::Span;
+use crate::step_span::Span;
+use crate::trace_event::profiler_step;
 
 /// NVTX event types aorta reads: marks (34), push/pop ranges (59), start/end ranges (60),
 /// as the export's own `ENUM_NSYS_EVENT_TYPE` numbers them (2024.5 sample).

@@ -8,6 +8,7 @@
 //! directory and `<prefix>` before `kernel_trace.csv`) are one ingest job: `group` forms
 //! those jobs, the kernel trace being the job's path and the others its siblings.
 
+use crate::format::Format;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -362,25 +363,11 @@ fn api(emit: &mut Emit, r: &Row) -> Result<()> {
     emit.api(&a)
 }
 
-/// The content hash of a group: every file's bytes, in order, with its name.
-pub fn group_hash(files: &[&Path]) -> Result<String> {
-    let mut h = xxhash_rust::xxh3::Xxh3::new();
-    for f in files {
-        let (one, _) = crate::dataset::content_hash(f)?;
-        h.update(f.file_name().unwrap_or_default().as_encoded_bytes());
-        h.update(one.as_bytes());
-    }
-    Ok(format!("{:032x}", h.digest128()))
-}
-
 pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
     let mut files: Vec<&Path> = vec![&job.path];
     files.extend(job.siblings.iter().map(PathBuf::as_path));
-    let hash = match &job.content_hash {
-        Some(h) => h.clone(),
-        None => group_hash(&files)?,
-    };
-    let mut info = RunInfo::new("rocprofv3-csv", hash);
+    let hash = job.hash()?;
+    let mut info = RunInfo::new(Format::RocprofCsv, hash);
     let pids: Vec<i64> = super::pid_from_name(&job.path).into_iter().collect();
     let parts = super::parts_for(job, &mut info, None, &pids);
     let kinds: Vec<CsvKind> = files.iter().map(|f| sniff(f)).collect::<Result<_>>()?;

@@ -7,6 +7,7 @@
 //! compact integers until the end of the process object and resolved then (memory grows with
 //! the record count only in that case).
 
+use crate::format::Format;
 use rustc_hash::FxHashMap;
 use serde_json::Value;
 
@@ -16,8 +17,8 @@ use super::{Api, Copy, Dispatch, Emit};
 use crate::classify::{Class, Kind};
 use crate::error::{IngestError, ParseErr, Result};
 use crate::file::{FileJob, FileOutcome, RunInfo};
-use crate::kineto::event::{pick, text};
 use crate::source::{digest, Hasher};
+use crate::trace_event::{pick, text};
 use crate::window::Window;
 
 /// A GPU or CPU agent: `type` 2 is a GPU.
@@ -326,7 +327,7 @@ pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
     // file name, `--rank` or 0. The hash is only known
     // after reading, so the part tag uses the path and size until then.
     let mut info = RunInfo::new(
-        "rocprofv3-json",
+        Format::RocprofJson,
         job.content_hash.clone().unwrap_or_default(),
     );
     if job.content_hash.is_none() {

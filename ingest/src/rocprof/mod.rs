@@ -15,6 +15,7 @@ mod records;
 pub mod rocpd;
 mod stream;
 
+use crate::file::RankSource;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
@@ -118,7 +119,7 @@ pub struct Emit<'a> {
 impl<'a> Emit<'a> {
     pub fn new(classifier: &'a Classifier, parts: &Parts) -> Emit<'a> {
         let failed = Arc::new(AtomicBool::new(false));
-        let (tx, writer) = crate::kineto::spawn_writer(parts.clone(), failed.clone(), QUEUE);
+        let (tx, writer) = crate::writer_thread::spawn_writer(parts.clone(), failed.clone(), QUEUE);
         Emit {
             classifier,
             batch: Batch::default(),
@@ -320,7 +321,7 @@ pub fn pid_from_name(path: &std::path::Path) -> Option<i64> {
 pub fn parts_for(job: &FileJob, info: &mut RunInfo, from_env: Option<i64>, pids: &[i64]) -> Parts {
     let rank = info.resolve_rank_of(job, from_env, pids);
     if from_env.is_some() {
-        info.rank_source = "environment";
+        info.rank_source = RankSource::Environment;
     }
     Parts {
         root: job.staging.clone(),

@@ -6,6 +6,7 @@
 //! current batch. Unlike CSV/JSON, rocpd keeps the process environment, so torchrun's
 //! `RANK`/`WORLD_SIZE` give the rank.
 
+use crate::format::Format;
 use std::path::Path;
 
 use rusqlite::{Connection, OpenFlags, Row};
@@ -230,11 +231,8 @@ pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
         return Err(not_rocpd(path));
     }
     let version = schema_version(path, &conn)?;
-    let hash = match &job.content_hash {
-        Some(h) => h.clone(),
-        None => crate::dataset::content_hash(path)?.0,
-    };
-    let mut info = RunInfo::new("rocpd", hash);
+    let hash = job.hash()?;
+    let mut info = RunInfo::new(Format::Rocpd, hash);
     let (rank, world) = rank_from_env(&conn);
     info.world_size = world;
     info.runtime_version = Some(format!("rocpd_schema_version={version}"));

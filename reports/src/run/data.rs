@@ -230,7 +230,7 @@ fn overlap_frames(
 /// Whether `aorta ingest` rewrote a run's activities after `aorta overlap` wrote its tables
 /// (ingest leaves the derived tables alone): then they may describe the old activities.
 fn stale(root: &Path, run: &str) -> bool {
-    let part = |table: &str| root.join(table).join(format!("run={run}"));
+    let part = |table: &str| root.join(aorta_ingest::schema::run_dir(table, run));
     let newest_input = ["gpu_activities", "metrics"]
         .iter()
         .filter_map(|t| mtimes(&part(t)).into_iter().max())

@@ -5,17 +5,16 @@
 //! one whose transfer is slow: both show long comm kernels. Matching the same collective on
 //! every member (its process group and its number in that group, `seq`) makes the
 //! difference measurable. The steps: `load` numbers each rank's comm kernels into
-//! instances, `clock` finds each rank's offset from matched end times, `arrive` computes
-//! arrivals, waits and stragglers, `why` reads what a late rank was doing, `split` carries
-//! the wait/transfer split into the overlap tables, and `tables` lays out the three tables
-//! `aorta collectives` writes. The definitions are METRICS.md's, in users' words in
+//! instances (`prepare` does each rank's share on a worker thread), `clock` finds each
+//! rank's offset from matched end times, `arrive` computes arrivals, waits and stragglers,
+//! `why` reads what a late rank was doing, and `tables` lays out the three tables
+//! `aorta collectives` writes; `crate::comm_split` carries the split into the overlap tables. The definitions are METRICS.md's, in users' words in
 //! docs/COLLECTIVES.md.
 
 mod arrive;
 mod clock;
 mod load;
 mod prepare;
-pub mod split;
 mod tables;
 mod views;
 mod why;
@@ -25,6 +24,7 @@ use std::path::Path;
 
 use polars::prelude::*;
 
+use crate::comm_split::Part;
 use crate::dataset::{self, DatasetError};
 use crate::rows::ints;
 
@@ -118,7 +118,7 @@ impl Job {
 
     /// Each rank's comm kernels as (start, end, wait, step) for the overlap split; `None`
     /// for a rank none of whose kernels could be timed against its peers.
-    pub fn wait_parts(&self) -> HashMap<i64, Vec<split::Part>> {
+    pub fn wait_parts(&self) -> HashMap<i64, Vec<Part>> {
         let mut out = HashMap::new();
         for (r, rk) in self.ranks.iter().enumerate() {
             let timed = rk
@@ -133,7 +133,7 @@ impl Job {
                 .iter()
                 .map(|k| {
                     let wait = self.timing(r, k).map_or(0, |t| t.0);
-                    split::Part {
+                    Part {
                         start: k.start,
                         end: k.end,
                         wait,

@@ -1,6 +1,7 @@
 //! The step and category levels: one row per side, run, rank and step, and each key's
 //! spread over those rows.
 
+use aorta_ingest::classify::Category;
 use std::collections::BTreeMap;
 
 use polars::prelude::*;
@@ -170,7 +171,13 @@ fn window_columns<'a>(w: impl Iterator<Item = &'a Window> + Clone) -> Vec<Column
 }
 
 /// The category groups compared (METRICS.md categories; memset joins `other`).
-pub const CATEGORIES: [&str; 5] = ["gemm", "comm", "attention", "memcpy", "other"];
+pub const CATEGORIES: [&str; 5] = [
+    Category::Gemm.as_str(),
+    Category::Comm.as_str(),
+    Category::Attention.as_str(),
+    Category::Memcpy.as_str(),
+    "other",
+];
 
 fn category_index(c: &str) -> usize {
     CATEGORIES.iter().position(|&k| k == c).unwrap_or(4)

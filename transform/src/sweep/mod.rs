@@ -16,7 +16,7 @@ use rayon::prelude::*;
 use layout::{Counts, Step};
 use merge::{Source, Tables, CONTESTED, MAX_MASK_STREAMS};
 
-/// Activity class, in the order of ../shared/docs/METRICS.md.
+/// Activity class, in the order of docs/METRICS.md.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[repr(u8)]
 pub enum Class {
@@ -40,13 +40,13 @@ impl Class {
 
     /// The `category` value of `gpu_activities`; unknown text is `other_compute`.
     pub fn from_category(s: &str) -> Class {
-        match s {
-            "comm" => Class::Comm,
-            "gemm" => Class::Gemm,
-            "attention" => Class::Attention,
-            "memcpy" => Class::Memcpy,
-            "memset" => Class::Memset,
-            _ => Class::OtherCompute,
+        match Category::parse(s) {
+            Some(Category::Comm) => Class::Comm,
+            Some(Category::Gemm) => Class::Gemm,
+            Some(Category::Attention) => Class::Attention,
+            Some(Category::Memcpy) => Class::Memcpy,
+            Some(Category::Memset) => Class::Memset,
+            Some(Category::OtherCompute) | None => Class::OtherCompute,
         }
     }
 
@@ -56,6 +56,7 @@ impl Class {
     }
 }
 
+use aorta_ingest::classify::Category;
 /// Collective kinds, in the order of METRICS.md (ingest's list); the index is `Act::op`.
 pub use aorta_ingest::classify::COMM_OPS;
 

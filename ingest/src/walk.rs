@@ -371,11 +371,11 @@ mod tests {
             part: &mut Vec<String>,
             _: u64,
         ) -> Result<(), JsonError> {
-            let ev = crate::kineto::event::parse(c)?;
+            let ev = crate::trace_event::parse(c)?;
             // Workers that started from a wrong guess read garbage: never panic on it.
             let name = ev
                 .name
-                .and_then(crate::kineto::event::text)
+                .and_then(crate::trace_event::text)
                 .unwrap_or_default();
             part.push(name.into_owned());
             Ok(())

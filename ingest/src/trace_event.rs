@@ -138,6 +138,18 @@ pub fn micros(v: &[u8]) -> Option<i64> {
     us_text_to_ns(unquote(v))
 }
 
+/// Process id as a key: the integer, or a hash of a string pid.
+pub fn pid_key(raw: Option<&[u8]>) -> i64 {
+    match raw {
+        None => i64::MIN,
+        Some(r) => int(r).unwrap_or_else(|| {
+            r.iter().fold(0xcbf29ce484222325u64, |h, &b| {
+                (h ^ b as u64).wrapping_mul(0x100000001b3)
+            }) as i64
+        }),
+    }
+}
+
 /// The step number of a `ProfilerStep#N` name.
 pub fn profiler_step(name: &[u8]) -> Option<i64> {
     let n = unquote(name);
