@@ -6,6 +6,8 @@
 pub mod collectives;
 pub mod comm_split;
 pub mod compare;
+#[cfg(test)]
+mod cycles;
 pub mod dataset;
 pub mod jsonl;
 pub mod nccl;
