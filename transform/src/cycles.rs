@@ -73,7 +73,12 @@ fn cycle(g: &Graph) -> Option<Vec<String>> {
             return false;
         }
         path.push(m.to_string());
-        for d in g.get(m).into_iter().flatten().filter(|d| g.contains_key(*d)) {
+        for d in g
+            .get(m)
+            .into_iter()
+            .flatten()
+            .filter(|d| g.contains_key(*d))
+        {
             if visit(g, d, path, done) {
                 return true;
             }
