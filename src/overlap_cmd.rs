@@ -18,13 +18,24 @@ use crate::cli::{By, Format, OverlapArgs};
 pub fn run(args: OverlapArgs) -> Result<ExitCode> {
     let root = args.dataset.as_path();
     let runs = select_runs(root, args.run.as_deref())?;
-    let tables = overlap::from_dataset(root, &runs)?;
-    aorta_transform::dataset::replace_runs(root, &runs, &tables.tables())?;
+    let tables = overlap::compute_and_store(root, &runs)?;
     let format = if args.json { Format::Json } else { args.format };
+    print(root, &tables, &runs, args.by, format)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints the overlap tables of `runs`, grouped `by`, in `format`.
+pub(crate) fn print(
+    root: &Path,
+    tables: &OverlapTables,
+    runs: &[String],
+    by: By,
+    format: Format,
+) -> Result<()> {
     let mut out = std::io::stdout().lock();
     let views = runs
         .iter()
-        .map(|r| RunView::new(&tables, r, args.by))
+        .map(|r| RunView::new(tables, r, by))
         .collect::<PolarsResult<Vec<_>>>()?;
     match format {
         Format::Table => views.iter().try_for_each(|v| v.print_table(&mut out))?,
@@ -32,14 +43,14 @@ pub fn run(args: OverlapArgs) -> Result<ExitCode> {
         Format::Json => {
             let doc = json!({
                 "dataset": root.display().to_string(),
-                "by": by_name(args.by),
+                "by": by_name(by),
                 "runs": views.iter().map(RunView::json).collect::<Vec<_>>(),
             });
             serde_json::to_writer_pretty(&mut out, &doc)?;
             writeln!(out)?;
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// Every run of the dataset, or the one asked for (one-line error when it is not there).

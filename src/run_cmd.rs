@@ -8,7 +8,7 @@ use std::process::{Command, ExitCode, Stdio};
 
 use anyhow::{bail, Context, Result};
 
-use crate::cli::{By, Format, OverlapArgs, RunArgs};
+use crate::cli::{By, Format, RunArgs};
 
 /// How a workload is started.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,14 +81,9 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
     let label = label.unwrap_or_else(|| "run".into());
     let data = a.out.join("data");
     ingest(&traces, &data, &label)?;
-    let overlap = OverlapArgs {
-        dataset: data.clone(),
-        run: Some(label.clone()),
-        by: By::Rank,
-        format: Format::Table,
-        json: false,
-    };
-    crate::overlap_cmd::run(overlap)?;
+    let runs = [label.clone()];
+    let tables = aorta_transform::overlap::compute_and_store(&data, &runs)?;
+    crate::overlap_cmd::print(&data, &tables, &runs, By::Rank, Format::Table)?;
     let html = a.out.join("report.html");
     let opts = aorta_reports::RunReportOptions {
         runs: vec![label],

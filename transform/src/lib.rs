@@ -9,6 +9,7 @@ pub mod compare;
 #[cfg(test)]
 mod cycles;
 pub mod dataset;
+pub mod fresh;
 pub mod jsonl;
 pub mod nccl;
 pub mod overlap;

@@ -304,6 +304,17 @@ pub fn dataset_runs(root: &std::path::Path) -> Result<Vec<String>, DatasetError>
     Ok(v)
 }
 
+/// `aorta overlap` as one call: computes the overlap tables of `runs` and writes them into
+/// the dataset (those runs' partitions replaced atomically), returning them.
+pub fn compute_and_store(
+    root: &std::path::Path,
+    runs: &[String],
+) -> Result<OverlapTables, DatasetError> {
+    let tables = from_dataset(root, runs)?;
+    dataset::replace_runs(root, runs, &tables.tables())?;
+    Ok(tables)
+}
+
 /// Reads `gpu_activities` and `metrics` of `runs` and computes their overlap tables, trace
 /// ranks and JSONL ranks together.
 pub fn from_dataset(

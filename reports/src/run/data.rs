@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use aorta_transform::collectives::Job;
-use aorta_transform::{dataset, overlap};
+use aorta_transform::{dataset, fresh, overlap};
 use polars::prelude::*;
 
 use super::{join, RunReportOptions};
@@ -94,7 +94,11 @@ impl RunData {
             .iter()
             .map(|r| Job::analyze(root, r))
             .collect::<Result<Vec<_>, _>>()?;
-        let (steps, colls, from_dataset) = overlap_frames(root, &runs, &jobs)?;
+        let fresh::StepsAndCollectives {
+            steps,
+            collectives: colls,
+            stored: from_dataset,
+        } = fresh::load_or_compute(root, &runs, &jobs)?;
         let all_steps = step_rows(&steps, &root.join("overlap_steps"))?;
         let mut ranks: Vec<i64> = all_steps.iter().map(|s| s.rank).collect();
         ranks.sort_unstable();
@@ -203,61 +207,6 @@ fn select_runs(root: &Path, asked: &[String]) -> Result<Vec<String>, ReportError
     };
     runs.dedup();
     Ok(runs)
-}
-
-/// `overlap_steps` and `overlap_collectives` of `runs`: from the dataset when every run has
-/// fresh rows there, else computed (true: read from the dataset).
-fn overlap_frames(
-    root: &Path,
-    runs: &[String],
-    jobs: &[Job],
-) -> Result<(DataFrame, DataFrame, bool), ReportError> {
-    let read = |table: &str| -> Result<DataFrame, ReportError> {
-        dataset::scan(root, table)?
-            .filter(keep(runs, None))
-            .collect()
-            .map_err(ReportError::polars(root.join(table)))
-    };
-    let steps = read("overlap_steps")?;
-    let have = str_col(&steps, "run", &root.join("overlap_steps"))?;
-    if runs.iter().all(|r| have.contains(r) && !stale(root, r)) {
-        return Ok((steps, read("overlap_collectives")?, true));
-    }
-    let t = overlap::from_dataset_with(root, runs, jobs)?;
-    Ok((t.steps, t.collectives, false))
-}
-
-/// Whether `aorta ingest` rewrote a run's activities after `aorta overlap` wrote its tables
-/// (ingest leaves the derived tables alone): then they may describe the old activities.
-fn stale(root: &Path, run: &str) -> bool {
-    let part = |table: &str| root.join(aorta_ingest::schema::run_dir(table, run));
-    let newest_input = ["gpu_activities", "metrics"]
-        .iter()
-        .filter_map(|t| mtimes(&part(t)).into_iter().max())
-        .max();
-    let oldest_derived = ["overlap_steps", "overlap_collectives"]
-        .iter()
-        .filter_map(|t| mtimes(&part(t)).into_iter().min())
-        .min();
-    match (newest_input, oldest_derived) {
-        (Some(i), Some(d)) => i > d,
-        (_, None) => true,
-        (None, Some(_)) => false,
-    }
-}
-
-/// Modification times of the Parquet files under `dir`.
-fn mtimes(dir: &Path) -> Vec<std::time::SystemTime> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(mtimes(&p));
-        } else if p.extension().is_some_and(|x| x == "parquet") {
-            out.extend(e.metadata().and_then(|m| m.modified()).ok());
-        }
-    }
-    out
 }
 
 fn step_rows(df: &DataFrame, path: &Path) -> Result<Vec<StepRow>, ReportError> {
