@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use crate::classify::Kind;
 use crate::error::{IngestError, Result};
 use crate::file::{FileJob, FileOutcome, RunInfo};
-use crate::rocprof::{Api, Copy, Dispatch, Emit};
+use crate::rocprof::{Api, Dispatch, Emit, MemoryCopy};
 
 /// What a CSV file holds, from its header.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -333,7 +333,7 @@ fn copy(emit: &mut Emit, agents: &Agents, r: &Row) -> Result<()> {
     } else {
         src
     };
-    let c = Copy {
+    let c = MemoryCopy {
         device: agents.device(dev).unwrap_or(-1),
         stream: r.int("stream_id")?.unwrap_or(0),
         name: r

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::records::{self, Rec};
 use super::stream::Stream;
-use super::{Api, Copy, Dispatch, Emit};
+use super::{Api, Dispatch, Emit, MemoryCopy};
 use crate::classify::{Class, Kind};
 use crate::error::{IngestError, ParseErr, Result};
 use crate::file::{FileJob, FileOutcome, RunInfo};
@@ -277,7 +277,7 @@ impl Reader<'_, '_> {
             "" => "MEMORY_COPY".to_string(),
             op => op.to_string(),
         };
-        let c = Copy {
+        let c = MemoryCopy {
             device: self.device(agent),
             stream: r.stream.unwrap_or(0),
             name: &name,

@@ -60,7 +60,7 @@ pub struct Dispatch<'a> {
 
 /// A memory copy (`MEMORY_COPY_HOST_TO_DEVICE`…, the direction is its name).
 #[derive(Debug, Clone, Default)]
-pub struct Copy<'a> {
+pub struct MemoryCopy<'a> {
     pub device: i64,
     pub stream: i64,
     pub name: &'a str,
@@ -203,7 +203,7 @@ impl<'a> Emit<'a> {
         self.row()
     }
 
-    pub fn copy(&mut self, c: &Copy) -> Result<()> {
+    pub fn copy(&mut self, c: &MemoryCopy) -> Result<()> {
         let (category, comm_op) = self.classify(Kind::Memcpy, c.name);
         let name = self.batch.strings.id(c.name);
         let end = self.checked_end(c.start, c.end, c.name);

@@ -12,7 +12,7 @@ use std::path::Path;
 use rusqlite::{Connection, OpenFlags, Row};
 use serde_json::Value;
 
-use super::{Api, Copy, Dispatch, Emit};
+use super::{Api, Dispatch, Emit, MemoryCopy};
 use crate::classify::Kind;
 use crate::error::{IngestError, Result};
 use crate::file::{FileJob, FileOutcome, RunInfo};
@@ -182,7 +182,7 @@ fn copies(path: &Path, conn: &Connection, emit: &mut Emit) -> Result<()> {
         let Some((name, start, end)) = timed_name(path, r, emit, "copy")? else {
             return Ok(());
         };
-        let c = Copy {
+        let c = MemoryCopy {
             device: get(0)?.unwrap_or(-1),
             stream: get(1)?.unwrap_or(0),
             name: if name.is_empty() {
