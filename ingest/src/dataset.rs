@@ -54,6 +54,11 @@ fn is_candidate(p: &Path) -> bool {
 /// Walks `roots` (files or directories), sorted; the label of a file is the first directory
 /// under its root (or the root's own name for files directly in it), unless `label` is given.
 pub fn discover(roots: &[PathBuf], label: Option<&str>, skip: &Path) -> Result<Vec<Input>> {
+    if label.is_some_and(|l| l.trim().is_empty()) {
+        return Err(IngestError::Usage(
+            "--label: a run label cannot be empty".into(),
+        ));
+    }
     let mut out = Vec::new();
     for root in roots {
         let meta = std::fs::metadata(root).map_err(|e| IngestError::io(root, e))?;

@@ -30,6 +30,9 @@ pub enum IngestError {
     },
     #[error(transparent)]
     Rules(#[from] crate::classify::RulesError),
+    /// An option the user gave that cannot work, before any file is read.
+    #[error("{0}")]
+    Usage(String),
 }
 
 impl IngestError {

@@ -454,10 +454,26 @@ pub const DERIVED_TABLES: &[&Table] = &[
     &COLLECTIVE_RANKS,
 ];
 
-/// The directory of one run of a table, relative to the dataset root: `<table>/run=<label>`.
-/// Every dataset path aorta reads or writes is built here or in `partition_dir`.
+/// The directory of one run of a table, relative to the dataset root: `<table>/run=<label>`,
+/// the label percent-encoded (`encode_value`). Every dataset path aorta reads or writes is
+/// built here or in `partition_dir`.
 pub fn run_dir(table: &str, run: &str) -> std::path::PathBuf {
-    std::path::Path::new(table).join(format!("run={run}"))
+    std::path::Path::new(table).join(format!("run={}", encode_value(run)))
+}
+
+/// Bytes a partition value keeps as they are: letters, digits and `-_.~`.
+const KEEP: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
+/// A partition value as one path segment: every other byte (`/`, `=`, `%`, blanks, control
+/// characters, non-ASCII) percent-encoded, as Hive and Spark write them. A label is data, not
+/// a path: `../x` stays inside its table, and polars, pyarrow, DuckDB and Spark read the
+/// original label back from the `run` column.
+pub fn encode_value(v: &str) -> String {
+    percent_encoding::utf8_percent_encode(v, KEEP).to_string()
 }
 
 /// One (run, rank) partition of a table, relative to the dataset root:
@@ -518,5 +534,44 @@ fn push_columns(s: &mut String, cols: &[Column]) {
             null,
             c.doc
         ));
+    }
+}
+
+#[cfg(test)]
+mod partition_tests {
+    use super::*;
+
+    #[test]
+    fn a_hostile_label_is_one_segment_and_decodes_back() {
+        let labels = [
+            "../../../x",
+            "a/b",
+            "run=2",
+            "50%",
+            "tab\there",
+            "new\nline",
+            "..",
+            "/abs",
+            "h100 × mi300x",
+            "plain_label-1.2~",
+        ];
+        for label in labels {
+            let dir = partition_dir("gpu_activities", label, 3);
+            let parts: Vec<_> = dir.components().collect();
+            assert_eq!(parts.len(), 3, "{label:?} -> {dir:?}");
+            let seg = parts[1].as_os_str().to_str().unwrap();
+            let value = seg.strip_prefix("run=").unwrap();
+            assert!(
+                !value.contains(['/', '=', '\\', '\n', '\t', ' ']),
+                "{value}"
+            );
+            let back = percent_encoding::percent_decode_str(value)
+                .decode_utf8()
+                .unwrap();
+            assert_eq!(back, label);
+        }
+        assert_eq!(encode_value("plain_label-1.2~"), "plain_label-1.2~");
+        assert_eq!(encode_value("../x"), "..%2Fx");
+        assert_eq!(encode_value("a=b%"), "a%3Db%25");
     }
 }
