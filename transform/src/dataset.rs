@@ -398,7 +398,8 @@ mod tests {
                 force: true,
                 ..Default::default()
             };
-            let s = aorta_ingest::ingest(&[trace.clone()], &opts, &Default::default()).unwrap();
+            let s = aorta_ingest::ingest(std::slice::from_ref(&trace), &opts, &Default::default())
+                .unwrap();
             assert_eq!(s.ingested.len(), 1, "{label:?}");
         }
         // Nothing outside the dataset: the temporary directory holds the trace and `sub/ds`.
