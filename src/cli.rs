@@ -284,8 +284,8 @@ pub struct IngestArgs {
     /// Run label for every input (default: first directory under each root).
     #[arg(long)]
     pub label: Option<String>,
-    /// Rank for files whose trace and name carry none.
-    #[arg(long)]
+    /// Rank for files whose trace and name carry none (0 or more).
+    #[arg(long, value_parser = clap::value_parser!(i64).range(0..))]
     pub rank: Option<i64>,
     /// Process id → rank for traces that carry no rank (Nsight Systems, generic Chrome):
     /// lines `PID RANK`, e.g. `1701896 0`.

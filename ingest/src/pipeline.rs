@@ -147,6 +147,10 @@ pub fn ingest(paths: &[PathBuf], opts: &Options, progress: &Progress) -> Result<
             });
         }
     }
+    if todo.is_empty() && summary.skipped.is_empty() {
+        return Err(nothing_to_ingest(paths, &summary));
+    }
+    let existed = opts.out.exists();
     let total: u64 = todo.iter().map(|p| p.bytes).sum();
     progress
         .total
@@ -168,7 +172,36 @@ pub fn ingest(paths: &[PathBuf], opts: &Options, progress: &Progress) -> Result<
         &mut summary,
     );
     let _ = std::fs::remove_dir_all(&staging);
-    res.map(|_| summary)
+    res?;
+    if summary.ingested.is_empty() && summary.skipped.is_empty() && summary.failed.is_empty() {
+        // Every file found was something else (JSON that is no trace): no dataset either.
+        if !existed {
+            let _ = std::fs::remove_dir_all(&opts.out);
+        }
+        return Err(nothing_to_ingest(paths, &summary));
+    }
+    Ok(summary)
+}
+
+/// The error of an ingest that found no trace to read: what it found instead.
+fn nothing_to_ingest(paths: &[PathBuf], summary: &Summary) -> IngestError {
+    let roots: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+    let mut seen: Vec<String> = summary
+        .skipped_files
+        .iter()
+        .map(|(p, why)| format!("{} ({why})", p.display()))
+        .collect();
+    seen.extend(
+        summary
+            .not_traces
+            .iter()
+            .map(|p| format!("{} (JSON without trace events)", p.display())),
+    );
+    let what = match seen.len() {
+        0 => "no trace files found".to_string(),
+        n => format!("{n} file(s) skipped: {}", seen.join("; ")),
+    };
+    IngestError::Usage(format!("nothing to ingest in {}: {what}", roots.join(", ")))
 }
 
 /// What every job of one ingest shares.
@@ -323,5 +356,28 @@ mod tests {
         assert_eq!(*hash, crate::source::content_hash(&csv).unwrap().0);
         let second = ingest(&paths, &opts, &Progress::default()).unwrap();
         assert_eq!((second.ingested.len(), second.skipped.len()), (0, 1));
+    }
+
+    /// An empty directory, or one of JSON files that are no traces, is an error that says
+    /// so, and leaves no dataset behind.
+    #[test]
+    fn nothing_to_ingest_is_an_error_and_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let empty = dir.path().join("empty");
+        std::fs::create_dir_all(&empty).unwrap();
+        let opts = Options {
+            out: dir.path().join("ds"),
+            ..Options::default()
+        };
+        let err = ingest(std::slice::from_ref(&empty), &opts, &Progress::default()).unwrap_err();
+        assert!(err.to_string().contains("no trace files found"), "{err}");
+        std::fs::write(empty.join("summary.json"), r#"{"datasets": {}}"#).unwrap();
+        let err = ingest(&[empty], &opts, &Progress::default()).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("summary.json (JSON without trace events)"),
+            "{err}"
+        );
+        assert!(!opts.out.exists());
     }
 }
