@@ -1,11 +1,9 @@
 //! The real corpus, file by file, against numbers computed independently in the test
 //! (serde_json over the raw trace, hand-checked metadata, the reviewed golden table).
 
-mod common;
-
 use std::collections::{BTreeMap, HashMap};
 
-use common::*;
+use crate::common::*;
 
 #[test]
 fn counts_match_an_independent_count() {

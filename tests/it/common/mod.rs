@@ -1,6 +1,5 @@
 //! Shared helpers for the end-to-end tests: the corpus, one dataset per corpus file, and
 //! an independent (serde_json) view of the raw traces.
-#![allow(dead_code)]
 
 use std::io::Read;
 use std::path::{Path, PathBuf};

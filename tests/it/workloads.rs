@@ -3,9 +3,7 @@
 //! torch script's knobs and comm/compute overlap; and a torch run compared with the bench run
 //! of its shapes.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use polars::prelude::DataFrame;
 use serde_json::Value;
 use std::path::Path;
@@ -210,7 +208,7 @@ fn fsdp_run_compares_with_the_bench_run_of_its_shapes() {
     let tmp = tempfile::tempdir().unwrap();
     let traces = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/traces");
     let data = tmp.path().join("data");
-    let o = common::cli::ingest(
+    let o = crate::common::cli::ingest(
         &[
             &traces.join("fsdp/fsdp_default"),
             &traces.join("overlap-bench/fsdp_shapes"),
@@ -218,7 +216,12 @@ fn fsdp_run_compares_with_the_bench_run_of_its_shapes() {
         &data,
         &[],
     );
-    assert_eq!(common::cli::code(&o), 0, "{}", common::cli::stderr(&o));
+    assert_eq!(
+        crate::common::cli::code(&o),
+        0,
+        "{}",
+        crate::common::cli::stderr(&o)
+    );
     let out = tmp.path().join("cmp");
     let argv: Vec<&std::ffi::OsStr> = vec![
         "compare".as_ref(),
@@ -230,8 +233,13 @@ fn fsdp_run_compares_with_the_bench_run_of_its_shapes() {
         "-o".as_ref(),
         out.as_os_str(),
     ];
-    let o = common::cli::aorta(&argv);
-    assert_eq!(common::cli::code(&o), 0, "{}", common::cli::stderr(&o));
+    let o = crate::common::cli::aorta(&argv);
+    assert_eq!(
+        crate::common::cli::code(&o),
+        0,
+        "{}",
+        crate::common::cli::stderr(&o)
+    );
     let summary: Value =
         serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
     let rows = summary["levels"]["collectives"].as_array().unwrap();

@@ -6,13 +6,11 @@
 //! `.ci/run` creates `.venv` from notebooks/requirements.txt. Without it the tests skip with
 //! a notice, except under `CI=true`, where a missing venv is a failure.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::cli::{aorta, code, ingest, stderr};
-use common::corpus;
+use crate::common::cli::{aorta, code, ingest, stderr};
+use crate::common::corpus;
 use polars::prelude::{AnyValue, ParquetReader, SerReader};
 use serde_json::Value;
 

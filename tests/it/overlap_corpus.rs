@@ -4,18 +4,15 @@
 //! come from inclusion–exclusion (|A ∩ B| = |A| + |B| − |A ∪ B|), not from a two-list walk
 //! like the production sweep.
 
-mod collectives;
-mod common;
-
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use common::cli::{aorta, code, ingest, stderr};
-use common::*;
+use crate::common::cli::{aorta, code, ingest, stderr};
+use crate::common::*;
 use serde_json::Value;
 
 /// `"1234.567"` µs as text → ns, by string surgery (no float anywhere).
-fn us_text_to_ns(t: &str) -> i64 {
+pub(crate) fn us_text_to_ns(t: &str) -> i64 {
     let neg = t.starts_with('-');
     let t = t.trim_start_matches('-');
     let (int, frac) = t.split_once('.').unwrap_or((t, ""));
@@ -30,10 +27,10 @@ fn us_text_to_ns(t: &str) -> i64 {
 
 /// The raw trace through serde_json, with `ts`/`dur` numbers quoted first so their decimal
 /// text survives (f64 would round epoch-scale values).
-fn raw_exact(p: &Path) -> Value {
+pub(crate) fn raw_exact(p: &Path) -> Value {
     let bytes = std::fs::read(p).unwrap();
     let bytes = if bytes.starts_with(&[0x1f, 0x8b]) {
-        common::cli::gunzip(&bytes)
+        crate::common::cli::gunzip(&bytes)
     } else {
         bytes
     };
@@ -42,12 +39,12 @@ fn raw_exact(p: &Path) -> Value {
     serde_json::from_str(&re.replace_all(&text, r#"$1"$2""#)).unwrap()
 }
 
-fn int_of(v: &Value) -> Option<i64> {
+pub(crate) fn int_of(v: &Value) -> Option<i64> {
     v.as_i64().or_else(|| v.as_str()?.trim().parse().ok())
 }
 
 /// Stream of a GPU event: `args.stream`, else `tid` (`7`, `"7"` or `"stream 7"`).
-fn stream_of(e: &Value) -> i64 {
+pub(crate) fn stream_of(e: &Value) -> i64 {
     int_of(&e["args"]["stream"])
         .or_else(|| int_of(&e["tid"]))
         .or_else(|| {
@@ -62,7 +59,7 @@ fn stream_of(e: &Value) -> i64 {
         .unwrap_or(0)
 }
 
-fn golden() -> HashMap<(String, String), String> {
+pub(crate) fn golden() -> HashMap<(String, String), String> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/kernel_categories.csv");
     let mut r = csv::Reader::from_path(path).unwrap();
     r.records()
@@ -77,7 +74,10 @@ fn golden() -> HashMap<(String, String), String> {
 type Span = (i64, i64, String);
 
 /// GPU activities of one trace: (start, clipped end, category).
-fn activities(p: &Path, golden: &HashMap<(String, String), String>) -> Vec<(i64, i64, String)> {
+pub(crate) fn activities(
+    p: &Path,
+    golden: &HashMap<(String, String), String>,
+) -> Vec<(i64, i64, String)> {
     let raw = raw_exact(p);
     let base = raw["baseTimeNanoseconds"].as_i64().unwrap_or(0);
     let mut per_stream: HashMap<(i64, i64), Vec<Span>> = HashMap::new();
@@ -132,7 +132,7 @@ fn union_ns(acts: &[(i64, i64, String)], keep: impl Fn(&str) -> bool) -> i64 {
     union_len(v)
 }
 
-const COMPUTE: [&str; 3] = ["gemm", "attention", "other_compute"];
+pub(crate) const COMPUTE: [&str; 3] = ["gemm", "attention", "other_compute"];
 
 /// The rank totals of METRICS.md, computed independently.
 fn expected(acts: &[(i64, i64, String)]) -> Vec<(&'static str, i64)> {

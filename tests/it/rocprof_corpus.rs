@@ -6,13 +6,11 @@
 //! overlaps clipped as METRICS.md prescribes, unions by sort and merge. Broken rocprof inputs
 //! fail with one line and a non-zero exit.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use common::cli::{aorta, code, gunzip, ingest, stderr};
-use common::{corpus, union_len};
+use crate::common::cli::{aorta, code, gunzip, ingest, stderr};
+use crate::common::{corpus, union_len};
 use serde_json::Value;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

@@ -2,13 +2,11 @@
 //! out in the comments, the real H100/MI300X model traces against their raw JSON, the Python
 //! aorta report's summary fields and values, the regression gate and the errors.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use common::cli::{aorta, code, ingest, stderr};
-use common::*;
+use crate::common::cli::{aorta, code, ingest, stderr};
+use crate::common::*;
 use polars::prelude::*;
 use serde_json::{json, Value};
 

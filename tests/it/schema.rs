@@ -2,8 +2,6 @@
 //! `aorta_ingest::schema`, and polars, reading the Parquet files on its own, finds exactly
 //! the documented columns and types.
 
-mod common;
-
 use aorta_ingest::schema::TABLES;
 use aorta_transform::dataset::dtype;
 use polars::prelude::*;
@@ -20,7 +18,7 @@ fn schema_md_is_generated_from_the_code() {
 
 #[test]
 fn every_part_file_reads_back_in_polars_with_the_documented_schema() {
-    let Some(ds) = common::per_file_dataset() else {
+    let Some(ds) = crate::common::per_file_dataset() else {
         return;
     };
     let mut checked = 0;

@@ -1,12 +1,10 @@
 //! `aorta overlap` from the outside: the tables it writes, the Python tool's logs, the
 //! formats, and one-line errors.
 
-mod common;
-
 use std::path::Path;
 
-use common::cli::{aorta, code, ingest, stderr};
-use common::*;
+use crate::common::cli::{aorta, code, ingest, stderr};
+use crate::common::*;
 use serde_json::Value;
 
 fn overlap(args: &[&str]) -> std::process::Output {
@@ -66,7 +64,7 @@ fn python_aorta_logs_give_the_python_reports_overlap_ratio() {
 
 /// Every part file of `table` under `dir`.
 fn parts(dir: &Path, table: &str) -> Vec<std::path::PathBuf> {
-    common::cli::parquet_files(&dir.join(table))
+    crate::common::cli::parquet_files(&dir.join(table))
 }
 
 #[test]
@@ -74,7 +72,7 @@ fn tables_are_written_per_run_and_rank_and_replaced_run_by_run() {
     let Some(root) = corpus() else { return };
     let dir = tempfile::tempdir().unwrap();
     let fsdp = root.join("kineto/cuda/h200_fsdp2");
-    let sdma = root.join(common::cli::SDMA);
+    let sdma = root.join(crate::common::cli::SDMA);
     for (p, label) in [(fsdp.as_path(), "fsdp2"), (sdma.as_path(), "sdma")] {
         let o = ingest(&[p], dir.path(), &["--label", label, "-q"]);
         assert_eq!(code(&o), 0, "{}", stderr(&o));
@@ -98,7 +96,7 @@ fn tables_are_written_per_run_and_rank_and_replaced_run_by_run() {
     let streams = table(dir.path(), "overlap_streams", "fsdp2");
     assert!(streams.height() >= 6, "at least two streams per step");
     // --run rewrites that run only; nothing is left staged.
-    let before = common::cli::snapshot(&dir.path().join("overlap_steps/run=fsdp2"));
+    let before = crate::common::cli::snapshot(&dir.path().join("overlap_steps/run=fsdp2"));
     let o = overlap(&[
         dir.path().to_str().unwrap(),
         "--run",
@@ -115,9 +113,9 @@ fn tables_are_written_per_run_and_rank_and_replaced_run_by_run() {
     assert!(csv.lines().skip(1).all(|l| l.starts_with("sdma,")));
     assert_eq!(
         before,
-        common::cli::snapshot(&dir.path().join("overlap_steps/run=fsdp2"))
+        crate::common::cli::snapshot(&dir.path().join("overlap_steps/run=fsdp2"))
     );
-    assert!(common::cli::entries_starting(dir.path(), ".overlap-tmp").is_empty());
+    assert!(crate::common::cli::entries_starting(dir.path(), ".overlap-tmp").is_empty());
 }
 
 #[test]
@@ -137,7 +135,7 @@ fn missing_dataset_and_unknown_run_are_one_line_errors() {
     );
     let Some(root) = corpus() else { return };
     let o = ingest(
-        &[root.join(common::cli::SDMA).as_path()],
+        &[root.join(crate::common::cli::SDMA).as_path()],
         dir.path(),
         &["--label", "sdma", "-q"],
     );

@@ -1,8 +1,6 @@
 //! `aorta ingest` from the outside: atomic commits, unchanged-input skipping, the help text.
 
-mod common;
-
-use common::cli::*;
+use crate::common::cli::*;
 use std::path::{Path, PathBuf};
 
 // ---------------------------------------------------------------------------------------------

@@ -1,5 +1,4 @@
 //! Helpers for the tests that drive the `aorta` binary from the outside.
-#![allow(dead_code)]
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -11,7 +10,6 @@ pub const SDMA: &str = "kineto/cuda/h200_sdma/sdma_overlap.pt.trace.json.gz";
 pub const METRICS_JSONL: &str = "jsonl/rank_00_metrics.jsonl";
 pub const FSDP2_RANK0: &str = "kineto/cuda/h200_fsdp2/rank0.pt.trace.json.gz";
 
-#[allow(unused_imports)]
 pub use super::corpus;
 
 pub fn aorta(args: &[&std::ffi::OsStr]) -> Output {

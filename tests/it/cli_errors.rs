@@ -4,9 +4,7 @@
 //! Every expected offset is computed here from the fixture itself, never copied from the
 //! tool's output.
 
-mod common;
-
-use common::cli::*;
+use crate::common::cli::*;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 

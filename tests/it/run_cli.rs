@@ -1,11 +1,9 @@
 //! `aorta run` from the outside: existing workload output to a dataset, the overlap and a
 //! report; launching a workload where there is no GPU; an unknown workload.
 
-mod common;
-
 use std::path::Path;
 
-use common::cli::{aorta, code, stderr};
+use crate::common::cli::{aorta, code, stderr};
 use serde_json::Value;
 
 fn run(args: &[&str]) -> std::process::Output {
@@ -60,7 +58,7 @@ fn a_workload_without_a_gpu_fails_in_one_line() {
         ("overlap-bench", "aorta-overlap-bench"),
         ("copy-overlap", "aorta-copy-overlap"),
     ] {
-        let bin = Path::new(common::cli::AORTA).with_file_name(exe);
+        let bin = Path::new(crate::common::cli::AORTA).with_file_name(exe);
         if !bin.is_file() {
             // `cargo test --workspace` (README's command) builds it next to aorta.
             assert!(
@@ -119,7 +117,7 @@ fn the_fsdp_workload_without_torch_fails_in_one_line() {
     let mut perms = std::fs::metadata(&shim).unwrap().permissions();
     std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
     std::fs::set_permissions(&shim, perms).unwrap();
-    let o = std::process::Command::new(common::cli::AORTA)
+    let o = std::process::Command::new(crate::common::cli::AORTA)
         .args(["run", "fsdp", "-o", out.to_str().unwrap()])
         .env("AORTA_PYTHON", &shim)
         .output()

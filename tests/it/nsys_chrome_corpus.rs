@@ -3,13 +3,11 @@
 //! interval unions computed here, a two-process export built here with hand-computed rows,
 //! `--rank-map`, and the broken inputs.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use common::cli::*;
-use common::*;
+use crate::common::cli::*;
+use crate::common::*;
 use rusqlite::Connection;
 
 const CLOVERLEAF: &str = "nsys/cloverleaf-cuda.sqlite";

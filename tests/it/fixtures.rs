@@ -1,9 +1,7 @@
 //! Small hand-made traces whose answers were worked out by hand (in the comments), plus the
 //! JSONL logs checked against a serde_json walk written here.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::path::Path;
 
 /// Stream 7: A 0–10 µs, B 5–8 µs, C 20–25 µs; stream 8: D 2–102 µs; stream 9: E at

@@ -4,9 +4,9 @@
 
 use std::path::Path;
 
-use super::super::common::cli::{aorta, code, ingest, stderr};
-use super::super::common::*;
 use super::collectives_json;
+use crate::common::cli::{aorta, code, ingest, stderr};
+use crate::common::*;
 
 /// One NCCL kernel: (kind in the name, start µs, duration µs, process group, ranks list).
 type K<'a> = (&'a str, i64, i64, Option<(&'a str, &'a str)>);

@@ -1,6 +1,5 @@
 //! Hand-made `aorta compare -o DIR` tables with known values, for the compare page's tests.
 //! The expected numbers the tests check are computed by hand in the comments.
-#![allow(dead_code)]
 
 use std::path::Path;
 

@@ -11,9 +11,9 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use super::super::common::cli::{code, ingest, stderr};
-use super::super::common::*;
 use super::collectives_json;
+use crate::common::cli::{code, ingest, stderr};
+use crate::common::*;
 
 const US: i64 = 1_000;
 

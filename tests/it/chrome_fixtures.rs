@@ -1,9 +1,7 @@
 //! Generic Chrome traces (not Kineto's) built here, with every expected row worked out by
 //! hand in the comments, and the corpus's catapult sample against a serde_json walk.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::collections::BTreeMap;
 use std::path::Path;
 

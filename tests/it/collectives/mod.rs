@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::common::cli::{aorta, code, ingest, stderr};
-use super::common::*;
-use super::{int_of, raw_exact, stream_of, us_text_to_ns};
+use crate::common::cli::{aorta, code, ingest, stderr};
+use crate::common::*;
+use crate::overlap_corpus::{int_of, raw_exact, stream_of, us_text_to_ns};
 
 /// One comm kernel as the raw trace has it.
 #[derive(Debug, Clone)]
@@ -446,7 +446,7 @@ fn overlap_split_matches(checked: &Checked) {
     ]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
-    let golden = super::golden();
+    let golden = crate::overlap_corpus::golden();
     for row in doc["runs"][0]["rows"].as_array().unwrap() {
         let rank = row["rank"].as_i64().unwrap();
         let rows = &want[&rank];
@@ -458,9 +458,9 @@ fn overlap_split_matches(checked: &Checked) {
             .iter()
             .map(|e| (e.start + e.wait.unwrap(), e.end))
             .collect();
-        let compute: Vec<(i64, i64)> = super::activities(&by_rank[&rank], &golden)
+        let compute: Vec<(i64, i64)> = crate::overlap_corpus::activities(&by_rank[&rank], &golden)
             .into_iter()
-            .filter(|a| super::COMPUTE.contains(&a.2.as_str()))
+            .filter(|a| crate::overlap_corpus::COMPUTE.contains(&a.2.as_str()))
             .map(|a| (a.0, a.1))
             .collect();
         let both: Vec<(i64, i64)> = transfer.iter().chain(&compute).copied().collect();

@@ -2,14 +2,12 @@
 //! exception, and every chart rendered by plotly.js (the single-run report from a corpus
 //! dataset through the CLI, the compare page from hand-made tables).
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::browser::{chromium, count, legend_texts, render, Rendered};
-use common::cli::{aorta, code, ingest, stderr};
-use common::*;
+use crate::common::browser::{chromium, count, legend_texts, render, Rendered};
+use crate::common::cli::{aorta, code, ingest, stderr};
+use crate::common::*;
 
 /// Ingests `traces` (under the corpus) into a fresh dataset and runs `aorta report` into
 /// `page` beside it; returns the tempdir, the page and the command's output (status 0).

@@ -3,15 +3,13 @@
 //! dataset's durations (summed here row by row), the page loads nothing from the network, and
 //! bad input gives one error line and no HTML.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::path::Path;
 use std::process::Output;
 
-use common::cli::{aorta, code, ingest, stderr};
-use common::*;
+use crate::common::cli::{aorta, code, ingest, stderr};
+use crate::common::*;
 use polars::prelude::*;
 use serde_json::Value;
 
@@ -384,7 +382,7 @@ fn jsonl_logs_alone_give_a_page_without_timeline() {
     let dir = tempfile::tempdir().unwrap();
     let ds = dir.path().join("ds");
     let o = ingest(
-        &[&root.join(common::cli::METRICS_JSONL)],
+        &[&root.join(crate::common::cli::METRICS_JSONL)],
         &ds,
         &["-q", "--label", "py"],
     );

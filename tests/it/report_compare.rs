@@ -2,9 +2,7 @@
 //! the values drawn and tabulated are the ones computed by hand there, the top 20 operators
 //! are chosen by |diff|, and a missing table is one error naming it, with no page written.
 
-mod common;
-
-use common::compare_fixture::{self, TABLES};
+use crate::common::compare_fixture::{self, TABLES};
 use serde_json::Value;
 
 /// Each chart's `{data, layout, config}` as plotly.js receives it.

@@ -1,6 +1,5 @@
 //! Headless Chromium for the report tests: open a page from disk, let its scripts run, and
 //! return the DOM after them and every console message the page produced.
-#![allow(dead_code)]
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
