@@ -6,9 +6,7 @@ use std::io::Read;
 use std::path::Path;
 use std::sync::OnceLock;
 
-mod common;
-
-use common::check;
+use crate::common::check;
 use proptest::prelude::*;
 
 /// The MI350X results file with its first 300 dispatches, minified as rocprofv3 writes it.

@@ -8,9 +8,7 @@ use std::path::{Path, PathBuf};
 use arrow_array::{Array, Int64Array, RecordBatch, StringArray};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-mod common;
-
-use common::check;
+use crate::common::check;
 use proptest::prelude::*;
 
 fn corpus_trace() -> Option<Vec<u8>> {

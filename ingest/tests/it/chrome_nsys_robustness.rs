@@ -1,9 +1,7 @@
 //! Damaged generic Chrome traces and Nsight Systems exports never panic: they ingest, or
 //! fail with an error that names the file and leaves nothing behind.
 
-mod common;
-
-use common::check;
+use crate::common::check;
 use proptest::prelude::*;
 use std::path::Path;
 
