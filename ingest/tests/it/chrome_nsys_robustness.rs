@@ -1,9 +1,9 @@
 //! Damaged generic Chrome traces and Nsight Systems exports never panic: they ingest, or
 //! fail with an error that names the file and leaves nothing behind.
 
-use crate::common::check;
 use proptest::prelude::*;
-use std::path::Path;
+
+use crate::common::{check, corpus_bytes};
 
 /// A generic Chrome array trace with every phase the reader handles.
 fn chrome_trace() -> Vec<u8> {
@@ -23,10 +23,9 @@ fn chrome_trace() -> Vec<u8> {
     s.into_bytes()
 }
 
+/// The corpus's Nsight Systems SQLite export of CloverLeaf.
 fn cloverleaf() -> Option<Vec<u8>> {
-    let p =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/nsys/cloverleaf-cuda.sqlite");
-    std::fs::read(p).ok()
+    corpus_bytes("nsys/cloverleaf-cuda.sqlite")
 }
 
 fn overwrite(mut t: Vec<u8>, frac: f64, len: usize, byte: u8) -> Vec<u8> {

@@ -3,24 +3,14 @@
 //! panic, never output left behind by a failed run. And the collective args of newer
 //! Kineto (`Seq`, `Comms Id`) in any of their accepted forms land in their columns.
 
-use std::path::{Path, PathBuf};
-
-use arrow_array::{Array, Int64Array, RecordBatch, StringArray};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-
-use crate::common::check;
+use arrow_array::{Array, Int64Array, StringArray};
 use proptest::prelude::*;
 
+use crate::common::{batches, check, corpus_bytes};
+
+/// A real MI350X Kineto trace (uncompressed).
 fn corpus_trace() -> Option<Vec<u8>> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/data/kineto/rocm/mi350x_aorta/smci350_200691.pt.trace.json");
-    match std::fs::read(&p) {
-        Ok(b) => Some(b),
-        Err(_) if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("corpus missing: {}", p.display())
-        }
-        Err(_) => None,
-    }
+    corpus_bytes("kineto/rocm/mi350x_aorta/smci350_200691.pt.trace.json")
 }
 
 proptest! {
@@ -77,31 +67,6 @@ fn kernel(name: &str, ts: u32, args: &str) -> String {
     )
 }
 
-/// Every `gpu_activities` batch under `out`.
-fn gpu_activities(out: &Path) -> Vec<RecordBatch> {
-    fn walk(d: &Path, out: &mut Vec<PathBuf>) {
-        for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
-            if e.path().is_dir() {
-                walk(&e.path(), out);
-            } else if e.path().extension().is_some_and(|x| x == "parquet") {
-                out.push(e.path());
-            }
-        }
-    }
-    let mut files = Vec::new();
-    walk(&out.join("gpu_activities"), &mut files);
-    files
-        .into_iter()
-        .flat_map(|f| {
-            ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(f).unwrap())
-                .unwrap()
-                .build()
-                .unwrap()
-                .map(Result::unwrap)
-        })
-        .collect()
-}
-
 /// `args["Seq"]` (an int or a string holding one) and `args["Comms Id"]` (as written, an
 /// integer as its digits, even one past i64) go to `collective_seq` and `comms_id`, right
 /// after `process_group_ranks`; a kernel without them, or without any collective args,
@@ -144,7 +109,7 @@ fn kineto_collective_seq_and_comms_id_are_kept() {
     aorta_ingest::ingest(std::slice::from_ref(&path), &opts, &Default::default()).unwrap();
 
     let mut got = Vec::new();
-    for b in gpu_activities(&opts.out) {
+    for b in batches(&opts.out, "gpu_activities") {
         let schema = b.schema();
         let at = |c: &str| schema.index_of(c).unwrap();
         assert_eq!(at("collective_seq"), at("process_group_ranks") + 1);

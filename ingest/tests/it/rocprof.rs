@@ -4,75 +4,11 @@
 
 use std::collections::BTreeMap;
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use arrow_array::{Array, Int64Array, RecordBatch, StringArray};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::Value;
 
-fn corpus(rel: &str) -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/data/rocprofv3")
-        .join(rel);
-    if p.exists() {
-        return Some(p);
-    }
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("corpus missing: {}", p.display());
-    }
-    eprintln!("skipping: no corpus at {}", p.display());
-    None
-}
-
-fn ingest(paths: &[PathBuf], out: &Path) -> aorta_ingest::Result<aorta_ingest::Summary> {
-    let opts = aorta_ingest::Options {
-        out: out.to_path_buf(),
-        ..Default::default()
-    };
-    aorta_ingest::ingest(paths, &opts, &Default::default())
-}
-
-/// Every batch of `table` under `out`.
-fn table(out: &Path, table: &str) -> Vec<RecordBatch> {
-    let mut files = Vec::new();
-    walk(&out.join(table), &mut files);
-    files.sort();
-    let mut batches = Vec::new();
-    for f in files {
-        let r = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(f).unwrap())
-            .unwrap()
-            .build()
-            .unwrap();
-        batches.extend(r.map(Result::unwrap));
-    }
-    batches
-}
-
-fn walk(d: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
-        if e.path().is_dir() {
-            walk(&e.path(), out);
-        } else if e.path().extension().is_some_and(|x| x == "parquet") {
-            out.push(e.path());
-        }
-    }
-}
-
-fn ints(b: &RecordBatch, col: &str) -> Vec<Option<i64>> {
-    let a = b.column_by_name(col).unwrap();
-    let a = a.as_any().downcast_ref::<Int64Array>().unwrap();
-    (0..a.len())
-        .map(|i| a.is_valid(i).then(|| a.value(i)))
-        .collect()
-}
-
-fn strs(b: &RecordBatch, col: &str) -> Vec<Option<String>> {
-    let a = b.column_by_name(col).unwrap();
-    let a = a.as_any().downcast_ref::<StringArray>().unwrap();
-    (0..a.len())
-        .map(|i| a.is_valid(i).then(|| a.value(i).to_string()))
-        .collect()
-}
+use crate::common::{batches, corpus, ingest, ints, strs};
 
 /// A GPU activity as compared across formats.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -92,7 +28,7 @@ struct Act {
 
 fn acts(out: &Path) -> Vec<Act> {
     let mut v = Vec::new();
-    for b in table(out, "gpu_activities") {
+    for b in batches(out, "gpu_activities") {
         let (dev, st, s, re, e) = (
             ints(&b, "device"),
             ints(&b, "stream"),
@@ -136,7 +72,7 @@ fn gunzip_json(p: &Path) -> Value {
 
 #[test]
 fn json_dispatches_match_serde_json_of_the_file() {
-    let Some(p) = corpus("json/mi350x_908_results.json.gz") else {
+    let Some(p) = corpus("rocprofv3/json/mi350x_908_results.json.gz") else {
         return;
     };
     let doc = gunzip_json(&p);
@@ -188,7 +124,7 @@ fn json_dispatches_match_serde_json_of_the_file() {
 
 #[test]
 fn rccl_generic_kernels_are_comm_on_the_mi350x_run() {
-    let Some(p) = corpus("json/mi350x_908_results.json.gz") else {
+    let Some(p) = corpus("rocprofv3/json/mi350x_908_results.json.gz") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -231,8 +167,8 @@ fn rocpd_truth(db: &Path) -> (i64, i64, i64, i64) {
 #[test]
 fn rocpd_matches_its_tables_and_the_json_of_the_same_run() {
     let (Some(db), Some(json)) = (
-        corpus("rocpd/mi350x_908_results.DERIVED.db"),
-        corpus("json/mi350x_908_results.json.gz"),
+        corpus("rocprofv3/rocpd/mi350x_908_results.DERIVED.db"),
+        corpus("rocprofv3/json/mi350x_908_results.json.gz"),
     ) else {
         return;
     };
@@ -312,7 +248,7 @@ fn json_api_copy_and_dispatch_records_resolve_even_before_their_tables() {
         (c.device, c.start, c.raw_end, c.category.as_str()),
         (1, 2000, 2600, "memcpy")
     );
-    let cpu = table(&out, "cpu_ops");
+    let cpu = batches(&out, "cpu_ops");
     let b = &cpu[0];
     assert_eq!(strs(b, "name"), [Some("hipLaunchKernel".to_string())]);
     assert_eq!(strs(b, "category"), [Some("runtime".to_string())]);
@@ -320,7 +256,7 @@ fn json_api_copy_and_dispatch_records_resolve_even_before_their_tables() {
     assert_eq!(ints(b, "tid"), [Some(7)]);
     assert_eq!(ints(b, "correlation"), [Some(5)]);
     assert_eq!(ints(b, "external_id"), [Some(9)]);
-    let runs = table(&out, "runs");
+    let runs = batches(&out, "runs");
     assert_eq!(
         strs(&runs[0], "format"),
         [Some("rocprofv3-json".to_string())]
@@ -331,7 +267,7 @@ fn json_api_copy_and_dispatch_records_resolve_even_before_their_tables() {
         [Some("AMD Instinct MI300X".to_string())]
     );
     // Two memory_allocation records are counted, not written.
-    let d = table(&out, "diagnostics");
+    let d = batches(&out, "diagnostics");
     let codes = strs(&d[0], "code");
     let i = codes
         .iter()
@@ -344,7 +280,7 @@ fn json_api_copy_and_dispatch_records_resolve_even_before_their_tables() {
 /// way rocprofv3 writes them) comes out of the `regions` view as one `cpu_ops` row.
 #[test]
 fn rocpd_regions_become_cpu_ops() {
-    let Some(db) = corpus("rocpd/mi350x_908_results.DERIVED.db") else {
+    let Some(db) = corpus("rocprofv3/rocpd/mi350x_908_results.DERIVED.db") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -375,7 +311,7 @@ fn rocpd_regions_become_cpu_ops() {
     let out = dir.path().join("out");
     let s = ingest(std::slice::from_ref(&p), &out).unwrap();
     assert_eq!(s.rows()["cpu_ops"], 1);
-    let b = &table(&out, "cpu_ops")[0];
+    let b = &batches(&out, "cpu_ops")[0];
     assert_eq!(strs(b, "name"), [Some("hipLaunchKernel".to_string())]);
     assert_eq!(strs(b, "category"), [Some("runtime".to_string())]);
     assert_eq!(

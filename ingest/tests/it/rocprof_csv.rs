@@ -5,25 +5,13 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use aorta_ingest::{IngestError, Options, Summary};
+use aorta_ingest::{IngestError, Options};
 
+use crate::common::{batches, corpus, corpus_bytes, ingest, ints, strs};
+
+/// The corpus's rocprofv3 CSV directory.
 fn csv_dir() -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/rocprofv3/csv");
-    if p.exists() {
-        return Some(p);
-    }
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("corpus missing: {}", p.display());
-    }
-    None
-}
-
-fn ingest(paths: &[PathBuf], out: &Path) -> aorta_ingest::Result<Summary> {
-    let opts = Options {
-        out: out.to_path_buf(),
-        ..Default::default()
-    };
-    aorta_ingest::ingest(paths, &opts, &Default::default())
+    corpus("rocprofv3/csv")
 }
 
 /// Header (lower-case) and rows of a CSV file, read by the `csv` crate.
@@ -122,43 +110,20 @@ fn kernel_trace_generations_keep_names_times_and_streams() {
     }
 }
 
-/// Every record batch of the gpu_activities parts under `out`.
-fn gpu_batches(out: &Path) -> Vec<arrow_array::RecordBatch> {
-    let mut v = Vec::new();
-    let mut stack = vec![out.join("gpu_activities")];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(d).unwrap().flatten() {
-            if e.path().is_dir() {
-                stack.push(e.path());
-                continue;
-            }
-            let f = std::fs::File::open(e.path()).unwrap();
-            let r = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(f)
-                .unwrap()
-                .build()
-                .unwrap();
-            v.extend(r.map(Result::unwrap));
-        }
-    }
-    v
-}
-
 /// (name, stream, start, raw end) of every gpu_activities row under `out`.
 fn gpu_rows(out: &Path) -> Vec<(String, i64, i64, i64)> {
-    use arrow_array::{Array, Int64Array, StringArray};
     let mut v = Vec::new();
-    for b in gpu_batches(out) {
-        let i = |c: &str| {
-            let a = b.column_by_name(c).unwrap();
-            a.as_any().downcast_ref::<Int64Array>().unwrap().clone()
-        };
-        let n = b.column_by_name("name").unwrap();
-        let n = n.as_any().downcast_ref::<StringArray>().unwrap();
-        let (st, s, e) = (i("stream"), i("start_ns"), i("raw_end_ns"));
+    for b in batches(out, "gpu_activities") {
+        let (n, st, s, e) = (
+            strs(&b, "name"),
+            ints(&b, "stream"),
+            ints(&b, "start_ns"),
+            ints(&b, "raw_end_ns"),
+        );
         for k in 0..b.num_rows() {
-            v.push((n.value(k).to_string(), st.value(k), s.value(k), e.value(k)));
+            let name = n[k].clone().expect("no null name");
+            v.push((name, st[k].unwrap(), s[k].unwrap(), e[k].unwrap()));
         }
-        assert!(n.null_count() == 0);
     }
     v
 }
@@ -249,9 +214,9 @@ fn a_changed_sibling_reingests_its_group() {
 
 #[test]
 fn truncated_json_fails_at_its_end_offset() {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/data/rocprofv3/json/mi350x_908_results.json.gz");
-    let Ok(gz) = std::fs::read(&p) else { return };
+    let Some(gz) = corpus_bytes("rocprofv3/json/mi350x_908_results.json.gz") else {
+        return;
+    };
     let mut text = Vec::new();
     std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&gz[..]), &mut text).unwrap();
     for cut in [40, 5_000, 25_000_123, text.len() - 3] {
@@ -283,7 +248,7 @@ fn sqlite_that_is_not_rocpd_is_one_clear_error() {
 
 #[test]
 fn rocpd_rank_comes_from_the_process_environment() {
-    let Some(db) = csv_dir().map(|d| d.join("../rocpd/mi350x_908_results.DERIVED.db")) else {
+    let Some(db) = corpus("rocprofv3/rocpd/mi350x_908_results.DERIVED.db") else {
         return;
     };
     // A copy of the real database whose process environment is torchrun's.
@@ -354,16 +319,11 @@ fn agent_info_of_the_group_maps_agents_to_gpu_indices_and_names() {
     assert_eq!(s.ingested.len(), 1, "one job for the process's three files");
     assert_eq!(s.rows()["gpu_activities"], 2);
     let mut devices = Vec::new();
-    for b in gpu_batches(&out) {
-        use arrow_array::{Array, Int64Array, StringArray};
-        let dev = b.column_by_name("device").unwrap();
-        let dev = dev.as_any().downcast_ref::<Int64Array>().unwrap();
-        let cat = b.column_by_name("category").unwrap();
-        let cat = cat.as_any().downcast_ref::<StringArray>().unwrap();
-        for i in 0..b.num_rows() {
-            devices.push((cat.value(i).to_string(), dev.value(i)));
+    for b in batches(&out, "gpu_activities") {
+        let (cat, dev) = (strs(&b, "category"), ints(&b, "device"));
+        for (c, d) in cat.into_iter().zip(dev) {
+            devices.push((c.unwrap(), d.expect("no null device")));
         }
-        assert_eq!(dev.null_count(), 0);
     }
     devices.sort();
     assert_eq!(

@@ -3,26 +3,18 @@
 //! inside it — never a panic, never output left behind.
 
 use std::io::Read;
-use std::path::Path;
 use std::sync::OnceLock;
 
-use crate::common::check;
 use proptest::prelude::*;
+
+use crate::common::{check, corpus};
 
 /// The MI350X results file with its first 300 dispatches, minified as rocprofv3 writes it.
 fn sample() -> Option<&'static [u8]> {
     static S: OnceLock<Option<Vec<u8>>> = OnceLock::new();
     S.get_or_init(|| {
-        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../shared/data/rocprofv3/json/mi350x_908_results.json.gz");
-        let Ok(f) = std::fs::File::open(&p) else {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "corpus missing: {}",
-                p.display()
-            );
-            return None;
-        };
+        let p = corpus("rocprofv3/json/mi350x_908_results.json.gz")?;
+        let f = std::fs::File::open(&p).unwrap();
         let mut text = Vec::new();
         flate2::read::GzDecoder::new(f)
             .read_to_end(&mut text)
