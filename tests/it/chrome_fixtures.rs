@@ -29,24 +29,6 @@ const ARRAY: &str = r#"[
 {"ph": "X", "name": "Memcpy HtoD", "cat": "gpu_memcpy", "pid": 0, "tid": 8, "ts": 1, "dur": 2, "args": {"bytes": 4096}},
 "#;
 
-fn ingest_one(
-    name: &str,
-    text: &str,
-    extra: impl FnOnce(&mut aorta_ingest::Options),
-) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let input = dir.path().join("in");
-    std::fs::create_dir(&input).unwrap();
-    std::fs::write(input.join(name), text).unwrap();
-    let mut opts = aorta_ingest::Options {
-        out: dir.path().join("ds"),
-        ..Default::default()
-    };
-    extra(&mut opts);
-    aorta_ingest::ingest(&[input], &opts, &Default::default()).unwrap();
-    dir
-}
-
 type CpuRow = (String, Option<i64>, Option<i64>, i64, i64, String);
 
 /// (name, kind, category, device, stream, start, end, bytes).
@@ -84,7 +66,7 @@ fn diagnostics(ds: &Path, run: &str) -> BTreeMap<String, i64> {
 
 #[test]
 fn unterminated_array_pairs_begin_end_per_thread() {
-    let dir = ingest_one("trace.json", ARRAY, |_| {});
+    let dir = ingest_text("trace.json", ARRAY, |_| {});
     let ds = dir.path().join("ds");
     let row = |n: &str, tid, s, e| {
         (
@@ -173,7 +155,7 @@ fn object_form_and_the_rank_map() {
     let dir = tempfile::tempdir().unwrap();
     let map = dir.path().join("ranks.txt");
     std::fs::write(&map, "# pid rank\n1 5\n").unwrap();
-    let ds = ingest_one("t.json", &text, |o| o.rank_map = Some(map.clone()));
+    let ds = ingest_text("t.json", &text, |o| o.rank_map = Some(map.clone()));
     let ds = ds.path().join("ds");
     assert_eq!(cpu_rows(&ds, "in").len(), 4);
     let runs = table(&ds, "runs", "in");
@@ -184,7 +166,7 @@ fn object_form_and_the_rank_map() {
     // Pids mapping to two ranks: the lowest mapped pid (0, the GPU slices') decides, and the
     // conflict is a finding.
     std::fs::write(&map, "1 5\n0 2\n").unwrap();
-    let dir2 = ingest_one("t.json", &text, |o| o.rank_map = Some(map.clone()));
+    let dir2 = ingest_text("t.json", &text, |o| o.rank_map = Some(map.clone()));
     let ds2 = dir2.path().join("ds");
     assert_eq!(i64s(&table(&ds2, "runs", "in"), "rank"), [Some(2)]);
     assert_eq!(diagnostics(&ds2, "in").get("rank_map_ambiguous"), Some(&1));
@@ -267,7 +249,7 @@ fn pairs_meet_across_windows_and_workers() {
         "{{\"ph\": \"E\", \"pid\": 1, \"tid\": 1, \"ts\": {n}}}\n]\n"
     ));
     assert!(text.len() > 5 << 20);
-    let dir = ingest_one("big.json", &text, |_| {});
+    let dir = ingest_text("big.json", &text, |_| {});
     let ds = dir.path().join("ds");
     let rows = cpu_rows(&ds, "in");
     assert_eq!(rows.len(), n + n / 1000 + 1);

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::common::cli::{aorta, code, ingest, stderr};
+use crate::common::cli::{aorta, code, ingest_ok, stderr};
 use crate::common::*;
 use polars::prelude::*;
 use serde_json::{json, Value};
@@ -111,8 +111,7 @@ fn fixture() -> (tempfile::TempDir, std::path::PathBuf) {
         std::fs::write(dir.path().join("in").join(name).join("rank0.json"), text).unwrap();
     }
     let ds = dir.path().join("ds");
-    let o = ingest(&[&dir.path().join("in")], &ds, &["-q"]);
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    ingest_ok(&[&dir.path().join("in")], &ds, &["-q"]);
     (dir, ds)
 }
 
@@ -348,8 +347,7 @@ fn h100_and_mi300x_models_match_operators_across_vendors() {
         root.join("kineto/rocm/mi300x_models"),
     );
     let ds = dir.path().join("ds");
-    let o = ingest(&[&cuda, &rocm], &ds, &["-q"]);
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    ingest_ok(&[&cuda, &rocm], &ds, &["-q"]);
     let out = dir.path().join("cmp");
     let o = compare(&ds, &out, &["--reference", "cuda", "--candidate", "rocm"]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
@@ -411,8 +409,7 @@ fn summary_json_is_a_superset_of_the_python_report() {
         run.join("rank_01_metrics.jsonl"),
     ];
     let ds = dir.path().join("ds");
-    let o = ingest(&[&logs[0], &logs[1]], &ds, &["--label", "h200", "-q"]);
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    ingest_ok(&[&logs[0], &logs[1]], &ds, &["--label", "h200", "-q"]);
     let out = dir.path().join("cmp");
     let o = compare(&ds, &out, &["--reference", "h200", "--candidate", "h200"]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));

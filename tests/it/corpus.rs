@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use crate::common::reference::{golden, us_text_to_ns};
 use crate::common::*;
 
 #[test]
@@ -68,13 +69,6 @@ fn epoch_microsecond_integers_become_exact_nanoseconds() {
     assert!(want[0].0 > 1_600_000_000_000_000_000, "absolute epoch ns");
 }
 
-/// `"1234.567"` µs as text → ns, by string surgery (no float anywhere).
-fn text_us_to_ns(t: &str) -> i64 {
-    let (int, frac) = t.split_once('.').unwrap_or((t, ""));
-    let frac = format!("{frac:0<3}");
-    int.parse::<i64>().unwrap() * 1000 + frac[..3].parse::<i64>().unwrap()
-}
-
 #[test]
 fn relative_decimal_timestamps_add_the_base_time_exactly() {
     let Some(ds) = per_file_dataset() else { return };
@@ -99,8 +93,8 @@ fn relative_decimal_timestamps_add_the_base_time_exactly() {
     let mut want: Vec<(i64, i64)> = re
         .captures_iter(&text)
         .map(|c| {
-            let ts = text_us_to_ns(&c[1]);
-            (base + ts, base + ts + text_us_to_ns(&c[2]))
+            let ts = us_text_to_ns(&c[1]);
+            (base + ts, base + ts + us_text_to_ns(&c[2]))
         })
         .collect();
     let df = table(ds.dir.path(), "gpu_activities", &label_of(f));
@@ -341,24 +335,6 @@ fn user_metadata_becomes_run_params() {
         let runs = table(ds.dir.path(), "runs", &label_of(ds.file(suffix)));
         assert_eq!(strs(&runs, "params")[0], None, "{suffix}");
     }
-}
-
-fn golden() -> HashMap<(String, String), (String, String)> {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/golden/kernel_categories.csv"
-    );
-    csv::Reader::from_path(path)
-        .unwrap()
-        .records()
-        .map(|r| {
-            let r = r.unwrap();
-            (
-                (r[0].to_string(), r[1].to_string()),
-                (r[2].to_string(), r[3].to_string()),
-            )
-        })
-        .collect()
 }
 
 #[test]

@@ -22,22 +22,9 @@ const TRACE: &str = r#"{
   ]
 }"#;
 
-fn ingest_text(text: &str, name: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let input = dir.path().join("in");
-    std::fs::create_dir(&input).unwrap();
-    std::fs::write(input.join(name), text).unwrap();
-    let opts = aorta_ingest::Options {
-        out: dir.path().join("ds"),
-        ..Default::default()
-    };
-    aorta_ingest::ingest(&[input], &opts, &Default::default()).unwrap();
-    dir
-}
-
 #[test]
 fn clipping_steps_and_rounding_match_the_hand_computed_answers() {
-    let dir = ingest_text(TRACE, "t.json");
+    let dir = ingest_text("t.json", TRACE, |_| {});
     let ds = dir.path().join("ds");
     let df = table(&ds, "gpu_activities", "in");
     let base = 1_000_000_000_000i64;
@@ -138,7 +125,7 @@ fn aorta_jsonl_logs_become_long_form_metrics() {
             .map(|l| serde_json::from_str(l).unwrap())
             .collect();
         let want: usize = lines.iter().map(numeric_leaves).sum();
-        let dir = ingest_text(&text, f.file_name().unwrap().to_str().unwrap());
+        let dir = ingest_text(f.file_name().unwrap().to_str().unwrap(), &text, |_| {});
         let ds = dir.path().join("ds");
         let m = table(&ds, "metrics", "in");
         assert_eq!(m.height(), want, "{}", f.display());
@@ -171,8 +158,9 @@ fn aorta_jsonl_overlap_fields_keep_their_paths() {
     let Some(root) = corpus() else { return };
     let f = root.join("jsonl/rank_00_metrics.jsonl");
     let dir = ingest_text(
-        &std::fs::read_to_string(&f).unwrap(),
         "rank_00_metrics.jsonl",
+        &std::fs::read_to_string(&f).unwrap(),
+        |_| {},
     );
     let m = table(&dir.path().join("ds"), "metrics", "in");
     let (keys, steps) = (strs(&m, "key"), i64s(&m, "step"));

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::common::cli::{aorta, code, ingest, stderr};
+use crate::common::cli::{aorta, code, ingest_ok, stderr};
 use crate::common::corpus;
 use polars::prelude::{AnyValue, ParquetReader, SerReader};
 use serde_json::Value;
@@ -81,11 +81,6 @@ fn cli(args: &[&str]) -> String {
     let o = aorta(&a);
     assert_eq!(code(&o), 0, "aorta {args:?}: {}", stderr(&o));
     String::from_utf8(o.stdout).unwrap()
-}
-
-fn ingest_ok(paths: &[&Path], out: &Path, extra: &[&str]) {
-    let o = ingest(paths, out, extra);
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
 }
 
 fn close(a: f64, b: f64) -> bool {

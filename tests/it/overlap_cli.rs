@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::common::cli::{aorta, code, ingest, stderr};
+use crate::common::cli::{aorta, code, ingest_ok, stderr};
 use crate::common::*;
 use serde_json::Value;
 
@@ -23,8 +23,7 @@ fn python_aorta_logs_give_the_python_reports_overlap_ratio() {
     let Some(root) = corpus() else { return };
     let dir = tempfile::tempdir().unwrap();
     let run = root.join("aorta_py/h200_fsdp2_profile_overlap_2gpu");
-    let o = ingest(&[run.as_path()], dir.path(), &["--label", "py", "-q"]);
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    ingest_ok(&[run.as_path()], dir.path(), &["--label", "py", "-q"]);
     let doc = json(&overlap(&[
         dir.path().to_str().unwrap(),
         "--by",
@@ -74,8 +73,7 @@ fn tables_are_written_per_run_and_rank_and_replaced_run_by_run() {
     let fsdp = root.join("kineto/cuda/h200_fsdp2");
     let sdma = root.join(crate::common::cli::SDMA);
     for (p, label) in [(fsdp.as_path(), "fsdp2"), (sdma.as_path(), "sdma")] {
-        let o = ingest(&[p], dir.path(), &["--label", label, "-q"]);
-        assert_eq!(code(&o), 0, "{}", stderr(&o));
+        ingest_ok(&[p], dir.path(), &["--label", label, "-q"]);
     }
     let o = overlap(&[dir.path().to_str().unwrap()]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
@@ -134,12 +132,11 @@ fn missing_dataset_and_unknown_run_are_one_line_errors() {
         "{err}"
     );
     let Some(root) = corpus() else { return };
-    let o = ingest(
+    ingest_ok(
         &[root.join(crate::common::cli::SDMA).as_path()],
         dir.path(),
         &["--label", "sdma", "-q"],
     );
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
     let o = overlap(&[dir.path().to_str().unwrap(), "--run", "nosuch"]);
     assert_eq!(code(&o), 2);
     let err = stderr(&o);

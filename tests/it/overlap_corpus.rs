@@ -4,123 +4,12 @@
 //! come from inclusion–exclusion (|A ∩ B| = |A| + |B| − |A ∪ B|), not from a two-list walk
 //! like the production sweep.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use crate::common::cli::{aorta, code, ingest, stderr};
+use crate::common::cli::{ingest_ok, overlap_json};
+use crate::common::reference::{activities, golden, raw_exact, COMPUTE};
 use crate::common::*;
 use serde_json::Value;
-
-/// `"1234.567"` µs as text → ns, by string surgery (no float anywhere).
-pub(crate) fn us_text_to_ns(t: &str) -> i64 {
-    let neg = t.starts_with('-');
-    let t = t.trim_start_matches('-');
-    let (int, frac) = t.split_once('.').unwrap_or((t, ""));
-    let frac = format!("{frac:0<3}");
-    let v = int.parse::<i64>().unwrap() * 1000 + frac[..3].parse::<i64>().unwrap();
-    if neg {
-        -v
-    } else {
-        v
-    }
-}
-
-/// The raw trace through serde_json, with `ts`/`dur` numbers quoted first so their decimal
-/// text survives (f64 would round epoch-scale values).
-pub(crate) fn raw_exact(p: &Path) -> Value {
-    let bytes = std::fs::read(p).unwrap();
-    let bytes = if bytes.starts_with(&[0x1f, 0x8b]) {
-        crate::common::cli::gunzip(&bytes)
-    } else {
-        bytes
-    };
-    let text = String::from_utf8_lossy(&bytes);
-    let re = regex::Regex::new(r#"("(?:ts|dur)"\s*:\s*)(-?[0-9][0-9.]*)"#).unwrap();
-    serde_json::from_str(&re.replace_all(&text, r#"$1"$2""#)).unwrap()
-}
-
-pub(crate) fn int_of(v: &Value) -> Option<i64> {
-    v.as_i64().or_else(|| v.as_str()?.trim().parse().ok())
-}
-
-/// Stream of a GPU event: `args.stream`, else `tid` (`7`, `"7"` or `"stream 7"`).
-pub(crate) fn stream_of(e: &Value) -> i64 {
-    int_of(&e["args"]["stream"])
-        .or_else(|| int_of(&e["tid"]))
-        .or_else(|| {
-            e["tid"]
-                .as_str()?
-                .trim()
-                .strip_prefix("stream")?
-                .trim()
-                .parse()
-                .ok()
-        })
-        .unwrap_or(0)
-}
-
-pub(crate) fn golden() -> HashMap<(String, String), String> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/kernel_categories.csv");
-    let mut r = csv::Reader::from_path(path).unwrap();
-    r.records()
-        .map(|rec| {
-            let rec = rec.unwrap();
-            ((rec[0].to_string(), rec[1].to_string()), rec[2].to_string())
-        })
-        .collect()
-}
-
-/// (start, end, category).
-type Span = (i64, i64, String);
-
-/// GPU activities of one trace: (start, clipped end, category).
-pub(crate) fn activities(
-    p: &Path,
-    golden: &HashMap<(String, String), String>,
-) -> Vec<(i64, i64, String)> {
-    let raw = raw_exact(p);
-    let base = raw["baseTimeNanoseconds"].as_i64().unwrap_or(0);
-    let mut per_stream: HashMap<(i64, i64), Vec<Span>> = HashMap::new();
-    for e in events(&raw).iter().filter(|e| is_slice(e)) {
-        let kind = match cat(e) {
-            "kernel" => "kernel",
-            "gpu_memcpy" => "memcpy",
-            "gpu_memset" => "memset",
-            _ => continue,
-        };
-        let Some(ts) = e["ts"].as_str() else { continue };
-        let start = base + us_text_to_ns(ts);
-        let raw_end = start + e["dur"].as_str().map_or(0, us_text_to_ns);
-        let name = e["name"].as_str().unwrap_or("").to_string();
-        let category = golden
-            .get(&(kind.to_string(), name.clone()))
-            .unwrap_or_else(|| panic!("{}: {kind} {name} not in the golden table", p.display()))
-            .clone();
-        let device = int_of(&e["args"]["device"])
-            .or_else(|| int_of(&e["pid"]))
-            .unwrap_or(0);
-        per_stream
-            .entry((device, stream_of(e)))
-            .or_default()
-            .push((start, raw_end, category));
-    }
-    let mut out = Vec::new();
-    for (_, mut v) in per_stream {
-        // METRICS.md data quality: an activity that runs into the next one on its stream ends
-        // where the next one starts (never before its own start).
-        v.sort_by_key(|a| (a.0, a.1));
-        for i in 0..v.len() {
-            let mut end = v[i].1.max(v[i].0);
-            if let Some(next) = v.get(i + 1) {
-                if next.0 < end {
-                    end = next.0.max(v[i].0);
-                }
-            }
-            out.push((v[i].0, end, v[i].2.clone()));
-        }
-    }
-    out
-}
 
 /// |union| of the intervals whose category passes `keep`, by sort and merge.
 fn union_ns(acts: &[(i64, i64, String)], keep: impl Fn(&str) -> bool) -> i64 {
@@ -131,8 +20,6 @@ fn union_ns(acts: &[(i64, i64, String)], keep: impl Fn(&str) -> bool) -> i64 {
         .collect();
     union_len(v)
 }
-
-pub(crate) const COMPUTE: [&str; 3] = ["gemm", "attention", "other_compute"];
 
 /// The rank totals of METRICS.md, computed independently.
 fn expected(acts: &[(i64, i64, String)]) -> Vec<(&'static str, i64)> {
@@ -170,21 +57,12 @@ fn expected(acts: &[(i64, i64, String)]) -> Vec<(&'static str, i64)> {
 }
 
 /// Every Kineto trace under kineto/ (CUDA and ROCm), each ingested by the CLI under its own
-/// run label, then `aorta overlap --by rank --json`.
-fn overlap_json(dir: &Path, files: &[PathBuf], by: &str) -> Value {
+/// run label, then `aorta overlap --by BY --json`.
+fn ingest_each_and_overlap(dir: &Path, files: &[PathBuf], by: &str) -> Value {
     for f in files {
-        let o = ingest(&[f.as_path()], dir, &["--label", &label_of(f), "-q"]);
-        assert_eq!(code(&o), 0, "{}", stderr(&o));
+        ingest_ok(&[f.as_path()], dir, &["--label", &label_of(f), "-q"]);
     }
-    let o = aorta(&[
-        "overlap".as_ref(),
-        dir.as_os_str(),
-        "--by".as_ref(),
-        by.as_ref(),
-        "--json".as_ref(),
-    ]);
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
-    serde_json::from_slice(&o.stdout).unwrap()
+    overlap_json(dir, by)
 }
 
 fn kineto_traces(root: &Path) -> Vec<PathBuf> {
@@ -200,7 +78,7 @@ fn rank_totals_equal_an_independent_sort_and_merge_on_every_trace() {
     let files = kineto_traces(&root);
     assert!(files.len() >= 22, "{} traces", files.len());
     let dir = tempfile::tempdir().unwrap();
-    let doc = overlap_json(dir.path(), &files, "rank");
+    let doc = ingest_each_and_overlap(dir.path(), &files, "rank");
     let golden = golden();
     let runs = doc["runs"].as_array().unwrap();
     for f in &files {
@@ -230,19 +108,8 @@ fn fsdp2_has_three_steps_per_rank_with_all_gather_and_reduce_scatter() {
     let Some(root) = corpus() else { return };
     let dir = tempfile::tempdir().unwrap();
     let traces = root.join("kineto/cuda/h200_fsdp2");
-    let o = ingest(&[traces.as_path()], dir.path(), &["--label", "fsdp2", "-q"]);
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
-    let by = |by: &str| {
-        let o = aorta(&[
-            "overlap".as_ref(),
-            dir.path().as_os_str(),
-            "--by".as_ref(),
-            by.as_ref(),
-            "--json".as_ref(),
-        ]);
-        assert_eq!(code(&o), 0, "{}", stderr(&o));
-        serde_json::from_slice::<Value>(&o.stdout).unwrap()
-    };
+    ingest_ok(&[traces.as_path()], dir.path(), &["--label", "fsdp2", "-q"]);
+    let by = |by: &str| overlap_json(dir.path(), by);
     let steps = by("step");
     let rows = run_doc(&steps, "fsdp2")["rows"].as_array().unwrap().clone();
     for rank in [0, 1] {
@@ -277,7 +144,7 @@ fn mi300x_rccl_kernels_count_as_comm() {
     let Some(root) = corpus() else { return };
     let f = root.join("kineto/rocm/mi300x_resnet_ckpt/resnet_act_checkpoint.json.gz");
     let dir = tempfile::tempdir().unwrap();
-    let doc = overlap_json(dir.path(), std::slice::from_ref(&f), "rank");
+    let doc = ingest_each_and_overlap(dir.path(), std::slice::from_ref(&f), "rank");
     let row = &run_doc(&doc, &label_of(&f))["rows"][0];
     // Independent of any category table: the union of the RCCL kernels, by name.
     let rccl: Vec<(i64, i64, String)> = activities(&f, &golden())
@@ -304,7 +171,7 @@ fn mi300x_rccl_kernels_count_as_comm() {
     let comm = row["comm_ns"].as_i64().unwrap();
     assert!(comm > 0);
     assert_eq!(comm, union_ns(&rccl, |_| true));
-    let coll = overlap_json(dir.path(), &[], "collective");
+    let coll = ingest_each_and_overlap(dir.path(), &[], "collective");
     let ops: Vec<&str> = run_doc(&coll, &label_of(&f))["rows"]
         .as_array()
         .unwrap()

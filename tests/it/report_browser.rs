@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use crate::common::browser::{chromium, count, legend_texts, render, Rendered};
-use crate::common::cli::{aorta, code, ingest, stderr};
+use crate::common::cli::{aorta, code, ingest_ok, stderr};
 use crate::common::*;
 
 /// Ingests `traces` (under the corpus) into a fresh dataset and runs `aorta report` into
@@ -14,8 +14,7 @@ use crate::common::*;
 fn report_of(root: &Path, traces: &str, page: &str) -> (tempfile::TempDir, PathBuf, Output) {
     let dir = tempfile::tempdir().unwrap();
     let ds = dir.path().join("ds");
-    let o = ingest(&[&root.join(traces)], &ds, &["-q"]);
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    ingest_ok(&[&root.join(traces)], &ds, &["-q"]);
     let html = dir.path().join(page);
     let o = aorta(&[
         "report".as_ref(),
@@ -160,8 +159,7 @@ fn compare_models(root: &Path, work: &Path, model: Option<&str>) -> std::path::P
     for (paths, mut extra) in runs {
         extra.push("-q");
         let paths: Vec<&Path> = paths.iter().map(|p| p.as_path()).collect();
-        let o = ingest(&paths, &ds, &extra);
-        assert_eq!(code(&o), 0, "{}", stderr(&o));
+        ingest_ok(&paths, &ds, &extra);
     }
     let out = work.join("cmp");
     let args = [
@@ -187,8 +185,7 @@ fn write_example_pages() {
     let out = std::path::PathBuf::from(std::env::var("AORTA_EXAMPLE_PAGES").unwrap());
     let root = corpus().expect("the corpus");
     let ds = out.join("ds");
-    let o = ingest(&[&root.join("kineto/cuda/h200_fsdp2")], &ds, &["-q"]);
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    ingest_ok(&[&root.join("kineto/cuda/h200_fsdp2")], &ds, &["-q"]);
     let html = out.join("report.html");
     let o = aorta(&[
         "report".as_ref(),

@@ -8,7 +8,7 @@ use std::ffi::OsStr;
 use std::path::Path;
 use std::process::Output;
 
-use crate::common::cli::{aorta, code, ingest, stderr};
+use crate::common::cli::{aorta, code, ingest_ok, overlap_json, stderr};
 use crate::common::*;
 use polars::prelude::*;
 use serde_json::Value;
@@ -49,23 +49,10 @@ fn report(ds: &Path, out: &Path, extra: &[&str]) -> Output {
     aorta(&a)
 }
 
-fn overlap_json(ds: &Path, by: &str) -> Value {
-    let o = aorta(&[
-        "overlap".as_ref(),
-        ds.as_os_str(),
-        "--by".as_ref(),
-        by.as_ref(),
-        "--json".as_ref(),
-    ]);
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
-    serde_json::from_slice(&o.stdout).unwrap()
-}
-
 fn fsdp2_dataset(dir: &Path) -> Option<std::path::PathBuf> {
     let root = corpus()?;
     let ds = dir.join("ds");
-    let o = ingest(&[&root.join("kineto/cuda/h200_fsdp2")], &ds, &["-q"]);
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    ingest_ok(&[&root.join("kineto/cuda/h200_fsdp2")], &ds, &["-q"]);
     Some(ds)
 }
 
@@ -149,12 +136,11 @@ fn overlap_numbers_on_the_page_are_those_of_aorta_overlap() {
     // Re-ingesting rewrites the activities but not the overlap tables: the report must not
     // trust them any more.
     let root = corpus().unwrap();
-    let o = ingest(
+    ingest_ok(
         &[&root.join("kineto/cuda/h200_fsdp2")],
         &ds,
         &["-q", "--force"],
     );
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
     let o = report(&ds, &second, &[]);
     assert!(String::from_utf8(o.stdout)
         .unwrap()
@@ -381,12 +367,11 @@ fn jsonl_logs_alone_give_a_page_without_timeline() {
     let Some(root) = corpus() else { return };
     let dir = tempfile::tempdir().unwrap();
     let ds = dir.path().join("ds");
-    let o = ingest(
+    ingest_ok(
         &[&root.join(crate::common::cli::METRICS_JSONL)],
         &ds,
         &["-q", "--label", "py"],
     );
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
     let out = dir.path().join("py.html");
     let o = report(&ds, &out, &[]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));

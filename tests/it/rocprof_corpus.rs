@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::common::cli::{aorta, code, gunzip, ingest, stderr};
+use crate::common::cli::{aorta, code, gunzip, ingest, ingest_ok, stderr};
 use crate::common::{corpus, union_len};
 use serde_json::Value;
 
@@ -99,8 +99,7 @@ fn overlap_of_the_mi350x_run_from_json_and_rocpd_equals_an_independent_sweep() {
     assert!(comm > 0 && overlap > 0, "comm {comm}, overlap {overlap}");
     let dir = tempfile::tempdir().unwrap();
     for (f, label) in [(&json, "json"), (&db, "rocpd")] {
-        let o = ingest(&[f.as_path()], dir.path(), &["--label", label, "-q"]);
-        assert_eq!(code(&o), 0, "{}", stderr(&o));
+        ingest_ok(&[f.as_path()], dir.path(), &["--label", label, "-q"]);
     }
     let o = aorta(&[
         "overlap".as_ref(),

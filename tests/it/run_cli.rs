@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::common::cli::{aorta, code, stderr};
+use crate::common::cli::{aorta, code, overlap_json, stderr};
 use serde_json::Value;
 
 fn run(args: &[&str]) -> std::process::Output {
@@ -24,15 +24,7 @@ fn existing_output_becomes_dataset_overlap_and_report() {
     assert!(html.contains("plotly-graph-div"));
     // The printed per-rank overlap is the dataset's, as `aorta overlap --json` reads it back.
     let data = out.join("data");
-    let o2 = aorta(&[
-        "overlap".as_ref(),
-        data.as_os_str(),
-        "--by".as_ref(),
-        "rank".as_ref(),
-        "--json".as_ref(),
-    ]);
-    assert_eq!(code(&o2), 0, "{}", stderr(&o2));
-    let doc: Value = serde_json::from_slice(&o2.stdout).unwrap();
+    let doc = overlap_json(&data, "rank");
     assert_eq!(doc["runs"][0]["run"], "allreduce_overlap");
     let rows = doc["runs"][0]["rows"].as_array().unwrap();
     let printed = String::from_utf8_lossy(&o.stdout);

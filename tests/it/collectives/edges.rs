@@ -4,8 +4,7 @@
 
 use std::path::Path;
 
-use super::collectives_json;
-use crate::common::cli::{aorta, code, ingest, stderr};
+use crate::common::cli::{aorta, code, collectives_json, ingest_ok, stderr};
 use crate::common::*;
 
 /// One NCCL kernel: (kind in the name, start µs, duration µs, process group, ranks list).
@@ -42,8 +41,7 @@ fn trace_seq(dir: &Path, rank: i64, world: i64, kernels: &[K], seqs: &[i64]) {
 
 fn run(traces: &Path, label: &str) -> (tempfile::TempDir, serde_json::Value) {
     let out = tempfile::tempdir().unwrap();
-    let o = ingest(&[traces], out.path(), &["--label", label, "-q"]);
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    ingest_ok(&[traces], out.path(), &["--label", label, "-q"]);
     let doc = collectives_json(out.path(), "instance");
     (out, doc)
 }
@@ -261,8 +259,7 @@ fn rccl_generic_kernels_take_their_kind_from_the_c10d_op() {
         "{want:?}"
     );
     let out = tempfile::tempdir().unwrap();
-    let o = ingest(&[f.as_path()], out.path(), &["--label", "rccl", "-q"]);
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    ingest_ok(&[f.as_path()], out.path(), &["--label", "rccl", "-q"]);
     collectives_json(out.path(), "kind");
     let c = table(out.path(), "collectives", "rccl");
     let mut got: Vec<(i64, String)> = i64s(&c, "start_ns")

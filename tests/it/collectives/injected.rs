@@ -11,8 +11,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use super::collectives_json;
-use crate::common::cli::{code, ingest, stderr};
+use crate::common::cli::{collectives_json, ingest_ok};
 use crate::common::*;
 
 const US: i64 = 1_000;
@@ -52,8 +51,7 @@ fn injected_offsets_and_delays_are_recovered() {
     let traces = tempfile::tempdir().unwrap();
     let truth = generate(traces.path());
     let ds = tempfile::tempdir().unwrap();
-    let o = ingest(&[traces.path()], ds.path(), &["--label", "job", "-q"]);
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    ingest_ok(&[traces.path()], ds.path(), &["--label", "job", "-q"]);
     let doc = collectives_json(ds.path(), "instance");
 
     // Offsets, against rank 0, within 1 µs plus the reported spread.

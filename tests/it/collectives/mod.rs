@@ -12,9 +12,11 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::common::cli::{aorta, code, ingest, stderr};
+use crate::common::cli::{collectives_json, ingest_ok, overlap_json};
+use crate::common::reference::{
+    activities, golden, int_of, raw_exact, stream_of, us_text_to_ns, COMPUTE,
+};
 use crate::common::*;
-use crate::overlap_corpus::{int_of, raw_exact, stream_of, us_text_to_ns};
 
 /// One comm kernel as the raw trace has it.
 #[derive(Debug, Clone)]
@@ -257,18 +259,6 @@ fn rank_of(p: &Path) -> i64 {
     raw_json(p)["distributedInfo"]["rank"].as_i64().unwrap()
 }
 
-fn collectives_json(dir: &Path, by: &str) -> Value {
-    let o = aorta(&[
-        "collectives".as_ref(),
-        dir.as_os_str(),
-        "--by".as_ref(),
-        by.as_ref(),
-        "--json".as_ref(),
-    ]);
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
-    serde_json::from_slice(&o.stdout).unwrap()
-}
-
 /// Ingests one run, runs `aorta collectives`, and checks every row against the reference.
 /// A run checked by `check_run`: its dataset, the `aorta collectives --json` document, the
 /// reference and the files by rank, for further checks without ingesting again.
@@ -282,8 +272,7 @@ struct Checked {
 fn check_run(files: &[PathBuf], label: &str) -> Checked {
     let dir = tempfile::tempdir().unwrap();
     let paths: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
-    let o = ingest(&paths, dir.path(), &["--label", label, "-q"]);
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    ingest_ok(&paths, dir.path(), &["--label", label, "-q"]);
     let doc = collectives_json(dir.path(), "rank");
     let by_rank: BTreeMap<i64, PathBuf> = files.iter().map(|f| (rank_of(f), f.clone())).collect();
     let r = reference(&by_rank);
@@ -437,16 +426,8 @@ fn dlrm_8_ranks_equal_the_brute_force_reference_and_name_the_rank_waited_for() {
 /// reference's waits and the raw compute kernels (|A − B| = |A ∪ B| − |B|).
 fn overlap_split_matches(checked: &Checked) {
     let (by_rank, want) = (&checked.by_rank, &checked.reference.rows);
-    let o = aorta(&[
-        "overlap".as_ref(),
-        checked.dir.path().as_os_str(),
-        "--by".as_ref(),
-        "rank".as_ref(),
-        "--json".as_ref(),
-    ]);
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
-    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
-    let golden = crate::overlap_corpus::golden();
+    let doc = overlap_json(checked.dir.path(), "rank");
+    let golden = golden();
     for row in doc["runs"][0]["rows"].as_array().unwrap() {
         let rank = row["rank"].as_i64().unwrap();
         let rows = &want[&rank];
@@ -458,9 +439,9 @@ fn overlap_split_matches(checked: &Checked) {
             .iter()
             .map(|e| (e.start + e.wait.unwrap(), e.end))
             .collect();
-        let compute: Vec<(i64, i64)> = crate::overlap_corpus::activities(&by_rank[&rank], &golden)
+        let compute: Vec<(i64, i64)> = activities(&by_rank[&rank], &golden)
             .into_iter()
-            .filter(|a| crate::overlap_corpus::COMPUTE.contains(&a.2.as_str()))
+            .filter(|a| COMPUTE.contains(&a.2.as_str()))
             .map(|a| (a.0, a.1))
             .collect();
         let both: Vec<(i64, i64)> = transfer.iter().chain(&compute).copied().collect();

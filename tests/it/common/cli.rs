@@ -29,6 +29,34 @@ pub fn ingest(paths: &[&Path], out: &Path, extra: &[&str]) -> Output {
     aorta(&args)
 }
 
+/// `aorta ingest`, which must succeed (else the test fails with its stderr).
+pub fn ingest_ok(paths: &[&Path], out: &Path, extra: &[&str]) {
+    let o = ingest(paths, out, extra);
+    assert_eq!(code(&o), 0, "aorta ingest {paths:?}: {}", stderr(&o));
+}
+
+/// `aorta overlap DATASET --by BY --json`, which must succeed: the document it prints.
+pub fn overlap_json(ds: &Path, by: &str) -> serde_json::Value {
+    json_by("overlap", ds, by)
+}
+
+/// `aorta collectives DATASET --by BY --json`, which must succeed: the document it prints.
+pub fn collectives_json(ds: &Path, by: &str) -> serde_json::Value {
+    json_by("collectives", ds, by)
+}
+
+fn json_by(command: &str, ds: &Path, by: &str) -> serde_json::Value {
+    let o = aorta(&[
+        command.as_ref(),
+        ds.as_os_str(),
+        "--by".as_ref(),
+        by.as_ref(),
+        "--json".as_ref(),
+    ]);
+    assert_eq!(code(&o), 0, "aorta {command} --by {by}: {}", stderr(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }

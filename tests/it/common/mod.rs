@@ -1,5 +1,8 @@
-//! Shared helpers for the end-to-end tests: the corpus, one dataset per corpus file, and
-//! an independent (serde_json) view of the raw traces.
+//! Shared helpers for the end-to-end tests: the corpus, one dataset per corpus file (built
+//! once for the whole binary), small in-memory traces ingested, a table read back, and an
+//! independent (serde_json) view of the raw traces. `cli` drives the `aorta` binary,
+//! `reference` is the exact raw-trace reference of the overlap tests, `browser` is headless
+//! Chromium and `compare_fixture` the hand-made compare tables.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -103,6 +106,26 @@ pub fn per_file_dataset() -> Option<&'static PerFile> {
     .as_ref()
 }
 
+/// `text` written as `in/<name>` in a fresh temp dir and ingested in-process into `ds/`
+/// beside it (run label `in`); `options` may change the ingest options first.
+pub fn ingest_text(
+    name: &str,
+    text: &str,
+    options: impl FnOnce(&mut aorta_ingest::Options),
+) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    std::fs::create_dir(&input).unwrap();
+    std::fs::write(input.join(name), text).unwrap();
+    let mut opts = aorta_ingest::Options {
+        out: dir.path().join("ds"),
+        ..Default::default()
+    };
+    options(&mut opts);
+    aorta_ingest::ingest(&[input], &opts, &Default::default()).unwrap();
+    dir
+}
+
 /// One table of a dataset, restricted to one run label.
 pub fn table(root: &Path, table: &str, run: &str) -> DataFrame {
     aorta_transform::dataset::scan(root, table)
@@ -155,6 +178,7 @@ pub fn is_slice(e: &serde_json::Value) -> bool {
 pub mod browser;
 pub mod cli;
 pub mod compare_fixture;
+pub mod reference;
 
 /// Total length of the union of `[start, end)` intervals, by sort-and-merge: the tests'
 /// independent check of the overlap sweep.
