@@ -1,4 +1,4 @@
-//! The compare page from hand-made `aorta compare` tables (tests/common/compare_fixture.rs):
+//! The compare page from hand-made `aorta compare` tables (tests/it/common/compare_fixture.rs):
 //! the values drawn and tabulated are the ones computed by hand there, the top 20 operators
 //! are chosen by |diff|, and a missing table is one error naming it, with no page written.
 
