@@ -1,6 +1,6 @@
 """Read an aorta dataset with pandas (pyarrow), DuckDB and polars, no options, and print
 one JSON document: per library, per (run, rank), the GPU activity count and the first start
-and last end in ns. tests/notebooks.rs compares each with `aorta overlap --by rank --json`.
+and last end in ns. tests/it/notebooks.rs compares each with `aorta overlap --by rank --json`.
 
 usage: python check_readers.py DATASET
 """

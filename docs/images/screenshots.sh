@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-AORTA_EXAMPLE_PAGES="$work" cargo test -q --test report_browser -- --ignored write_example_pages
+AORTA_EXAMPLE_PAGES="$work" cargo test -q --test it -- --ignored report_browser::write_example_pages
 for page in report compare; do
   chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --user-data-dir="$work/profile" \
     --virtual-time-budget=20000 --window-size=1400,2000 \

@@ -1,6 +1,6 @@
 """Tests of aorta_metrics.py and of fsdp_overlap.py's torch-free half (values by hand).
 
-Run: python3 -m unittest discover -s workloads/torch   (tests/torch_script.rs does)
+Run: python3 -m unittest discover -s workloads/torch   (tests/it/workloads.rs does)
 """
 
 import json

@@ -1,0 +1,111 @@
+//! Shared by the modules of this binary: the trace corpus (skipped when absent, a failure
+//! under `CI=true`), ingest into a directory, the record batches of a written table, and what
+//! every damaged-input proptest checks (`check`).
+
+use std::path::{Path, PathBuf};
+
+use arrow_array::{Array, Int64Array, RecordBatch, StringArray};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use proptest::prelude::*;
+
+/// `rel` under the trace corpus (`../shared/data` beside the checkout), or `None` (skip, with
+/// a notice) when it is absent outside CI; under `CI=true` a missing corpus is a failure.
+pub fn corpus(rel: &str) -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/data")
+        .join(rel);
+    if p.exists() {
+        return Some(p);
+    }
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("corpus missing: {} (CI=true)", p.display());
+    }
+    eprintln!("skipping: no corpus at {}", p.display());
+    None
+}
+
+/// The bytes of corpus file `rel` (see `corpus`).
+pub fn corpus_bytes(rel: &str) -> Option<Vec<u8>> {
+    corpus(rel).map(|p| std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display())))
+}
+
+/// Ingests `paths` into `out` with default options.
+pub fn ingest(paths: &[PathBuf], out: &Path) -> aorta_ingest::Result<aorta_ingest::Summary> {
+    let opts = aorta_ingest::Options {
+        out: out.to_path_buf(),
+        ..Default::default()
+    };
+    aorta_ingest::ingest(paths, &opts, &Default::default())
+}
+
+/// Every record batch of `table` under the dataset `out`, part files in path order.
+pub fn batches(out: &Path, table: &str) -> Vec<RecordBatch> {
+    fn walk(d: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
+            if e.path().is_dir() {
+                walk(&e.path(), out);
+            } else if e.path().extension().is_some_and(|x| x == "parquet") {
+                out.push(e.path());
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(&out.join(table), &mut files);
+    files.sort();
+    let mut batches = Vec::new();
+    for f in files {
+        let r = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(f).unwrap())
+            .unwrap()
+            .build()
+            .unwrap();
+        batches.extend(r.map(Result::unwrap));
+    }
+    batches
+}
+
+/// An Int64 column of a batch, nulls as `None`.
+pub fn ints(b: &RecordBatch, col: &str) -> Vec<Option<i64>> {
+    let a = b.column_by_name(col).unwrap();
+    let a = a.as_any().downcast_ref::<Int64Array>().unwrap();
+    (0..a.len())
+        .map(|i| a.is_valid(i).then(|| a.value(i)))
+        .collect()
+}
+
+/// A Utf8 column of a batch, nulls as `None`.
+pub fn strs(b: &RecordBatch, col: &str) -> Vec<Option<String>> {
+    let a = b.column_by_name(col).unwrap();
+    let a = a.as_any().downcast_ref::<StringArray>().unwrap();
+    (0..a.len())
+        .map(|i| a.is_valid(i).then(|| a.value(i).to_string()))
+        .collect()
+}
+
+/// Ingests `bytes` as the file `name`; on failure checks the message names the file and,
+/// for parse errors, an offset within the input, and that nothing was left behind.
+pub fn check(name: &str, bytes: &[u8]) -> Result<(), TestCaseError> {
+    let dir = tempfile::tempdir().unwrap();
+    let path: PathBuf = dir.path().join(name);
+    std::fs::write(&path, bytes).unwrap();
+    let out = dir.path().join("out");
+    let opts = aorta_ingest::Options {
+        out: out.clone(),
+        ..Default::default()
+    };
+    match aorta_ingest::ingest(std::slice::from_ref(&path), &opts, &Default::default()) {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            let msg = e.to_string();
+            prop_assert!(msg.starts_with(&path.display().to_string()), "{msg}");
+            prop_assert!(!msg.contains('\n'), "{msg}");
+            if let aorta_ingest::IngestError::Parse { offset, .. } = e {
+                prop_assert!(offset <= bytes.len() as u64, "{msg}");
+            }
+            let leftovers: Vec<_> = std::fs::read_dir(&out)
+                .map(|rd| rd.flatten().map(|e| e.file_name()).collect())
+                .unwrap_or_default();
+            prop_assert!(leftovers.is_empty(), "failed run left {leftovers:?}");
+            Ok(())
+        }
+    }
+}

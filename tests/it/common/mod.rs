@@ -1,0 +1,199 @@
+//! Shared helpers for the end-to-end tests: the corpus, one dataset per corpus file (built
+//! once for the whole binary), small in-memory traces ingested, a table read back, and an
+//! independent (serde_json) view of the raw traces. `cli` drives the `aorta` binary,
+//! `reference` is the exact raw-trace reference of the overlap tests, `browser` is headless
+//! Chromium and `compare_fixture` the hand-made compare tables.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use polars::prelude::*;
+
+/// `../shared/data`, or `None` (skip) when absent outside CI; under `CI=true` a missing corpus
+/// is a failure.
+pub fn corpus() -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data");
+    if p.join("kineto").exists() {
+        return Some(p);
+    }
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("the trace corpus is missing at {} (CI=true)", p.display());
+    }
+    eprintln!("skipping: no corpus at {}", p.display());
+    None
+}
+
+/// Every Kineto trace file in the corpus (kineto/ and aorta_py/), sorted.
+pub fn corpus_traces(root: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for dir in ["kineto", "aorta_py"] {
+        walk(&root.join(dir), &mut out);
+    }
+    out.retain(|p| {
+        let n = p.to_string_lossy();
+        (n.ends_with(".json") || n.ends_with(".json.gz")) && !n.ends_with("summary.json")
+    });
+    out.sort();
+    out
+}
+
+fn walk(d: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(d).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            walk(&p, out)
+        } else {
+            out.push(p)
+        }
+    }
+}
+
+/// A label unique to one corpus file: `<dir>__<file stem>`.
+pub fn label_of(p: &Path) -> String {
+    let dir = p.parent().unwrap().file_name().unwrap().to_string_lossy();
+    let stem = p.file_name().unwrap().to_string_lossy();
+    let stem = stem.split('.').next().unwrap();
+    format!("{dir}__{stem}")
+}
+
+pub struct PerFile {
+    pub dir: tempfile::TempDir,
+    pub files: Vec<PathBuf>,
+}
+
+impl PerFile {
+    /// The corpus file whose path ends with `suffix`.
+    pub fn file(&self, suffix: &str) -> &PathBuf {
+        self.files
+            .iter()
+            .find(|f| f.to_string_lossy().ends_with(suffix))
+            .unwrap_or_else(|| panic!("no corpus file {suffix}"))
+    }
+}
+
+/// (start_ns, raw_end_ns) of the kernels of a `gpu_activities` frame, sorted.
+pub fn kernel_spans(df: &DataFrame) -> Vec<(i64, i64)> {
+    let mut v: Vec<(i64, i64)> = i64s(df, "start_ns")
+        .into_iter()
+        .zip(i64s(df, "raw_end_ns"))
+        .zip(strs(df, "kind"))
+        .filter(|(_, k)| k.as_deref() == Some("kernel"))
+        .map(|((s, e), _)| (s.unwrap(), e.unwrap()))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Every corpus trace ingested once, each under its own run label (see `label_of`).
+pub fn per_file_dataset() -> Option<&'static PerFile> {
+    static DS: OnceLock<Option<PerFile>> = OnceLock::new();
+    DS.get_or_init(|| {
+        let root = corpus()?;
+        let dir = tempfile::tempdir().unwrap();
+        let files = corpus_traces(&root);
+        for f in &files {
+            let opts = aorta_ingest::Options {
+                out: dir.path().to_path_buf(),
+                label: Some(label_of(f)),
+                ..Default::default()
+            };
+            aorta_ingest::ingest(std::slice::from_ref(f), &opts, &Default::default())
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        Some(PerFile { dir, files })
+    })
+    .as_ref()
+}
+
+/// `text` written as `in/<name>` in a fresh temp dir and ingested in-process into `ds/`
+/// beside it (run label `in`); `options` may change the ingest options first.
+pub fn ingest_text(
+    name: &str,
+    text: &str,
+    options: impl FnOnce(&mut aorta_ingest::Options),
+) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    std::fs::create_dir(&input).unwrap();
+    std::fs::write(input.join(name), text).unwrap();
+    let mut opts = aorta_ingest::Options {
+        out: dir.path().join("ds"),
+        ..Default::default()
+    };
+    options(&mut opts);
+    aorta_ingest::ingest(&[input], &opts, &Default::default()).unwrap();
+    dir
+}
+
+/// One table of a dataset, restricted to one run label.
+pub fn table(root: &Path, table: &str, run: &str) -> DataFrame {
+    aorta_transform::dataset::scan(root, table)
+        .unwrap()
+        .filter(col("run").eq(lit(run)))
+        .collect()
+        .unwrap()
+}
+
+pub fn i64s(df: &DataFrame, c: &str) -> Vec<Option<i64>> {
+    df.column(c).unwrap().i64().unwrap().iter().collect()
+}
+
+pub fn strs(df: &DataFrame, c: &str) -> Vec<Option<String>> {
+    df.column(c)
+        .unwrap()
+        .str()
+        .unwrap()
+        .iter()
+        .map(|s| s.map(str::to_string))
+        .collect()
+}
+
+/// The raw trace through serde_json, a parser aorta does not use for events.
+pub fn raw_json(p: &Path) -> serde_json::Value {
+    let bytes = std::fs::read(p).unwrap();
+    let text = if bytes.starts_with(&[0x1f, 0x8b]) {
+        let mut s = Vec::new();
+        flate2::read::MultiGzDecoder::new(&bytes[..])
+            .read_to_end(&mut s)
+            .unwrap();
+        s
+    } else {
+        bytes
+    };
+    serde_json::from_slice(&text).unwrap()
+}
+
+pub fn events(v: &serde_json::Value) -> &Vec<serde_json::Value> {
+    v["traceEvents"].as_array().unwrap()
+}
+
+pub fn cat(e: &serde_json::Value) -> &str {
+    e["cat"].as_str().unwrap_or("")
+}
+
+pub fn is_slice(e: &serde_json::Value) -> bool {
+    e["ph"] == "X"
+}
+pub mod browser;
+pub mod cli;
+pub mod compare_fixture;
+pub mod reference;
+
+/// Total length of the union of `[start, end)` intervals, by sort-and-merge: the tests'
+/// independent check of the overlap sweep.
+pub fn union_len(mut v: Vec<(i64, i64)>) -> i64 {
+    v.sort();
+    let (mut total, mut cur) = (0, None::<(i64, i64)>);
+    for (s, e) in v {
+        cur = match cur {
+            Some((cs, ce)) if s <= ce => Some((cs, ce.max(e))),
+            Some((cs, ce)) => {
+                total += ce - cs;
+                Some((s, e))
+            }
+            None => Some((s, e)),
+        };
+    }
+    total + cur.map_or(0, |(s, e)| e - s)
+}

@@ -1,0 +1,442 @@
+//! `aorta compare` from the outside: a hand-built CUDA/ROCm pair whose answers are worked
+//! out in the comments, the real H100/MI300X model traces against their raw JSON, the Python
+//! aorta report's summary fields and values, the regression gate and the errors.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::common::cli::{aorta, code, ingest_ok, stderr};
+use crate::common::*;
+use polars::prelude::*;
+use serde_json::{json, Value};
+
+/// One side of the fixture: two `ProfilerStep`s 1000 µs apart, each with
+/// - `aten::mm` [[64, 32], [32, 16]] → a GEMM of `mm_us` at +100 (External id on the kernel);
+/// - CUDA: `aten::add` → a 10 µs kernel at +150; ROCm: `aten::relu` → an 8 µs kernel at +170
+///   whose kernel and launch carry no External id (found by enclosing the launch at +72);
+/// - an all_reduce of 1 Mi Float over 8 ranks, `comm_us` at +200, launched outside any op.
+fn side(cuda: bool, mm_us: u32, comm_us: u32) -> String {
+    let mut ev = vec![];
+    let x = |cat: &str, name: &str, tid: u32, ts: u32, dur: u32, args: Value| {
+        json!({"ph": "X", "cat": cat, "name": name, "pid": if cat == "kernel" { 0 } else { 1 },
+               "tid": tid, "ts": ts, "dur": dur, "args": args})
+    };
+    let launch = if cuda {
+        "cudaLaunchKernel"
+    } else {
+        "hipLaunchKernel"
+    };
+    for k in 0..2u32 {
+        let o = 1000 * k;
+        ev.push(x(
+            "user_annotation",
+            &format!("ProfilerStep#{}", k + 1),
+            1,
+            o,
+            1000,
+            json!({}),
+        ));
+        let mm = json!({"External id": 100 + k, "Input Dims": [[64, 32], [32, 16]],
+                        "Input type": ["float", "float"]});
+        ev.push(x("cpu_op", "aten::mm", 1, o + 10, 50, mm));
+        let link = json!({"correlation": 200 + k, "External id": 100 + k});
+        ev.push(x("cuda_runtime", launch, 1, o + 20, 5, link));
+        let gemm = if cuda {
+            "ampere_sgemm_64x32_nn"
+        } else {
+            "Cijk_Ailk_Bljk_SB_MT64x32"
+        };
+        let kargs = json!({"stream": 7, "correlation": 200 + k, "External id": 100 + k});
+        ev.push(x("kernel", gemm, 7, o + 100, mm_us, kargs));
+        let (op, kname, at, dur) = if cuda {
+            ("aten::add", "elementwise_add_kernel", 150, 10)
+        } else {
+            ("aten::relu", "relu_kernel", 170, 8)
+        };
+        let dims =
+            json!({"External id": 300 + k, "Input Dims": [[64, 16]], "Input type": ["float"]});
+        ev.push(x("cpu_op", op, 1, o + 70, 10, dims));
+        let (largs, kargs) = if cuda {
+            let l = json!({"correlation": 400 + k, "External id": 300 + k});
+            (
+                l.clone(),
+                json!({"stream": 7, "correlation": 400 + k, "External id": 300 + k}),
+            )
+        } else {
+            (
+                json!({"correlation": 400 + k}),
+                json!({"stream": 7, "correlation": 400 + k}),
+            )
+        };
+        ev.push(x("cuda_runtime", launch, 1, o + 72, 2, largs));
+        ev.push(x("kernel", kname, 7, o + at, dur, kargs));
+        ev.push(x(
+            "cuda_runtime",
+            launch,
+            1,
+            o + 90,
+            2,
+            json!({"correlation": 500 + k}),
+        ));
+        let nccl = if cuda {
+            "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+        } else {
+            "ncclDevKernel_Generic_1"
+        };
+        let cargs = json!({"stream": 13, "correlation": 500 + k, "Collective name": "allreduce",
+            "In msg nelems": 1048576, "Out msg nelems": 1048576, "Group size": 8, "dtype": "Float"});
+        ev.push(x("kernel", nccl, 13, o + 200, comm_us, cargs));
+    }
+    let version = if cuda {
+        json!({"cuda_runtime_version": 12090})
+    } else {
+        json!({"hip_runtime_version": 70051831, "roctracer_version": 4.1})
+    };
+    let mut doc = json!({"schemaVersion": 1, "baseTimeNanoseconds": 1_700_000_000_000_000_000i64,
+                         "distributedInfo": {"rank": 0, "world_size": 8}, "traceEvents": ev});
+    doc.as_object_mut()
+        .unwrap()
+        .extend(version.as_object().unwrap().clone());
+    doc.to_string()
+}
+
+/// The fixture pair ingested as runs `cuda` and `rocm`; returns (tempdir, dataset).
+fn fixture() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text) in [
+        ("cuda", side(true, 40, 100)),
+        ("rocm", side(false, 60, 150)),
+    ] {
+        std::fs::create_dir_all(dir.path().join("in").join(name)).unwrap();
+        std::fs::write(dir.path().join("in").join(name).join("rank0.json"), text).unwrap();
+    }
+    let ds = dir.path().join("ds");
+    ingest_ok(&[&dir.path().join("in")], &ds, &["-q"]);
+    (dir, ds)
+}
+
+fn compare(ds: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
+    let mut a: Vec<&std::ffi::OsStr> = vec!["compare".as_ref(), ds.as_os_str()];
+    a.extend(["-o".as_ref(), out.as_os_str()]);
+    a.extend(extra.iter().map(std::ffi::OsStr::new));
+    aorta(&a)
+}
+
+fn parquet(path: &Path) -> DataFrame {
+    ParquetReader::new(std::fs::File::open(path).unwrap())
+        .finish()
+        .unwrap()
+}
+
+fn f64s(df: &DataFrame, c: &str) -> Vec<Option<f64>> {
+    df.column(c).unwrap().f64().unwrap().iter().collect()
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * b.abs().max(1.0)
+}
+
+#[test]
+fn fixture_operators_levels_and_collectives_match_the_hand_computed_answers() {
+    let (dir, ds) = fixture();
+    let out = dir.path().join("cmp");
+    let o = compare(&ds, &out, &["--reference", "cuda", "--candidate", "rocm"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let ops = parquet(&out.join("compare_operators.parquet"));
+    let row = |i: usize| {
+        (
+            strs(&ops, "op")[i].clone().unwrap(),
+            strs(&ops, "input_dims")[i].clone().unwrap(),
+            f64s(&ops, "reference_ms")[i],
+            f64s(&ops, "candidate_ms")[i],
+            i64s(&ops, "reference_calls")[i].unwrap(),
+            i64s(&ops, "candidate_calls")[i].unwrap(),
+            strs(&ops, "status")[i].clone().unwrap(),
+        )
+    };
+    // Per step window (2 per side): comm 100 vs 150 µs (no op: launched outside every op),
+    // mm 40 vs 60 µs, add 10 µs (CUDA only), relu 8 µs (ROCm only, by enclosure).
+    // Largest |difference| first: 0.05, 0.02, 0.01, 0.008 ms.
+    let want = [
+        ("(no CPU op)", "", Some(0.1), Some(0.15), 2, 2, "matched"),
+        (
+            "aten::mm",
+            "[[64, 32], [32, 16]]",
+            Some(0.04),
+            Some(0.06),
+            2,
+            2,
+            "matched",
+        ),
+        (
+            "aten::add",
+            "[[64, 16]]",
+            Some(0.01),
+            None,
+            2,
+            0,
+            "reference_only",
+        ),
+        (
+            "aten::relu",
+            "[[64, 16]]",
+            None,
+            Some(0.008),
+            0,
+            2,
+            "candidate_only",
+        ),
+    ];
+    assert_eq!(ops.height(), want.len());
+    for (i, w) in want.iter().enumerate() {
+        let got = row(i);
+        assert_eq!((got.0.as_str(), got.1.as_str()), (w.0, w.1), "row {i}");
+        for (g, e) in [(got.2, w.2), (got.3, w.3)] {
+            assert!(g.zip(e).is_none_or(|(g, e)| close(g, e)) && g.is_some() == e.is_some());
+        }
+        assert_eq!((got.4, got.5, got.6.as_str()), (w.4, w.5, w.6), "row {i}");
+    }
+    assert!(close(f64s(&ops, "ratio")[1].unwrap(), 1.5));
+
+    // Collectives: 1 Mi Float = 4 MiB per call; algbw = 4194304 B / 100 µs = 41.94304 GB/s,
+    // busbw × 2·7/8 = 73.40032; ROCm at 150 µs: 27.962026…, 48.933546….
+    let coll = parquet(&out.join("compare_collectives.parquet"));
+    assert_eq!(coll.height(), 2);
+    assert_eq!(i64s(&coll, "bytes"), vec![Some(4194304); 2]);
+    let (alg, bus) = (f64s(&coll, "algbw_gbps"), f64s(&coll, "busbw_gbps"));
+    let sides = strs(&coll, "side");
+    for i in 0..2 {
+        let us = if sides[i].as_deref() == Some("reference") {
+            100.0
+        } else {
+            150.0
+        };
+        assert!(close(alg[i].unwrap(), 4194304.0 / (us * 1000.0)));
+        assert!(close(bus[i].unwrap(), 4194304.0 / (us * 1000.0) * 1.75));
+    }
+
+    // Steps: window = first kernel start (+100) to comm end: 0.2 vs 0.25 ms; comm never
+    // meets compute, so exposed comm = comm. Categories per step: gemm 0.04/0.06, comm
+    // 0.1/0.15, other 0.01/0.008.
+    let doc: Value =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let level = |l: &str, k: &str| -> Value {
+        let rows = doc["levels"][l].as_array().unwrap();
+        rows.iter().find(|r| r["key"] == k).unwrap().clone()
+    };
+    for (l, k, r, c) in [
+        ("steps", "step_ms", 0.2, 0.25),
+        ("steps", "exposed_comm_ms", 0.1, 0.15),
+        ("categories", "gemm", 0.04, 0.06),
+        ("categories", "other", 0.01, 0.008),
+    ] {
+        let v = level(l, k);
+        assert!(
+            close(v["reference"]["median"].as_f64().unwrap(), r),
+            "{l} {k}"
+        );
+        assert!(
+            close(v["candidate"]["median"].as_f64().unwrap(), c),
+            "{l} {k}"
+        );
+        assert!(close(v["ratio"].as_f64().unwrap(), c / r), "{l} {k}");
+        assert_eq!(v["reference"]["n"], 2);
+    }
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("aten::mm [[64, 32], [32, 16]]"), "{text}");
+}
+
+#[test]
+fn regression_gate_and_errors() {
+    let (dir, ds) = fixture();
+    let out = dir.path().join("cmp");
+    // Step time +25 %, exposed comm +50 %.
+    let gate = |pct: &str| {
+        let args = [
+            "--reference",
+            "cuda",
+            "--candidate",
+            "rocm",
+            "--fail-if-regressed",
+            pct,
+        ];
+        compare(&ds, &out, &args)
+    };
+    let o = gate("30");
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("REGRESSED: exposed_comm_ms") && !text.contains("REGRESSED: step_ms"),
+        "{text}"
+    );
+    let doc: Value =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(doc["regression"]["threshold_pct"], 30.0);
+    let o = gate("60");
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+
+    // An unknown selector: one line naming the runs and platforms; the earlier output stays.
+    let before = std::fs::read(out.join("summary.json")).unwrap();
+    let o = compare(&ds, &out, &["--reference", "cuda", "--candidate", "tpu"]);
+    assert_eq!(code(&o), 2);
+    let err = stderr(&o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("`tpu`")
+            && err.contains("runs: cuda, rocm")
+            && err.contains("platforms: cuda, rocm"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(out.join("summary.json")).unwrap(), before);
+    let o = compare(
+        &dir.path().join("nope"),
+        &out,
+        &["--reference", "a", "--candidate", "b"],
+    );
+    assert_eq!(code(&o), 2);
+    assert!(
+        stderr(&o).contains("not an aorta dataset"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// Input dims without whitespace: the layout both sides are compared in.
+fn squeeze(s: &str) -> String {
+    s.chars().filter(|c| !c.is_whitespace()).collect()
+}
+
+/// Kernel ns per (op, dims) through `External id` only, from the raw JSON of every file in
+/// `dir`: a second implementation of the operator attribution for linked kernels.
+fn raw_op_ns(dir: &Path) -> BTreeMap<(String, String), i64> {
+    let mut out = BTreeMap::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let doc = raw_json(&entry.unwrap().path());
+        let ev = doc["traceEvents"].as_array().unwrap();
+        let mut ops = BTreeMap::new();
+        for e in ev.iter().filter(|e| e["cat"] == "cpu_op") {
+            if let Some(id) = e["args"]["External id"].as_i64() {
+                let dims = squeeze(&e["args"]["Input Dims"].to_string());
+                let dur = e["dur"].as_f64().unwrap_or(f64::MAX);
+                let keep = ops
+                    .get(&id)
+                    .is_none_or(|o: &(String, String, f64)| dur < o.2);
+                if keep {
+                    ops.insert(id, (e["name"].as_str().unwrap().to_string(), dims, dur));
+                }
+            }
+        }
+        let gpu = ["kernel", "gpu_memcpy", "gpu_memset"];
+        for e in ev.iter().filter(|e| gpu.iter().any(|c| e["cat"] == *c)) {
+            let Some(op) = e["args"]["External id"].as_i64().and_then(|i| ops.get(&i)) else {
+                continue;
+            };
+            let ns = (e["dur"].as_f64().unwrap() * 1000.0).round() as i64;
+            *out.entry((op.0.clone(), op.1.clone())).or_insert(0) += ns;
+        }
+    }
+    out
+}
+
+#[test]
+fn h100_and_mi300x_models_match_operators_across_vendors() {
+    let Some(root) = corpus() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (cuda, rocm) = (
+        root.join("kineto/cuda/h100_models"),
+        root.join("kineto/rocm/mi300x_models"),
+    );
+    let ds = dir.path().join("ds");
+    ingest_ok(&[&cuda, &rocm], &ds, &["-q"]);
+    let out = dir.path().join("cmp");
+    let o = compare(&ds, &out, &["--reference", "cuda", "--candidate", "rocm"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let ops = parquet(&out.join("compare_operators.parquet"));
+    let steps = parquet(&out.join("compare_steps.parquet"));
+    let windows = |side: &str| {
+        strs(&steps, "side")
+            .iter()
+            .filter(|s| s.as_deref() == Some(side))
+            .count() as f64
+    };
+    let (names, dims, status) = (
+        strs(&ops, "op"),
+        strs(&ops, "input_dims"),
+        strs(&ops, "status"),
+    );
+    let (r_ms, c_ms, ratio) = (
+        f64s(&ops, "reference_ms"),
+        f64s(&ops, "candidate_ms"),
+        f64s(&ops, "ratio"),
+    );
+    for op in ["aten::addmm", "aten::mm", "aten::_flash_attention_forward"] {
+        let matched = (0..ops.height())
+            .filter(|&i| names[i].as_deref() == Some(op) && status[i].as_deref() == Some("matched"))
+            .count();
+        assert!(matched > 0, "{op} matched across vendors");
+    }
+    // Every matched operator has both sides and a ratio; GEMM operators' GPU time agrees
+    // with the raw JSON (H100: every kernel carries its External id; MI300X: at least that,
+    // launches without one are attributed by enclosure on top).
+    let (raw_c, raw_r) = (raw_op_ns(&cuda), raw_op_ns(&rocm));
+    for i in (0..ops.height()).filter(|&i| status[i].as_deref() == Some("matched")) {
+        assert!(ratio[i].is_some_and(f64::is_finite));
+        let key = (
+            names[i].clone().unwrap(),
+            squeeze(dims[i].as_deref().unwrap()),
+        );
+        if !key.0.ends_with("mm") {
+            continue;
+        }
+        let want_c = raw_c[&key] as f64 * 1e-6 / windows("reference");
+        assert!(
+            close(r_ms[i].unwrap(), want_c),
+            "{key:?}: {} vs {want_c}",
+            r_ms[i].unwrap()
+        );
+        let want_r = raw_r[&key] as f64 * 1e-6 / windows("candidate");
+        assert!(c_ms[i].unwrap() >= want_r - 1e-9, "{key:?}");
+    }
+}
+
+#[test]
+fn summary_json_is_a_superset_of_the_python_report() {
+    let Some(root) = corpus() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let run = root.join("aorta_py/h200_fsdp2_profile_overlap_2gpu");
+    let logs = [
+        run.join("rank_00_metrics.jsonl"),
+        run.join("rank_01_metrics.jsonl"),
+    ];
+    let ds = dir.path().join("ds");
+    ingest_ok(&[&logs[0], &logs[1]], &ds, &["--label", "h200", "-q"]);
+    let out = dir.path().join("cmp");
+    let o = compare(&ds, &out, &["--reference", "h200", "--candidate", "h200"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let ours: Value =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let py: Value = serde_json::from_slice(
+        &std::fs::read(run.join("python_overlap_report_summary.json")).unwrap(),
+    )
+    .unwrap();
+    // Every field of the Python summary, with the Python tool's value (to 1 ns per
+    // iteration: aorta keeps the logs' milliseconds as integer ns).
+    for (k, v) in py["datasets"]["h200"].as_object().unwrap() {
+        let (got, want) = (
+            ours["datasets"]["h200"][k].as_f64().unwrap(),
+            v.as_f64().unwrap(),
+        );
+        assert!(
+            (got - want).abs() <= 1e-6 * want.abs().max(1.0),
+            "{k}: {got} vs {want}"
+        );
+    }
+    for k in [
+        "reference_overlap_ratio",
+        "candidate_overlap_ratio",
+        "ratio_delta",
+    ] {
+        assert!(ours["comparison"][k].is_number(), "{k}");
+    }
+    assert_eq!(ours["comparison"]["ratio_delta"], 0.0);
+}

@@ -1,0 +1,150 @@
+//! `aorta overlap` from the outside: the tables it writes, the Python tool's logs, the
+//! formats, and one-line errors.
+
+use std::path::Path;
+
+use crate::common::cli::{aorta, code, ingest_ok, stderr};
+use crate::common::*;
+use serde_json::Value;
+
+fn overlap(args: &[&str]) -> std::process::Output {
+    let mut a: Vec<&std::ffi::OsStr> = vec!["overlap".as_ref()];
+    a.extend(args.iter().map(std::ffi::OsStr::new));
+    aorta(&a)
+}
+
+fn json(o: &std::process::Output) -> Value {
+    assert_eq!(code(o), 0, "{}", stderr(o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+#[test]
+fn python_aorta_logs_give_the_python_reports_overlap_ratio() {
+    let Some(root) = corpus() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let run = root.join("aorta_py/h200_fsdp2_profile_overlap_2gpu");
+    ingest_ok(&[run.as_path()], dir.path(), &["--label", "py", "-q"]);
+    let doc = json(&overlap(&[
+        dir.path().to_str().unwrap(),
+        "--by",
+        "rank",
+        "--json",
+    ]));
+    let rows = doc["runs"][0]["rows"].as_array().unwrap();
+    let jsonl: Vec<&Value> = rows.iter().filter(|r| r["source"] == "jsonl").collect();
+    assert_eq!(jsonl.len(), 2, "both ranks' JSONL");
+    let sum = |k: &str| jsonl.iter().map(|r| r[k].as_i64().unwrap()).sum::<i64>() as f64;
+    let steps: i64 = jsonl
+        .iter()
+        .map(|r| r["step_count"].as_i64().unwrap())
+        .sum();
+    // analysis/overlap_report.py on the same logs (python_overlap_report_summary.json):
+    // overlap_ratio = mean compute_comm / mean compute over the 24 iterations.
+    let want: Value = serde_json::from_slice(
+        &std::fs::read(run.join("python_overlap_report_summary.json")).unwrap(),
+    )
+    .unwrap();
+    let py = &want["datasets"]["h200"];
+    assert_eq!(steps, py["count"].as_i64().unwrap());
+    let ratio = sum("compute_comm_overlap_ns") / sum("compute_ns");
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-6 * b.abs();
+    assert!(
+        close(ratio, py["overlap_ratio"].as_f64().unwrap()),
+        "{ratio}"
+    );
+    let mean_compute_ms = sum("compute_ns") / steps as f64 / 1e6;
+    assert!(close(
+        mean_compute_ms,
+        py["mean_compute_ms"].as_f64().unwrap()
+    ));
+    // The traces of the same run sit beside them as `trace` rows.
+    assert_eq!(rows.iter().filter(|r| r["source"] == "trace").count(), 2);
+}
+
+/// Every part file of `table` under `dir`.
+fn parts(dir: &Path, table: &str) -> Vec<std::path::PathBuf> {
+    crate::common::cli::parquet_files(&dir.join(table))
+}
+
+#[test]
+fn tables_are_written_per_run_and_rank_and_replaced_run_by_run() {
+    let Some(root) = corpus() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let fsdp = root.join("kineto/cuda/h200_fsdp2");
+    let sdma = root.join(crate::common::cli::SDMA);
+    for (p, label) in [(fsdp.as_path(), "fsdp2"), (sdma.as_path(), "sdma")] {
+        ingest_ok(&[p], dir.path(), &["--label", label, "-q"]);
+    }
+    let o = overlap(&[dir.path().to_str().unwrap()]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(text.contains("run fsdp2") && text.contains("run sdma") && text.contains("total"));
+    for t in aorta_ingest::schema::DERIVED_TABLES {
+        let df = aorta_transform::dataset::read(dir.path(), t.name).unwrap();
+        let want = aorta_transform::dataset::polars_schema(t);
+        assert_eq!(df.schema().as_ref(), &want, "{}", t.name);
+    }
+    assert_eq!(
+        parts(dir.path(), "overlap_steps").len(),
+        3,
+        "fsdp2 × 2 ranks + sdma"
+    );
+    let steps = table(dir.path(), "overlap_steps", "fsdp2");
+    assert_eq!(steps.height(), 6);
+    let streams = table(dir.path(), "overlap_streams", "fsdp2");
+    assert!(streams.height() >= 6, "at least two streams per step");
+    // --run rewrites that run only; nothing is left staged.
+    let before = crate::common::cli::snapshot(&dir.path().join("overlap_steps/run=fsdp2"));
+    let o = overlap(&[
+        dir.path().to_str().unwrap(),
+        "--run",
+        "sdma",
+        "--format",
+        "csv",
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let csv = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        csv.starts_with("run,rank,step,source,window_start_ns,"),
+        "{csv}"
+    );
+    assert!(csv.lines().skip(1).all(|l| l.starts_with("sdma,")));
+    assert_eq!(
+        before,
+        crate::common::cli::snapshot(&dir.path().join("overlap_steps/run=fsdp2"))
+    );
+    assert!(crate::common::cli::entries_starting(dir.path(), ".overlap-tmp").is_empty());
+}
+
+#[test]
+fn missing_dataset_and_unknown_run_are_one_line_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nope");
+    let o = overlap(&[missing.to_str().unwrap()]);
+    assert_eq!(code(&o), 2);
+    let err = stderr(&o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with(&format!(
+            "aorta: error: {}: not an aorta dataset",
+            missing.display()
+        )),
+        "{err}"
+    );
+    let Some(root) = corpus() else { return };
+    ingest_ok(
+        &[root.join(crate::common::cli::SDMA).as_path()],
+        dir.path(),
+        &["--label", "sdma", "-q"],
+    );
+    let o = overlap(&[dir.path().to_str().unwrap(), "--run", "nosuch"]);
+    assert_eq!(code(&o), 2);
+    let err = stderr(&o);
+    assert_eq!(
+        err,
+        format!(
+            "aorta: error: {}: unknown run `nosuch` (runs: sdma)\n",
+            dir.path().display()
+        )
+    );
+}

@@ -1,0 +1,214 @@
+//! Every HTML page aorta writes, opened in headless Chromium: no console message, no uncaught
+//! exception, and every chart rendered by plotly.js (the single-run report from a corpus
+//! dataset through the CLI, the compare page from hand-made tables).
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use crate::common::browser::{chromium, count, legend_texts, render, Rendered};
+use crate::common::cli::{aorta, code, ingest_ok, stderr};
+use crate::common::*;
+
+/// Ingests `traces` (under the corpus) into a fresh dataset and runs `aorta report` into
+/// `page` beside it; returns the tempdir, the page and the command's output (status 0).
+fn report_of(root: &Path, traces: &str, page: &str) -> (tempfile::TempDir, PathBuf, Output) {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dir.path().join("ds");
+    ingest_ok(&[&root.join(traces)], &ds, &["-q"]);
+    let html = dir.path().join(page);
+    let o = aorta(&[
+        "report".as_ref(),
+        ds.as_os_str(),
+        "-o".as_ref(),
+        html.as_os_str(),
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    (dir, html, o)
+}
+
+/// Opens `html` and checks the console is silent and `plots` plotly charts rendered.
+fn open_and_check(browser: &Path, html: &Path, plots: usize) -> Rendered {
+    let page = std::fs::read_to_string(html).unwrap();
+    assert_eq!(
+        count(&page, "class=\"plotly-graph-div\""),
+        plots,
+        "chart divs in {}",
+        html.display()
+    );
+    let r = render(browser, html);
+    assert!(
+        r.console.is_empty(),
+        "console messages in {}:\n{}",
+        html.display(),
+        r.console.join("\n")
+    );
+    assert!(r.dom.contains("</html>"), "no DOM dumped:\n{}", r.stderr);
+    // plotly.js replaces each empty chart div with a plot container holding its SVG layers.
+    assert_eq!(count(&r.dom, "class=\"plot-container plotly\""), plots);
+    assert!(count(&r.dom, "class=\"main-svg\"") >= 2 * plots);
+    r
+}
+
+#[test]
+fn the_harness_sees_errors_and_unrendered_charts() {
+    let Some(browser) = chromium() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.html");
+    std::fs::write(
+        &bad,
+        "<html><body><div class=\"plotly-graph-div\" id=\"p\"></div>\
+         <script>console.error('boom'); undefinedFunction();</script></body></html>",
+    )
+    .unwrap();
+    let r = render(&browser, &bad);
+    assert_eq!(r.console.len(), 2, "{}", r.stderr);
+    assert!(r.console[1].contains("Uncaught ReferenceError"));
+    assert_eq!(count(&r.dom, "class=\"plot-container plotly\""), 0);
+}
+
+#[test]
+fn run_report_renders_every_chart_without_console_errors() {
+    let Some(root) = corpus() else { return };
+    let Some(browser) = chromium() else { return };
+    let (_dir, html, _) = report_of(&root, "kineto/cuda/h200_fsdp2", "report.html");
+    // Four per-rank charts, then across the two ranks: the caused-delay and wait-share
+    // heatmaps and waiting vs transfer per collective kind.
+    let r = open_and_check(&browser, &html, 7);
+    assert_eq!(count(&r.dom, "class=\"hm\""), 2, "two heatmaps drawn");
+    let legend = legend_texts(&r.dom);
+    for name in [
+        "comm",
+        "gemm",
+        "exposed comm",
+        "compute∩comm",
+        "overlap_ratio",
+        "waiting",
+        "transfer",
+    ] {
+        assert!(
+            legend.iter().any(|l| l == name),
+            "legend {name}: {legend:?}"
+        );
+    }
+    // The timeline's rows are the streams of the step; the FSDP2 run uses a compute stream
+    // and NCCL streams, so at least two.
+    assert!(r.dom.contains(">stream "), "stream rows on the timeline");
+}
+
+#[test]
+fn compare_page_renders_every_chart_without_console_errors() {
+    let Some(browser) = chromium() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    compare_fixture::write_all(dir.path());
+    let html = dir.path().join("compare.html");
+    let charts = aorta_reports::compare_report(dir.path(), &html).unwrap();
+    assert_eq!(charts, 5);
+    let r = open_and_check(&browser, &html, 5);
+    let legend = legend_texts(&r.dom);
+    for name in [
+        "reference",
+        "candidate",
+        "matched",
+        "reference only",
+        "candidate only",
+    ] {
+        assert!(
+            legend.iter().any(|l| l == name),
+            "legend {name}: {legend:?}"
+        );
+    }
+    // The operator chart's category axis lists the top 20; op_4 (|diff| 4) is not among them.
+    assert!(r.dom.contains("op_24") && r.dom.contains("op_5 "));
+    assert!(!r.dom.contains("op_4 "));
+}
+
+/// The page `aorta compare` itself writes, on the real H100/MI300X model pair (no
+/// communication there, so the collective chart gives way to a note).
+#[test]
+fn aorta_compare_writes_a_page_that_renders() {
+    let Some(browser) = chromium() else { return };
+    let Some(root) = corpus() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let out = compare_models(&root, dir.path(), None);
+    let html = out.join("report.html");
+    let page = std::fs::read_to_string(&html).unwrap();
+    let charts = count(&page, "class=\"plotly-graph-div\"");
+    assert!(charts >= 4, "{charts} charts");
+    let r = open_and_check(&browser, &html, charts);
+    assert!(
+        r.dom.contains("aten::mm"),
+        "the operator chart names aten::mm"
+    );
+}
+
+/// Ingests the CUDA and ROCm model traces under `work` (the two directories as runs, or one
+/// model's pair as runs `h100` and `mi300x`) and compares them into `work/cmp`.
+fn compare_models(root: &Path, work: &Path, model: Option<&str>) -> std::path::PathBuf {
+    let ds = work.join("models");
+    let (cuda, rocm) = (
+        root.join("kineto/cuda/h100_models"),
+        root.join("kineto/rocm/mi300x_models"),
+    );
+    let runs = match model {
+        None => vec![(vec![cuda, rocm], vec![])],
+        Some(m) => vec![
+            (vec![cuda.join(m)], vec!["--label", "h100"]),
+            (vec![rocm.join(m)], vec!["--label", "mi300x"]),
+        ],
+    };
+    for (paths, mut extra) in runs {
+        extra.push("-q");
+        let paths: Vec<&Path> = paths.iter().map(|p| p.as_path()).collect();
+        ingest_ok(&paths, &ds, &extra);
+    }
+    let out = work.join("cmp");
+    let args = [
+        "compare",
+        "--reference",
+        "cuda",
+        "--candidate",
+        "rocm",
+        "-o",
+    ];
+    let mut a: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
+    a.extend([out.as_os_str(), ds.as_os_str()]);
+    let o = aorta(&a);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    out
+}
+
+/// Writes the example pages the screenshots in docs/images/ are taken from (run by
+/// docs/images/screenshots.sh with `AORTA_EXAMPLE_PAGES=DIR`).
+#[test]
+#[ignore = "writes docs/images' source pages; run by docs/images/screenshots.sh"]
+fn write_example_pages() {
+    let out = std::path::PathBuf::from(std::env::var("AORTA_EXAMPLE_PAGES").unwrap());
+    let root = corpus().expect("the corpus");
+    let ds = out.join("ds");
+    ingest_ok(&[&root.join("kineto/cuda/h200_fsdp2")], &ds, &["-q"]);
+    let html = out.join("report.html");
+    let o = aorta(&[
+        "report".as_ref(),
+        ds.as_os_str(),
+        "-o".as_ref(),
+        html.as_os_str(),
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let cmp = compare_models(&root, &out, Some("bert-small.json.gz"));
+    std::fs::copy(cmp.join("report.html"), out.join("compare.html")).unwrap();
+}
+
+/// The ROCm half of the CUDA/ROCm pair: inference traces with no step annotations (one null
+/// step) and no communication, so the collective chart gives way to a note.
+#[test]
+fn a_run_without_steps_or_communication_renders() {
+    let Some(root) = corpus() else { return };
+    let Some(browser) = chromium() else { return };
+    let (_dir, html, o) = report_of(&root, "kineto/rocm/mi300x_models", "rocm.html");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("step null (median-duration step)"));
+    let r = open_and_check(&browser, &html, 3);
+    assert!(r
+        .dom
+        .contains("No communication kernels in the reported ranks."));
+    assert!(legend_texts(&r.dom).iter().any(|l| l == "gemm"));
+}
