@@ -34,10 +34,16 @@ const TRACE_SUFFIXES: &[&str] = &[
     ".json",
     ".json.gz",
     ".json.zst",
+    ".json.xz",
+    ".json.bz2",
     ".json.tmp",
     ".jsonl",
     ".jsonl.gz",
     ".jsonl.zst",
+    ".jsonl.xz",
+    ".jsonl.bz2",
+    ".nsys-rep",
+    ".qdrep",
     ".sqlite",
     ".csv",
     ".db",
@@ -89,12 +95,13 @@ pub fn discover(roots: &[PathBuf], label: Option<&str>, skip: &Path) -> Result<V
                     .unwrap_or_default(),
                 None => dir_name(Some(root)),
             };
+            let skip = crate::detect::unreadable(&f).map(str::to_string);
             out.push(Input {
                 path: f,
                 label: l,
                 explicit: false,
                 siblings: vec![],
-                skip: None,
+                skip,
             });
         }
     }

@@ -10,6 +10,16 @@ use std::path::Path;
 use crate::error::{IngestError, Result};
 pub use crate::format::Format;
 
+/// Why a file aorta finds by name cannot be read as it is, with what to do instead: an
+/// Nsight Systems report (`.nsys-rep`, `.qdrep`) needs its SQLite export. Named on the command
+/// line it is an error; found in a walk it is skipped with this reason.
+pub fn unreadable(path: &Path) -> Option<&'static str> {
+    let name = path.to_string_lossy().to_ascii_lowercase();
+    (name.ends_with(".nsys-rep") || name.ends_with(".qdrep")).then_some(
+        "an Nsight Systems report: aorta reads its SQLite export (nsys export --type sqlite)",
+    )
+}
+
 /// Decides the reader: `.jsonl` by name, otherwise by content: SQLite databases by what
 /// their tables are, one JSON object per line is JSONL, a trace with Kineto's markers is
 /// Kineto, any other Chrome trace is generic Chrome.
@@ -21,11 +31,8 @@ pub fn detect(path: &Path) -> Result<Format> {
     if name.ends_with(".csv") {
         return Ok(Format::RocprofCsv);
     }
-    if name.ends_with(".nsys-rep") || name.ends_with(".qdrep") {
-        return Err(IngestError::file(
-            path,
-            "an Nsight Systems report: aorta reads its SQLite export (nsys export --type sqlite)",
-        ));
+    if let Some(why) = unreadable(path) {
+        return Err(IngestError::file(path, why));
     }
     let (r, _) =
         crate::source::open(path, Default::default()).map_err(|e| IngestError::io(path, e))?;

@@ -380,4 +380,41 @@ mod tests {
         );
         assert!(!opts.out.exists());
     }
+
+    /// xz and bzip2 traces are read like gzip ones, found by a walk and told by their magic
+    /// bytes (a misleading name does not matter); an lz4 file named `.json` is refused with
+    /// what it is; a `.nsys-rep` in a walk is skipped with the export hint.
+    #[test]
+    fn xz_and_bzip2_traces_are_read_and_other_compressions_named() {
+        use std::io::Write;
+        let trace = br#"{"schemaVersion": 1, "traceEvents": [
+            {"ph": "X", "cat": "kernel", "name": "nvjet_tst", "pid": 0, "tid": 7,
+             "ts": 10.000, "dur": 5.000, "args": {"stream": 7, "correlation": 1}}]}"#;
+        let dir = tempfile::tempdir().unwrap();
+        let traces = dir.path().join("traces/job");
+        std::fs::create_dir_all(&traces).unwrap();
+        let mut xz = liblzma::write::XzEncoder::new(Vec::new(), 6);
+        xz.write_all(trace).unwrap();
+        std::fs::write(traces.join("rank0.json.xz"), xz.finish().unwrap()).unwrap();
+        let mut bz = bzip2::write::BzEncoder::new(Vec::new(), bzip2::Compression::best());
+        bz.write_all(trace).unwrap();
+        // bzip2 bytes under a .gz name: the magic bytes decide.
+        std::fs::write(traces.join("rank1.json.gz"), bz.finish().unwrap()).unwrap();
+        std::fs::write(traces.join("profile.nsys-rep"), b"not sqlite").unwrap();
+        let opts = Options {
+            out: dir.path().join("ds"),
+            ..Options::default()
+        };
+        let s = ingest(&[dir.path().join("traces")], &opts, &Progress::default()).unwrap();
+        assert_eq!(s.ingested.len(), 2, "{:?}", s.failed);
+        assert_eq!(s.rows()["gpu_activities"], 2);
+        let (skipped, why) = &s.skipped_files[0];
+        assert!(skipped.ends_with("profile.nsys-rep"));
+        assert!(why.contains("nsys export --type sqlite"), "{why}");
+        let lz4 = dir.path().join("lz4.json");
+        std::fs::write(&lz4, [0x04, 0x22, 0x4d, 0x18, 0x64, 0x40, 0xa7]).unwrap();
+        let err = ingest(&[lz4], &opts, &Progress::default()).unwrap_err();
+        assert!(err.to_string().contains("lz4-compressed"), "{err}");
+        assert_eq!(err.to_string().lines().count(), 1);
+    }
 }

@@ -57,22 +57,41 @@ pub fn hash_files(path: &Path, siblings: &[std::path::PathBuf]) -> Result<String
 /// Bytes handed from the reader thread to the parser at a time.
 pub const CHUNK: usize = 4 << 20;
 
+/// How a file's bytes are compressed, told by its first bytes (never by its name).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Compression {
     None,
     Gzip,
     Zstd,
+    Xz,
+    Bzip2,
+    /// A container or compression aorta does not read, by name (`lz4`, `zip`, `7z`).
+    Unsupported(&'static str),
 }
+
+/// Magic bytes → compression, checked in order.
+const MAGIC: &[(&[u8], Compression)] = &[
+    (&[0x1f, 0x8b], Compression::Gzip),
+    (&[0x28, 0xb5, 0x2f, 0xfd], Compression::Zstd),
+    (&[0xfd, b'7', b'z', b'X', b'Z', 0x00], Compression::Xz),
+    (b"BZh", Compression::Bzip2),
+    (&[0x04, 0x22, 0x4d, 0x18], Compression::Unsupported("lz4")),
+    (b"PK\x03\x04", Compression::Unsupported("zip")),
+    (
+        &[b'7', b'z', 0xbc, 0xaf, 0x27, 0x1c],
+        Compression::Unsupported("7z"),
+    ),
+];
+
+/// Bytes `Compression::sniff` looks at.
+pub const MAGIC_LEN: usize = 6;
 
 impl Compression {
     pub fn sniff(head: &[u8]) -> Compression {
-        if head.starts_with(&[0x1f, 0x8b]) {
-            Compression::Gzip
-        } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
-            Compression::Zstd
-        } else {
-            Compression::None
-        }
+        MAGIC
+            .iter()
+            .find(|(m, _)| head.starts_with(m))
+            .map_or(Compression::None, |&(_, c)| c)
     }
 }
 
@@ -126,7 +145,7 @@ pub fn open_hashed(
 /// Opens `path` and sniffs its compression from the magic bytes; the file is rewound.
 pub fn sniff_file(path: &Path) -> io::Result<(File, Compression)> {
     let mut f = File::open(path)?;
-    let mut head = [0u8; 4];
+    let mut head = [0u8; MAGIC_LEN];
     let n = read_full(&mut f, &mut head)?;
     f.rewind()?;
     Ok((f, Compression::sniff(&head[..n])))
@@ -151,6 +170,17 @@ fn decoder(
             counted,
         ))),
         Compression::Zstd => Box::new(zstd::stream::read::Decoder::new(counted)?),
+        Compression::Xz => Box::new(liblzma::read::XzDecoder::new_multi_decoder(
+            BufReader::with_capacity(1 << 20, counted),
+        )),
+        Compression::Bzip2 => Box::new(bzip2::read::MultiBzDecoder::new(
+            BufReader::with_capacity(1 << 20, counted),
+        )),
+        Compression::Unsupported(what) => {
+            return Err(io::Error::other(format!(
+                "{what}-compressed: aorta reads plain, gzip, zstd, xz and bzip2 files; decompress it first"
+            )))
+        }
     })
 }
 
