@@ -11,7 +11,7 @@ use std::sync::Arc;
 use arrow_schema::{DataType, Field, Schema};
 
 /// Bumped whenever a column is added, removed, renamed or changes meaning.
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// The physical type of a column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,11 +165,14 @@ pub const GPU_ACTIVITIES: Table = Table {
         opt("in_msg_nelems", I64, "`args[\"In msg nelems\"]`."),
         opt("out_msg_nelems", I64, "`args[\"Out msg nelems\"]`."),
         opt("group_size", I64, "`args[\"Group size\"]`."),
-        opt("dtype", S, "`args.dtype` of the collective."),
+        opt("dtype", S, "`args.dtype`: the collective's (PyTorch writes it on NCCL kernels) or the GEMM's (aorta's workloads write it on theirs)."),
         opt("process_group", S, "`args[\"Process Group Name\"]`."),
         opt("process_group_ranks", S, "`args[\"Process Group Ranks\"]` as text, e.g. `[0, 1]`."),
         opt("collective_seq", I64, "`args[\"Seq\"]`: the collective's sequence number in its process group (newer PyTorch)."),
         opt("comms_id", S, "`args[\"Comms Id\"]` as text (an integer id as its decimal digits; newer PyTorch)."),
+        opt("gemm_m", I64, "`args.m`: the GEMM's M (rows of A and C), where the kernel says it (aorta's own workloads do; `aorta perf` takes the FLOPs from it when no CPU op has shapes)."),
+        opt("gemm_n", I64, "`args.n`: the GEMM's N (columns of B and C)."),
+        opt("gemm_k", I64, "`args.k`: the GEMM's K (the reduced dimension)."),
     ],
 };
 
@@ -204,6 +207,16 @@ pub const CPU_OPS: Table = Table {
             "`args[\"Input Dims\"]` as JSON text, e.g. `[[8192, 4096], [4096, 4096]]`.",
         ),
         opt("input_types", S, "`args[\"Input type\"]` as JSON text."),
+        opt(
+            "concrete_inputs",
+            S,
+            "`args[\"Concrete Inputs\"]` as JSON text: the scalar arguments as strings, `\"\"` for tensors, e.g. `[\"\", \"\", \"\", \"0.\", \"True\"]` (SDPA's `is_causal`, a convolution's stride, padding and groups).",
+        ),
+        opt(
+            "input_strides",
+            S,
+            "`args[\"Input Strides\"]` as JSON text, one list per argument, e.g. `[[512, 1], [1, 512]]` (a transposed operand has its unit stride first).",
+        ),
     ],
 };
 
