@@ -6,6 +6,8 @@
 
 mod collectives;
 mod common;
+// `aorta perf` (issue 18); moves with the others into tests/it/.
+mod perf;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

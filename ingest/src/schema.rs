@@ -10,6 +10,9 @@ use std::sync::Arc;
 
 use arrow_schema::{DataType, Field, Schema};
 
+mod perf;
+pub use perf::{OP_PERF, PERF_STEPS};
+
 /// Bumped whenever a column is added, removed, renamed or changes meaning.
 pub const SCHEMA_VERSION: u32 = 4;
 
@@ -454,8 +457,8 @@ pub const TABLES: &[&Table] = &[
     &DIAGNOSTICS,
 ];
 
-/// Tables computed from the ingested ones (`aorta overlap`, `aorta collectives`), written in the
-/// same layout.
+/// Tables computed from the ingested ones (`aorta overlap`, `aorta collectives`, `aorta
+/// perf`), written in the same layout.
 pub const DERIVED_TABLES: &[&Table] = &[
     &OVERLAP_STEPS,
     &OVERLAP_RANKS,
@@ -465,6 +468,8 @@ pub const DERIVED_TABLES: &[&Table] = &[
     &COLLECTIVES,
     &COLLECTIVE_INSTANCES,
     &COLLECTIVE_RANKS,
+    &OP_PERF,
+    &PERF_STEPS,
 ];
 
 pub fn table(name: &str) -> Option<&'static Table> {
@@ -493,9 +498,10 @@ pub fn markdown() -> String {
         push_columns(&mut s, t.columns);
     }
     s.push_str(
-        "\n# Derived tables\n\nWritten by `aorta overlap` into the same dataset and layout \
+        "\n# Derived tables\n\nWritten by `aorta overlap`, `aorta collectives` and `aorta perf` \
+         into the same dataset and layout \
          (`<out>/<table>/run=<label>/rank=<r>/part-overlap.parquet`), replaced run by run. \
-         docs/OVERLAP.md explains the metrics.\n",
+         docs/OVERLAP.md, docs/COLLECTIVES.md and docs/PERF.md explain the metrics.\n",
     );
     for t in DERIVED_TABLES {
         s.push_str(&format!("\n## `{}`\n\n{}\n\n", t.name, t.doc));
