@@ -27,6 +27,9 @@ pub enum Command {
     /// The job across ranks: collectives matched, clocks aligned, waiting vs transfer, stragglers.
     #[command(after_help = COLLECTIVES_EXAMPLES)]
     Collectives(CollectivesArgs),
+    /// Is the compute fast? FLOPs and bytes per operator, TFLOP/s against the GPU's peak, roofline, MFU per step.
+    #[command(after_help = PERF_EXAMPLES)]
+    Perf(PerfArgs),
     /// Compare a reference (run or platform) with a candidate: steps, categories, operators, collectives.
     #[command(after_help = COMPARE_EXAMPLES)]
     Compare(CompareArgs),
@@ -89,8 +92,9 @@ A selector is a run label, else a platform (cuda, rocm). Levels: steps (step tim
 GPU window, comm, exposed comm, every overlap ratio), categories (GPU time per step = sum of
 activity durations), operators (GPU time per step window, grouped by the launching CPU op and
 its input shapes and dtypes), collectives (per kind, bytes, dtype, group size: time, algbw,
-busbw). Every ratio is candidate / reference; each side's spread over steps and ranks is given
-as median and p10-p90. Writes DIR/summary.json, DIR/compare_*.parquet and DIR/report.html.
+busbw). Operators also carry each side's achieved TFLOP/s and % of its own GPU's peak (the
+models of `aorta perf`). Every ratio is candidate / reference; each side's spread over steps
+and ranks is given as median and p10-p90. Writes DIR/summary.json, DIR/compare_*.parquet and DIR/report.html.
 Exit status: 0 ok, 1 regressed (--fail-if-regressed), 2 error.";
 
 #[derive(Args, Debug)]
@@ -114,6 +118,9 @@ pub struct CompareArgs {
     /// Operators listed in the terminal summary.
     #[arg(long, default_value_t = 10)]
     pub top: usize,
+    /// More GPUs, or other peaks for known ones, for the operators' % of peak (as `aorta perf`).
+    #[arg(long, value_name = "FILE")]
+    pub device_peaks: Option<PathBuf>,
 }
 
 const REPORT_EXAMPLES: &str = "\
@@ -126,7 +133,8 @@ Examples:
 The page embeds plotly.js and opens offline. Charts: the per-stream timeline of one step (by
 default the median-duration step of the first rank; at most 4000 kernels, the longest), comm,
 exposed comm and compute∩comm per step with overlap_ratio, GPU time per category per step (sum
-of kernel durations) and exposed comm per collective kind. Numbers are those of `aorta overlap`
+of kernel durations), exposed comm per collective kind, a roofline of the operators (by shape,
+sized by GPU time) and MFU per step. Numbers are those of `aorta overlap` and `aorta perf`
 (the overlap tables are read from the dataset, or computed when `aorta overlap` has not run).
 See docs/REPORTS.md.";
 
@@ -147,6 +155,9 @@ pub struct ReportArgs {
     /// The HTML file to write.
     #[arg(short, long, default_value = "report.html")]
     pub out: PathBuf,
+    /// More GPUs, or other peaks for known ones, for the roofline and MFU (as `aorta perf`).
+    #[arg(long, value_name = "FILE")]
+    pub device_peaks: Option<PathBuf>,
 }
 
 const OVERLAP_EXAMPLES: &str = "\
@@ -255,6 +266,62 @@ pub struct CollectivesArgs {
     /// Late arrivals listed in the summary.
     #[arg(long, default_value_t = 5)]
     pub top: usize,
+}
+
+const PERF_EXAMPLES: &str = "\
+Examples:
+  aorta perf                              # every run of ./aorta-data: top 10 operators by GPU time
+  aorta perf ds --run h100_models --top 20
+  aorta perf --by shape                   # per operator and input shapes (what compare matches)
+  aorta perf --by step                    # MFU and GEMM TFLOP/s per rank and step
+  aorta perf --device-peaks my_gpus.toml  # a GPU the table lacks, or your own clocks
+  aorta perf --json > perf.json
+
+An operator instance is the CPU operator that launched kernels together with its kernels.
+FLOPs come from its shapes (Input Dims, Concrete Inputs; a workload's m/n/k kernel args):
+GEMM 2*M*N*K x batch; attention 4*B*H*Sq*Sk*D forward, 2.5x backward, half when causal;
+convolution 2*N*K*(C/groups)*R*S*P*Q per pass; elementwise and reductions bytes only.
+TFLOP/s = FLOPs / GPU time of its kernels; % of peak against the dense peak of its dtype on
+the rank's GPU (a versioned table of datasheet figures; --device-peaks adds to it); bound =
+compute when FLOPs/byte >= peak / bandwidth, else memory. MFU of a step = model FLOPs /
+(step GPU window x peak of the step's dominant GEMM dtype). Missing shapes or an unknown GPU
+give null, with a note; never a guess. Writes the op_perf and perf_steps tables
+(docs/PERF.md).";
+
+/// What one row of `aorta perf` output is.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PerfBy {
+    /// One row per operator name, largest GPU time first.
+    Op,
+    /// One row per operator and input shapes and dtypes.
+    Shape,
+    /// One row per rank and step (MFU), then per rank.
+    Step,
+}
+
+#[derive(Args, Debug)]
+pub struct PerfArgs {
+    /// Dataset directory (written by `aorta ingest`).
+    #[arg(default_value = "aorta-data")]
+    pub dataset: PathBuf,
+    /// Only this run (default: every run of the dataset).
+    #[arg(long, value_name = "L")]
+    pub run: Option<String>,
+    /// Rows per operator, per operator and shape, or per step.
+    #[arg(long, value_enum, default_value_t = PerfBy::Op)]
+    pub by: PerfBy,
+    /// Operators listed per run (`--by op` and `--by shape`).
+    #[arg(long, default_value_t = 10)]
+    pub top: usize,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Same as `--format json`.
+    #[arg(long, conflicts_with = "format")]
+    pub json: bool,
+    /// More GPUs, or other peaks for known ones (TOML, the format of transform/peaks/devices.toml), tried first.
+    #[arg(long, value_name = "FILE")]
+    pub device_peaks: Option<PathBuf>,
 }
 
 const INGEST_EXAMPLES: &str = "\

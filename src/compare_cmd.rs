@@ -13,7 +13,8 @@ use serde_json::{json, Value};
 use crate::cli::CompareArgs;
 
 pub fn run(args: CompareArgs) -> Result<ExitCode> {
-    let mut c = compare::compare(&args.dataset, &args.reference, &args.candidate)?;
+    let peaks = aorta_transform::perf::Peaks::load(args.device_peaks.as_deref())?;
+    let mut c = compare::compare_with(&args.dataset, &args.reference, &args.candidate, &peaks)?;
     let gate = args
         .fail_if_regressed
         .map(|pct| regressions(&c.summary, pct));
@@ -155,18 +156,28 @@ fn print_summary(out: &mut impl Write, c: &Comparison, top: usize) -> Result<()>
 fn print_ops(out: &mut impl Write, ops: &Value, top: usize) -> Result<()> {
     writeln!(
         out,
-        "\noperators: {} matched, {} reference only, {} candidate only (GPU ms per step window)",
+        "\noperators: {} matched, {} reference only, {} candidate only (GPU ms per step window; TFLOP/s and % of each side's own peak)",
         ops["matched"], ops["reference_only"], ops["candidate_only"]
     )?;
     for r in ops["top"].as_array().into_iter().flatten().take(top) {
         let dims = r["input_dims"].as_str().unwrap_or("");
+        let rate = |side: &str| {
+            let (t, p) = (&r[format!("{side}_tflops")], &r[format!("{side}_peak_pct")]);
+            match (t.as_f64(), p.as_f64()) {
+                (None, _) => "-".to_string(),
+                (Some(_), None) => format!("{} TF", num(t, 1)),
+                (Some(_), Some(_)) => format!("{} TF {}%", num(t, 1), num(p, 1)),
+            }
+        };
         writeln!(
             out,
-            "  {:<40} {:>10} {:>10} {:>8}  {}",
+            "  {:<40} {:>10} {:>10} {:>8}  {:>16} {:>16}  {}",
             format!("{} {}", r["op"].as_str().unwrap_or(""), truncate(dims, 30)),
             num(&r["reference_ms"], 3),
             num(&r["candidate_ms"], 3),
             num(&r["ratio"], 2),
+            rate("reference"),
+            rate("candidate"),
             r["status"].as_str().unwrap_or("")
         )?;
     }

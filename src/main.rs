@@ -7,6 +7,7 @@ mod frame_out;
 mod ingest_cmd;
 mod overlap_cmd;
 mod overlap_table;
+mod perf_cmd;
 mod report_cmd;
 mod run_cmd;
 
@@ -47,6 +48,7 @@ fn run(args: cli::Cli) -> anyhow::Result<ExitCode> {
         cli::Command::Ingest(a) => ingest_cmd::run(a),
         cli::Command::Overlap(a) => overlap_cmd::run(a),
         cli::Command::Collectives(a) => collectives_cmd::run(a),
+        cli::Command::Perf(a) => perf_cmd::run(a),
         cli::Command::Compare(a) => compare_cmd::run(a),
         cli::Command::Report(a) => report_cmd::run(a),
         cli::Command::Run(a) => run_cmd::run(a),

@@ -21,6 +21,12 @@ pub enum Show {
     MsFloat,
     /// GB/s, as the reports show bandwidth.
     Gbps,
+    /// TFLOP/s (or FLOP per byte), 1 decimal.
+    Tflops,
+    /// TB/s, 3 decimals.
+    Tbps,
+    /// FLOPs as TFLOP, 3 decimals.
+    Tflop,
 }
 
 pub type Col = (&'static str, &'static str, Show);
@@ -61,6 +67,9 @@ fn cell(df: &DataFrame, name: &str, i: usize, show: Show) -> String {
         (AnyValue::Float64(x), Show::Pct) => fmt::pct(x),
         (AnyValue::Float64(x), Show::MsFloat) => fmt::ms(x * 1e-6),
         (AnyValue::Float64(x), Show::Gbps) => fmt::gbps(x),
+        (AnyValue::Float64(x), Show::Tflops) => fmt::tflops(x),
+        (AnyValue::Float64(x), Show::Tbps) => fmt::tbps(x),
+        (AnyValue::Int64(x), Show::Tflop) => format!("{:.3}", x as f64 * 1e-12),
         (AnyValue::String(s), _) => s.to_string(),
         (AnyValue::StringOwned(s), _) => s.to_string(),
         (other, _) => other.to_string(),

@@ -13,6 +13,7 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
         runs: args.run,
         rank: args.rank,
         step: args.step,
+        device_peaks: args.device_peaks,
     };
     let r = run_report(&args.dataset, &opts, &args.out)?;
     let ranks: Vec<String> = r.ranks.iter().map(i64::to_string).collect();

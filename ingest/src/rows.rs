@@ -56,7 +56,8 @@ impl StepSource {
     }
 }
 
-/// Collective metadata Kineto copies onto NCCL/RCCL kernels (rare: boxed).
+/// Kernel args only some kernels carry (rare: boxed): the collective metadata Kineto copies
+/// onto NCCL/RCCL kernels, and the GEMM shape aorta's own workloads write on theirs.
 #[derive(Debug, Clone, Default)]
 pub struct CollArgs {
     pub collective_name: Option<u32>,
@@ -70,6 +71,8 @@ pub struct CollArgs {
     pub collective_seq: Option<i64>,
     /// `args["Comms Id"]` as text.
     pub comms_id: Option<u32>,
+    /// `args.m`, `args.n`, `args.k`: a GEMM's shape as a workload wrote it.
+    pub gemm: [Option<i64>; 3],
 }
 
 #[derive(Debug, Clone)]
@@ -136,6 +139,8 @@ pub struct CpuRow {
     pub step: Option<i64>,
     pub input_dims: Option<u32>,
     pub input_types: Option<u32>,
+    pub concrete_inputs: Option<u32>,
+    pub input_strides: Option<u32>,
 }
 
 /// What one parser worker produced from one sub-window.
@@ -169,6 +174,8 @@ impl Batch {
             r.name = m(r.name);
             r.input_dims = mo(r.input_dims);
             r.input_types = mo(r.input_types);
+            r.concrete_inputs = mo(r.concrete_inputs);
+            r.input_strides = mo(r.input_strides);
         }
         (gpu, cpu, self.diag)
     }

@@ -10,8 +10,11 @@ use std::sync::Arc;
 
 use arrow_schema::{DataType, Field, Schema};
 
+mod perf;
+pub use perf::{OP_PERF, PERF_STEPS};
+
 /// Bumped whenever a column is added, removed, renamed or changes meaning.
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// The physical type of a column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,11 +168,14 @@ pub const GPU_ACTIVITIES: Table = Table {
         opt("in_msg_nelems", I64, "`args[\"In msg nelems\"]`."),
         opt("out_msg_nelems", I64, "`args[\"Out msg nelems\"]`."),
         opt("group_size", I64, "`args[\"Group size\"]`."),
-        opt("dtype", S, "`args.dtype` of the collective."),
+        opt("dtype", S, "`args.dtype`: the collective's (PyTorch writes it on NCCL kernels) or the GEMM's (aorta's workloads write it on theirs)."),
         opt("process_group", S, "`args[\"Process Group Name\"]`."),
         opt("process_group_ranks", S, "`args[\"Process Group Ranks\"]` as text, e.g. `[0, 1]`."),
         opt("collective_seq", I64, "`args[\"Seq\"]`: the collective's sequence number in its process group (newer PyTorch)."),
         opt("comms_id", S, "`args[\"Comms Id\"]` as text (an integer id as its decimal digits; newer PyTorch)."),
+        opt("gemm_m", I64, "`args.m`: the GEMM's M (rows of A and C), where the kernel says it (aorta's own workloads do; `aorta perf` takes the FLOPs from it when no CPU op has shapes)."),
+        opt("gemm_n", I64, "`args.n`: the GEMM's N (columns of B and C)."),
+        opt("gemm_k", I64, "`args.k`: the GEMM's K (the reduced dimension)."),
     ],
 };
 
@@ -204,6 +210,16 @@ pub const CPU_OPS: Table = Table {
             "`args[\"Input Dims\"]` as JSON text, e.g. `[[8192, 4096], [4096, 4096]]`.",
         ),
         opt("input_types", S, "`args[\"Input type\"]` as JSON text."),
+        opt(
+            "concrete_inputs",
+            S,
+            "`args[\"Concrete Inputs\"]` as JSON text: the scalar arguments as strings, `\"\"` for tensors, e.g. `[\"\", \"\", \"\", \"0.\", \"True\"]` (SDPA's `is_causal`, a convolution's stride, padding and groups).",
+        ),
+        opt(
+            "input_strides",
+            S,
+            "`args[\"Input Strides\"]` as JSON text, one list per argument, e.g. `[[512, 1], [1, 512]]` (a transposed operand has its unit stride first).",
+        ),
     ],
 };
 
@@ -441,8 +457,8 @@ pub const TABLES: &[&Table] = &[
     &DIAGNOSTICS,
 ];
 
-/// Tables computed from the ingested ones (`aorta overlap`, `aorta collectives`), written in the
-/// same layout.
+/// Tables computed from the ingested ones (`aorta overlap`, `aorta collectives`, `aorta
+/// perf`), written in the same layout.
 pub const DERIVED_TABLES: &[&Table] = &[
     &OVERLAP_STEPS,
     &OVERLAP_RANKS,
@@ -452,6 +468,8 @@ pub const DERIVED_TABLES: &[&Table] = &[
     &COLLECTIVES,
     &COLLECTIVE_INSTANCES,
     &COLLECTIVE_RANKS,
+    &OP_PERF,
+    &PERF_STEPS,
 ];
 
 /// The directory of one run of a table, relative to the dataset root: `<table>/run=<label>`,
@@ -510,9 +528,10 @@ pub fn markdown() -> String {
         push_columns(&mut s, t.columns);
     }
     s.push_str(
-        "\n# Derived tables\n\nWritten by `aorta overlap` into the same dataset and layout \
+        "\n# Derived tables\n\nWritten by `aorta overlap`, `aorta collectives` and `aorta perf` \
+         into the same dataset and layout \
          (`<out>/<table>/run=<label>/rank=<r>/part-overlap.parquet`), replaced run by run. \
-         docs/OVERLAP.md explains the metrics.\n",
+         docs/OVERLAP.md, docs/COLLECTIVES.md and docs/PERF.md explain the metrics.\n",
     );
     for t in DERIVED_TABLES {
         s.push_str(&format!("\n## `{}`\n\n{}\n\n", t.name, t.doc));

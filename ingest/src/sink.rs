@@ -438,6 +438,9 @@ fn gpu_batch(rows: &[GpuRow], s: &Interner, d: &mut DictBuilder) -> RecordBatch 
     );
     b.opt_i64("collective_seq", rows.iter().map(|r| c(r).collective_seq));
     b.push("comms_id", st(|r| r.coll.as_ref()?.comms_id));
+    for (i, name) in ["gemm_m", "gemm_n", "gemm_k"].into_iter().enumerate() {
+        b.opt_i64(name, rows.iter().map(move |r| c(r).gemm[i]));
+    }
     b.finish()
 }
 
@@ -465,6 +468,14 @@ fn cpu_batch(rows: &[CpuRow], s: &Interner, d: &mut DictBuilder) -> RecordBatch 
     b.push(
         "input_types",
         d.build(&s.strings, rows.iter().map(|r| r.input_types)),
+    );
+    b.push(
+        "concrete_inputs",
+        d.build(&s.strings, rows.iter().map(|r| r.concrete_inputs)),
+    );
+    b.push(
+        "input_strides",
+        d.build(&s.strings, rows.iter().map(|r| r.input_strides)),
     );
     b.finish()
 }

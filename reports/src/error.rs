@@ -10,6 +10,8 @@ use polars::prelude::PolarsError;
 pub enum ReportError {
     #[error(transparent)]
     Dataset(#[from] DatasetError),
+    #[error(transparent)]
+    Peaks(#[from] aorta_transform::perf::PeaksError),
     #[error("{dataset}: unknown run `{run}` (runs: {known})")]
     UnknownRun {
         dataset: PathBuf,

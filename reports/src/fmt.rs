@@ -27,6 +27,16 @@ pub fn gbps(x: f64) -> String {
     format!("{x:.2}")
 }
 
+/// TFLOP/s (and FLOP per byte), 1 decimal.
+pub fn tflops(x: f64) -> String {
+    format!("{x:.1}")
+}
+
+/// TB/s, 3 decimals.
+pub fn tbps(x: f64) -> String {
+    format!("{x:.3}")
+}
+
 /// `f` of the value, or `-` for a null.
 pub fn opt<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
     v.map_or_else(|| "-".to_string(), f)
@@ -53,5 +63,9 @@ mod tests {
         assert_eq!(pct(12.345), "12.3");
         assert_eq!(opt(None::<f64>, ratio), "-");
         assert_eq!(unit(2.0, "GB/s"), "2.00");
+        assert_eq!(
+            (tflops(796.96), tbps(3.3512)),
+            ("797.0".into(), "3.351".into())
+        );
     }
 }

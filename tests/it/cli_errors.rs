@@ -403,3 +403,36 @@ fn jsonl_with_broken_second_line_names_the_line() {
         "not JSON",
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// A dataset an older aorta wrote.
+
+/// Schema v4 added columns (`cpu_ops.concrete_inputs`, …): a v3 dataset read by this aorta is
+/// one line naming the dataset and the way out, not a polars "column not found".
+#[test]
+fn a_dataset_of_an_older_schema_is_one_line_saying_to_ingest_again() {
+    let Some(data) = corpus() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("ds");
+    let trace = data.join("kineto/cuda/h100_models/bert-small.json.gz");
+    let o = ingest(&[&trace], &out, &[]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let manifest = out.join("manifest.json");
+    let mut m: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
+    let now = m["schema_version"].as_u64().unwrap();
+    m["schema_version"] = (now - 1).into();
+    std::fs::write(&manifest, serde_json::to_vec(&m).unwrap()).unwrap();
+    for cmd in ["overlap", "collectives", "report"] {
+        let o = aorta(&[cmd.as_ref(), out.as_os_str()]);
+        assert_eq!(code(&o), 2, "{cmd}");
+        let err = stderr(&o);
+        assert_eq!(err.lines().count(), 1, "{cmd}: {err}");
+        assert!(
+            err.contains(&format!("schema v{}, this aorta reads v{now}", now - 1))
+                && err.contains("ingest the traces again")
+                && err.contains(&out.display().to_string()),
+            "{cmd}: {err}"
+        );
+    }
+}

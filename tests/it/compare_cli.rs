@@ -197,6 +197,19 @@ fn fixture_operators_levels_and_collectives_match_the_hand_computed_answers() {
         assert_eq!((got.4, got.5, got.6.as_str()), (w.4, w.5, w.6), "row {i}");
     }
     assert!(close(f64s(&ops, "ratio")[1].unwrap(), 1.5));
+    // Operator rates (docs/PERF.md): mm [[64, 32], [32, 16]] is 2·64·16·32 FLOPs per call, in
+    // 40 µs (CUDA) and 60 µs (ROCm). The fixture names no GPU: no % of peak on either side.
+    let flops = 2.0 * 64.0 * 16.0 * 32.0;
+    let (rt, ct) = (
+        f64s(&ops, "reference_tflops"),
+        f64s(&ops, "candidate_tflops"),
+    );
+    assert!(close(rt[1].unwrap(), flops / 40e3 / 1e3));
+    assert!(close(ct[1].unwrap(), flops / 60e3 / 1e3));
+    assert_eq!((rt[2], ct[3]), (None, None), "elementwise ops: bytes only");
+    for c in ["reference_peak_pct", "candidate_peak_pct"] {
+        assert!(f64s(&ops, c).iter().all(Option::is_none), "{c}");
+    }
 
     // Collectives: 1 Mi Float = 4 MiB per call; algbw = 4194304 B / 100 µs = 41.94304 GB/s,
     // busbw × 2·7/8 = 73.40032; ROCm at 150 µs: 27.962026…, 48.933546….
@@ -396,6 +409,19 @@ fn h100_and_mi300x_models_match_operators_across_vendors() {
         );
         let want_r = raw_r[&key] as f64 * 1e-6 / windows("candidate");
         assert!(c_ms[i].unwrap() >= want_r - 1e-9, "{key:?}");
+        // Each side's share of its own GPU's dense bf16 peak: the H100 SXM datasheet's
+        // 1,979 TFLOP/s with sparsity halved, the MI300X's 1,307.4.
+        if !strs(&ops, "input_types")[i]
+            .as_deref()
+            .is_some_and(|t| t.contains("BFloat16"))
+        {
+            continue;
+        }
+        for (side, peak) in [("reference", 989.5), ("candidate", 1307.4)] {
+            let t = f64s(&ops, &format!("{side}_tflops"))[i].unwrap();
+            let pct = f64s(&ops, &format!("{side}_peak_pct"))[i].unwrap();
+            assert!(close(pct, 100.0 * t / peak), "{key:?} {side}: {pct} vs {t}");
+        }
     }
 }
 

@@ -495,3 +495,40 @@ fn cli_ingests_the_whole_kineto_corpus_by_vendor() {
         16
     );
 }
+
+/// `cpu_ops` keeps `Concrete Inputs` and `Input Strides` (schema v4) as the JSON the trace
+/// wrote: every operator's pair, parsed back, equals serde_json's reading of the raw event
+/// (compared as multisets of pairs).
+#[test]
+fn concrete_inputs_and_strides_are_kept_as_written() {
+    let Some(ds) = per_file_dataset() else { return };
+    for suffix in [
+        "h100_models/qwen1.5-0.5b-chat.json.gz",
+        "mi300x_models/bert-small.json.gz",
+    ] {
+        let f = ds.file(suffix);
+        let raw = raw_json(f);
+        let key = |e: &serde_json::Value, k: &str| e["args"].get(k).cloned();
+        let mut want: Vec<String> = events(&raw)
+            .iter()
+            .filter(|e| is_slice(e) && cat(e) == "cpu_op")
+            .map(|e| format!("{:?}", (key(e, "Concrete Inputs"), key(e, "Input Strides"))))
+            .collect();
+        let ops = table(ds.dir.path(), "cpu_ops", &label_of(f));
+        let category = strs(&ops, "category");
+        let (conc, strides) = (strs(&ops, "concrete_inputs"), strs(&ops, "input_strides"));
+        let parse = |s: &Option<String>| {
+            s.as_deref()
+                .map(|t| serde_json::from_str::<serde_json::Value>(t).unwrap())
+        };
+        let mut got: Vec<String> = (0..ops.height())
+            .filter(|&i| category[i].as_deref() == Some("cpu_op"))
+            .map(|i| format!("{:?}", (parse(&conc[i]), parse(&strides[i]))))
+            .collect();
+        want.sort();
+        got.sort();
+        // SDPA's `is_causal` is among them (qwen is causal), and strides are non-trivial.
+        assert!(want.iter().any(|w| w.contains("True")), "{suffix}");
+        assert_eq!(got, want, "{suffix}");
+    }
+}

@@ -20,6 +20,7 @@ mod notebooks;
 mod nsys_chrome_corpus;
 mod overlap_cli;
 mod overlap_corpus;
+mod perf;
 mod report_browser;
 mod report_cli;
 mod report_compare;

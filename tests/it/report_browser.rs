@@ -72,8 +72,9 @@ fn run_report_renders_every_chart_without_console_errors() {
     let Some(browser) = chromium() else { return };
     let (_dir, html, _) = report_of(&root, "kineto/cuda/h200_fsdp2", "report.html");
     // Four per-rank charts, then across the two ranks: the caused-delay and wait-share
-    // heatmaps and waiting vs transfer per collective kind.
-    let r = open_and_check(&browser, &html, 7);
+    // heatmaps and waiting vs transfer per collective kind; then the roofline and MFU per
+    // step (docs/PERF.md).
+    let r = open_and_check(&browser, &html, 9);
     assert_eq!(count(&r.dom, "class=\"hm\""), 2, "two heatmaps drawn");
     let legend = legend_texts(&r.dom);
     for name in [
@@ -84,6 +85,10 @@ fn run_report_renders_every_chart_without_console_errors() {
         "overlap_ratio",
         "waiting",
         "transfer",
+        "h200_fsdp2",
+        "H200 bf16 roof (989.5 TFLOP/s, 4.8 TB/s)",
+        "h200_fsdp2 r0",
+        "h200_fsdp2 r1",
     ] {
         assert!(
             legend.iter().any(|l| l == name),
@@ -206,7 +211,8 @@ fn a_run_without_steps_or_communication_renders() {
     let Some(browser) = chromium() else { return };
     let (_dir, html, o) = report_of(&root, "kineto/rocm/mi300x_models", "rocm.html");
     assert!(String::from_utf8_lossy(&o.stdout).contains("step null (median-duration step)"));
-    let r = open_and_check(&browser, &html, 3);
+    // Timeline, categories, exposed comm's note instead of a chart; roofline and MFU.
+    let r = open_and_check(&browser, &html, 5);
     assert!(r
         .dom
         .contains("No communication kernels in the reported ranks."));

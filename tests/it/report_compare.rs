@@ -130,6 +130,16 @@ fn operator_chart_shows_the_top_20_by_absolute_diff_and_marks_unmatched() {
         "op_4 is 21st"
     );
     assert!(html.contains("<td>op_24</td>"));
+    // Each side's rate and share of its own peak where the operator has FLOPs, else `-`.
+    assert!(html.contains("<th>TFLOP/s</th><th>% of own peak</th>"));
+    assert!(
+        html.contains("<td>612.5 / 800.3</td><td>61.9 / 61.2</td>"),
+        "op_22"
+    );
+    assert!(
+        html.contains("<td class=\"n\">-</td><td class=\"n\">-</td><td>candidate_only</td>"),
+        "op_24"
+    );
 }
 
 #[test]

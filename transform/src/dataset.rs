@@ -2,13 +2,15 @@
 
 use std::path::{Path, PathBuf};
 
-use aorta_ingest::schema::{self, ColType, Table, PARTITION_COLUMNS};
+use aorta_ingest::schema::{self, ColType, Table, PARTITION_COLUMNS, SCHEMA_VERSION};
 use polars::prelude::*;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DatasetError {
     #[error("{0}: not an aorta dataset (no manifest.json); run `aorta ingest` first")]
     NotADataset(PathBuf),
+    #[error("{path}: dataset written with schema v{found}, this aorta reads v{SCHEMA_VERSION} (docs/SCHEMA.md); ingest the traces again into a new directory: `aorta ingest TRACES -o NEW_DIR`")]
+    OldSchema { path: PathBuf, found: u64 },
     #[error("unknown table `{0}`")]
     UnknownTable(String),
     #[error("{path}: {source}")]
@@ -44,9 +46,7 @@ pub fn polars_schema(table: &Table) -> Schema {
 /// schema when no input produced rows for it.
 pub fn scan(root: &Path, table: &str) -> Result<LazyFrame, DatasetError> {
     let t = schema::table(table).ok_or_else(|| DatasetError::UnknownTable(table.into()))?;
-    if !root.join(aorta_ingest::dataset::MANIFEST).exists() {
-        return Err(DatasetError::NotADataset(root.to_path_buf()));
-    }
+    check(root)?;
     let dir = root.join(t.name);
     let has_parts = dir.exists() && has_parquet(&dir);
     if !has_parts {
@@ -77,6 +77,35 @@ pub fn scan(root: &Path, table: &str) -> Result<LazyFrame, DatasetError> {
         .map(|n| col(n.clone()))
         .collect();
     Ok(lf.select(cols))
+}
+
+/// A dataset at `root`, of this aorta's schema version: a dataset of an older version lacks
+/// columns the transforms read, and would fail later with a polars error naming one of them.
+/// Checked once per root and process.
+pub fn check(root: &Path) -> Result<(), DatasetError> {
+    static CHECKED: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+    let mut checked = CHECKED.lock().unwrap_or_else(|e| e.into_inner());
+    if checked.iter().any(|p| p == root) {
+        return Ok(());
+    }
+    let path = root.join(aorta_ingest::dataset::MANIFEST);
+    let bytes = match std::fs::read(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(DatasetError::NotADataset(root.to_path_buf()))
+        }
+        other => other.map_err(io_err(&path))?,
+    };
+    let found = serde_json::from_slice::<serde_json::Value>(&bytes)
+        .ok()
+        .and_then(|v| v.get("schema_version")?.as_u64());
+    match found {
+        Some(v) if v == u64::from(SCHEMA_VERSION) => {
+            checked.push(root.to_path_buf());
+            Ok(())
+        }
+        Some(found) => Err(DatasetError::OldSchema { path, found }),
+        None => Err(DatasetError::NotADataset(root.to_path_buf())),
+    }
 }
 
 fn has_parquet(dir: &Path) -> bool {
@@ -130,9 +159,7 @@ pub struct Staging {
 
 impl Staging {
     pub fn new(root: &Path) -> Result<Staging, DatasetError> {
-        if !root.join(aorta_ingest::dataset::MANIFEST).exists() {
-            return Err(DatasetError::NotADataset(root.to_path_buf()));
-        }
+        check(root)?;
         let tmp = root.join(format!(".overlap-tmp-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&tmp);
         Ok(Staging {

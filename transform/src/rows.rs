@@ -191,6 +191,50 @@ pub fn ints(df: &DataFrame, name: &str) -> Vec<Option<i64>> {
     }
 }
 
+/// Random access to one string column (a missing column or another type reads as null):
+/// for columns of which a few rows are read, where `strs` would convert them all.
+pub struct StrAt<'a>(Option<&'a StringChunked>);
+
+impl<'a> StrAt<'a> {
+    pub fn of(df: &'a DataFrame, name: &str) -> StrAt<'a> {
+        StrAt(df.column(name).ok().and_then(|c| c.str().ok()))
+    }
+
+    pub fn get(&self, i: usize) -> Option<&'a str> {
+        self.0?.get(i)
+    }
+
+    /// Every value in order (`n` nulls for a missing column): sequential reads, chunk by
+    /// chunk, cheaper than `get` over every row.
+    pub fn iter(&self, n: usize) -> Box<dyn Iterator<Item = Option<&'a str>> + 'a> {
+        match self.0 {
+            Some(c) => Box::new(c.iter()),
+            None => Box::new(std::iter::repeat_n(None, n)),
+        }
+    }
+}
+
+/// Random access to one integer column, as `StrAt`.
+pub struct IntAt<'a>(Option<&'a Int64Chunked>);
+
+impl<'a> IntAt<'a> {
+    pub fn of(df: &'a DataFrame, name: &str) -> IntAt<'a> {
+        IntAt(df.column(name).ok().and_then(|c| c.i64().ok()))
+    }
+
+    pub fn get(&self, i: usize) -> Option<i64> {
+        self.0?.get(i)
+    }
+
+    /// As `StrAt::iter`.
+    pub fn iter(&self, n: usize) -> Box<dyn Iterator<Item = Option<i64>> + 'a> {
+        match self.0 {
+            Some(c) => Box::new(c.iter()),
+            None => Box::new(std::iter::repeat_n(None, n)),
+        }
+    }
+}
+
 /// A column as `f64` values (missing column or wrong type: all null).
 pub fn floats(df: &DataFrame, name: &str) -> Vec<Option<f64>> {
     match df.column(name).ok().and_then(|c| c.f64().ok()) {

@@ -276,6 +276,10 @@ pub struct Summary {
     pub overlap_ratio: f64,
     /// One GEMM's FLOPs over its mean duration.
     pub gemm_tflops: f64,
+    /// GEMMs timed, and their summed CUDA-event time (ms): `gemm_tflops` is
+    /// count × FLOPs ÷ this time.
+    pub gemm_count: usize,
+    pub gemm_ms: f64,
     /// Side-op bytes over their summed durations, GB/s (collective algbw, copy bandwidth).
     pub side_gbs: f64,
 }
@@ -312,8 +316,36 @@ pub fn summary<W: Workload>(w: &W, lines: &[Value], iters: &[IterTiming]) -> Sum
         overlap_ms,
         overlap_ratio: ratio(overlap_ms, side_ms),
         gemm_tflops: ratio(flops * gemm.0, gemm.1 * 1e-3) / 1e12,
+        gemm_count: gemm.0 as usize,
+        gemm_ms: gemm.1,
         side_gbs: ratio(other.0, other.1 * 1e-3) / 1e9,
     }
+}
+
+/// The machine-readable summary line both benches print after their console line: one JSON
+/// object, `{"aorta_summary": {...}}`, with the event-timed GEMM rate that `aorta perf` must
+/// reproduce from the trace (docs/PERF.md, "The workloads know the truth").
+pub fn summary_json<W: Workload>(w: &W, trace: &Path, s: &Summary, mode: &str) -> Value {
+    let g = w.gemm();
+    json!({"aorta_summary": {
+        "workload": w.trace_name(),
+        "rank": w.rank(),
+        "world_size": w.world_size(),
+        "mode": mode,
+        "trace": trace.display().to_string(),
+        "gemm": {
+            "m": g.m, "n": g.n, "k": g.k, "dtype": g.dtype.name(),
+            "flops_each": g.flops(),
+            "count": s.gemm_count,
+            "event_ms": s.gemm_ms,
+            "tflops": s.gemm_tflops,
+        },
+        "iter_ms": s.iter_ms,
+        "compute_ms": s.compute_ms,
+        "side_ms": s.side_ms,
+        "overlap_ms": s.overlap_ms,
+        "side_gbs": s.side_gbs,
+    }})
 }
 
 /// Write `DIR/rank{r}.trace.json` and `DIR/rank_{r:02}_metrics.jsonl`; returns both paths.
@@ -417,6 +449,18 @@ mod tests {
         // GEMM 2*256^3 flop in 1 ms; 1 MiB all-reduce in 1.5 ms.
         assert_eq!(s.gemm_tflops, 2.0 * 256f64.powi(3) / 1e-3 / 1e12);
         assert_eq!(s.side_gbs, (1 << 20) as f64 / 1.5e-3 / 1e9);
+        // 3 iterations × 2 GEMMs of 1 ms each (9 slices: 2 GEMMs and 1 all-reduce each).
+        assert_eq!(s.gemm_count, 6);
+        assert!((s.gemm_ms - 6.0).abs() < 1e-9, "{}", s.gemm_ms);
+        let j = summary_json(&cfg, Path::new("d/rank0.trace.json"), &s, "overlapped");
+        let g = &j["aorta_summary"]["gemm"];
+        assert_eq!(
+            (g["m"].as_u64(), g["dtype"].as_str()),
+            (Some(256), Some("bf16"))
+        );
+        assert_eq!(g["tflops"].as_f64(), Some(s.gemm_tflops));
+        assert_eq!(g["count"].as_u64(), Some(6));
+        assert_eq!(j["aorta_summary"]["trace"], "d/rank0.trace.json");
 
         let (cfg, its) = sample(true);
         let lines = metrics_lines(&cfg, &its);

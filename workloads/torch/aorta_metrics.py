@@ -104,3 +104,27 @@ def metrics_line(rank, world_size, step, loss, grad_norm, lr, total_ms, ranges, 
             "overlap": overlap(ranges, total_ms),
         },
     }
+
+
+def gemm_summary(rank, world, out, timed):
+    """The machine-readable line of the script's own GEMM rate: `timed` is one (event ms,
+    FLOPs) pair per `nn.Linear` forward of the profiled steps (the trace's `aten::addmm`),
+    and the rate is their FLOPs over their summed CUDA-event time, the way `aorta perf`
+    divides an operator's FLOPs by its kernels' time."""
+    ms = sum(t for t, _ in timed)
+    flops = sum(f for _, f in timed)
+    return {"aorta_summary": {
+        "workload": "fsdp_overlap.py",
+        "rank": rank,
+        "world_size": world,
+        "mode": "profiled steps",
+        "output_dir": out,
+        "gemm": {
+            "op": "aten::addmm",
+            "what": "nn.Linear forward",
+            "count": len(timed),
+            "flops": flops,
+            "event_ms": ms,
+            "tflops": flops / (ms * 1e-3) / 1e12 if ms > 0 else None,
+        },
+    }}

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.profiler import ProfilerAction, ProfilerActivity, profile, schedule
 
-from aorta_metrics import COLLECTIVE_STREAMS, make_range, metrics_line
+from aorta_metrics import COLLECTIVE_STREAMS, gemm_summary, make_range, metrics_line
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "none": None}
 # The step being timed; the collective wrappers add their ranges to it.
@@ -104,6 +104,35 @@ class StepTimer:
         ranges.sort(key=lambda r: r["start_ms"])
         markers = [{"stream": s, "tag": t, "time_ms": ms(e), "metadata": {}} for s, t, e in self.marks]
         return ms(end), ranges, markers
+
+
+class LinearEvents:
+    """CUDA events around every `nn.Linear` forward of the profiled steps: the script's own
+    measure of its GEMMs. Each forward is one `aten::addmm` (bias, 2-D-folded input) and its
+    one kernel, so these events time exactly the kernels the trace has under that op, and
+    `aorta perf` must reproduce the rate from the trace (docs/PERF.md)."""
+
+    def __init__(self, model):
+        self.on, self.open, self.done = False, {}, []
+        for m in model.modules():
+            if isinstance(m, nn.Linear):
+                m.register_forward_pre_hook(self._pre)
+                m.register_forward_hook(self._post)
+
+    def _pre(self, mod, inputs):
+        if self.on:
+            self.open[id(mod)] = StepTimer._event()
+
+    def _post(self, mod, inputs, output):
+        start = self.open.pop(id(mod), None)
+        if self.on and start is not None:
+            rows = inputs[0].numel() // inputs[0].shape[-1]
+            self.done.append((start, StepTimer._event(), 2 * rows * mod.in_features * mod.out_features))
+
+    def timed(self):
+        """(event ms, FLOPs) per forward, after the GPU has finished."""
+        torch.cuda.synchronize()
+        return [(a.elapsed_time(b), f) for a, b, f in self.done]
 
 
 def instrument_collectives():
@@ -185,6 +214,7 @@ def train(args, knobs, rank, world):
     batches = [torch.randn(args.batch_size, args.seq_len, args.hidden, device="cuda", generator=gen)
                for _ in range(args.gradient_accumulation)]
     instrument_collectives()
+    linears = LinearEvents(model)
     os.makedirs(args.output_dir, exist_ok=True)
     sched = schedule(wait=args.profile_wait, warmup=args.profile_warmup,
                      active=args.profile_active, repeat=args.profile_repeat)
@@ -198,12 +228,15 @@ def train(args, knobs, rank, world):
             # step it collects, so every cycle's trace carries it.
             if prof.current_action != ProfilerAction.NONE:
                 prof.add_metadata_json("aorta_params", params)
+            linears.on = prof.current_action in (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
             line = train_step(model, opt, args, step, batches, (rank, world))
+            linears.on = False
             log.write(json.dumps(line) + "\n")
             log.flush()
             lines.append(line)
             prof.step()
     summarize(rank, lines, args.profile_wait)
+    print(json.dumps(gemm_summary(rank, world, args.output_dir, linears.timed())), flush=True)
 
 
 def run(args, knobs):

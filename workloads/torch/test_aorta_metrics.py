@@ -19,6 +19,19 @@ def r(stream, a, b):
     return am.make_range(stream, "x", a, b)
 
 
+class GemmSummary(unittest.TestCase):
+    def test_rate_is_total_flops_over_total_event_time(self):
+        # Two linears of 2*8192*4096*16384 FLOPs in 1.5 and 1.6 ms.
+        f = 2 * 8192 * 4096 * 16384
+        s = am.gemm_summary(1, 2, "o/run", [(1.5, f), (1.6, f)])["aorta_summary"]
+        self.assertEqual((s["rank"], s["world_size"], s["gemm"]["count"]), (1, 2, 2))
+        self.assertEqual(s["gemm"]["flops"], 2 * f)
+        self.assertEqual(s["output_dir"], "o/run")
+        self.assertAlmostEqual(s["gemm"]["tflops"], 2 * f / 3.1e-3 / 1e12)
+        self.assertIsNone(am.gemm_summary(0, 1, "o", [])["aorta_summary"]["gemm"]["tflops"])
+        json.dumps(s)  # one JSON line
+
+
 class Overlap(unittest.TestCase):
     def test_overlapping_streams(self):
         # compute 0-4, allreduce 2-6, total 8: overlap 2, no gap so the tail 6..8 is idle.

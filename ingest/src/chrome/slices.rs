@@ -290,6 +290,8 @@ pub fn push(b: &mut Batch, s: Slice) {
             step: None,
             input_dims: None,
             input_types: None,
+            concrete_inputs: None,
+            input_strides: None,
         }),
         Target::Gpu { .. } => b.gpu.push(gpu_row(s.target, name, s.start, end, s.raw_end)),
     }

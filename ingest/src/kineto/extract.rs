@@ -24,7 +24,7 @@ const OTHER_PHASES: &[&[u8]] = &[
     b"D", b"P", b"R", b"(", b")",
 ];
 
-const GPU_ARGS: [&[u8]; 18] = [
+const GPU_ARGS: [&[u8]; 21] = [
     b"device",
     b"stream",
     b"correlation",
@@ -43,6 +43,20 @@ const GPU_ARGS: [&[u8]; 18] = [
     b"Seq",
     b"Comms Id",
     b"memory bandwidth (GB/s)",
+    // The GEMM shape aorta's own workloads write on their kernels.
+    b"m",
+    b"n",
+    b"k",
+];
+
+/// The args of CPU slices aorta keeps; the last four as the JSON text they were written as.
+const CPU_ARGS: [&[u8]; 6] = [
+    b"External id",
+    b"correlation",
+    b"Input Dims",
+    b"Input type",
+    b"Concrete Inputs",
+    b"Input Strides",
 ];
 
 /// What one worker accumulates: rows and what their steps wait for, the step spans and
@@ -248,7 +262,7 @@ impl Worker<'_, '_, '_> {
     }
 
     fn coll_args(&mut self, a: &[Option<&[u8]>; GPU_ARGS.len()]) -> Option<Box<CollArgs>> {
-        if a[8..17].iter().all(Option::is_none) {
+        if a[8..17].iter().chain(&a[18..21]).all(Option::is_none) {
             return None;
         }
         let mut s = |v: Option<&[u8]>| v.and_then(trace_event::text).map(|t| self.b.strings.id(&t));
@@ -263,17 +277,15 @@ impl Worker<'_, '_, '_> {
             out_msg_nelems: a[10].and_then(trace_event::int),
             group_size: a[11].and_then(trace_event::int),
             collective_seq: a[15].and_then(trace_event::int),
+            gemm: [18, 19, 20].map(|i| a[i].and_then(trace_event::int)),
         }))
     }
 
     fn cpu(&mut self, ev: &Ev, category: CpuCategory, start: i64, raw_end: i64) {
         let name = self.name(ev);
-        let [ext, corr, dims, types] = match (category, ev.args) {
-            (CpuCategory::PythonFunction, _) | (_, None) => [None; 4],
-            (_, Some(a)) => trace_event::pick(
-                a,
-                &[b"External id", b"correlation", b"Input Dims", b"Input type"],
-            ),
+        let [ext, corr, dims, types, concrete, strides] = match (category, ev.args) {
+            (CpuCategory::PythonFunction, _) | (_, None) => [None; 6],
+            (_, Some(a)) => trace_event::pick(a, &CPU_ARGS),
         };
         let pid = ev.pid.and_then(trace_event::int);
         let key = pid_key(ev.pid);
@@ -309,6 +321,8 @@ impl Worker<'_, '_, '_> {
         };
         let input_dims = raw_text(dims);
         let input_types = raw_text(types);
+        let concrete_inputs = raw_text(concrete);
+        let input_strides = raw_text(strides);
         self.b.cpu.push(CpuRow {
             category,
             name,
@@ -321,6 +335,8 @@ impl Worker<'_, '_, '_> {
             step,
             input_dims,
             input_types,
+            concrete_inputs,
+            input_strides,
         });
     }
 }

@@ -59,9 +59,14 @@ struct CpuRec {
     name: u32,
     input_dims: u32,
     input_types: u32,
+    concrete_inputs: u32,
+    input_strides: u32,
     /// The category in the low byte, then one bit per `Option` that is `Some`.
     flags: u32,
 }
+
+// 8 × 8 + 6 × 4 bytes: no padding (`Pod` refuses any).
+const _: () = assert!(std::mem::size_of::<CpuRec>() == 88);
 
 /// A GPU row as written to the spill file (times trace-relative).
 #[repr(C)]
@@ -80,6 +85,7 @@ struct GpuRec {
     out_msg_nelems: i64,
     group_size: i64,
     collective_seq: i64,
+    gemm: [i64; 3],
     off: u64,
     name: u32,
     collective_name: u32,
@@ -95,9 +101,9 @@ struct GpuRec {
     comm_op: u16,
 }
 
-// 18 × 8 + 7 × 4 + 4 bytes: no padding (`Pod` refuses any); a field added later may need an
+// 21 × 8 + 7 × 4 + 4 bytes: no padding (`Pod` refuses any); a field added later may need an
 // explicit `_pad` to keep it so.
-const _: () = assert!(std::mem::size_of::<GpuRec>() == 176);
+const _: () = assert!(std::mem::size_of::<GpuRec>() == 200);
 
 const C_PID: u32 = 1 << 8;
 const C_TID: u32 = 1 << 9;
@@ -106,6 +112,8 @@ const C_EXT: u32 = 1 << 11;
 const C_STEP: u32 = 1 << 12;
 const C_DIMS: u32 = 1 << 13;
 const C_TYPES: u32 = 1 << 14;
+const C_CONCRETE: u32 = 1 << 15;
+const C_STRIDES: u32 = 1 << 16;
 
 const G_CORR: u32 = 1;
 const G_EXT: u32 = 1 << 1;
@@ -122,6 +130,7 @@ const G_OUT: u32 = 1 << 15;
 const G_GROUP: u32 = 1 << 16;
 const G_SEQ: u32 = 1 << 17;
 const G_COMMS_ID: u32 = 1 << 18;
+const G_GEMM: u32 = 1 << 19; // three bits
 
 /// `v`'s value (0 when `None`), and `bit` when it is `Some`.
 fn put<T: Default>(v: Option<T>, bit: u32, flags: &mut u32) -> T {
@@ -265,6 +274,7 @@ impl Spill {
             out_msg_nelems: put(coll_i(|c| c.out_msg_nelems), G_OUT, &mut f),
             group_size: put(coll_i(|c| c.group_size), G_GROUP, &mut f),
             collective_seq: put(coll_i(|c| c.collective_seq), G_SEQ, &mut f),
+            gemm: std::array::from_fn(|i| put(c.and_then(|c| c.gemm[i]), G_GEMM << i, &mut f)),
             off,
             name: r.name,
             collective_name: put(coll(|c| c.collective_name), G_COLL_NAME, &mut f),
@@ -302,6 +312,8 @@ fn cpu_rec(r: &CpuRow, w: &CpuWait) -> CpuRec {
         name: r.name,
         input_dims: put(r.input_dims, C_DIMS, &mut f),
         input_types: put(r.input_types, C_TYPES, &mut f),
+        concrete_inputs: put(r.concrete_inputs, C_CONCRETE, &mut f),
+        input_strides: put(r.input_strides, C_STRIDES, &mut f),
         flags: f,
     }
 }
@@ -452,6 +464,8 @@ impl Settler<'_> {
             step,
             input_dims: get(r.input_dims, C_DIMS, f),
             input_types: get(r.input_types, C_TYPES, f),
+            concrete_inputs: get(r.concrete_inputs, C_CONCRETE, f),
+            input_strides: get(r.input_strides, C_STRIDES, f),
         }
     }
 
@@ -472,6 +486,7 @@ impl Settler<'_> {
                 process_group_ranks: get(r.process_group_ranks, G_PG_RANKS, f),
                 collective_seq: get(r.collective_seq, G_SEQ, f),
                 comms_id: get(r.comms_id, G_COMMS_ID, f),
+                gemm: std::array::from_fn(|i| get(r.gemm[i], G_GEMM << i, f)),
             })
         });
         GpuRow {

@@ -329,6 +329,8 @@ impl<'j> Router<'j> {
             step,
             input_dims: None,
             input_types: None,
+            concrete_inputs: None,
+            input_strides: None,
         };
         (row, pid)
     }

@@ -244,6 +244,8 @@ impl<'a> Emit<'a> {
             step: None,
             input_dims: None,
             input_types: None,
+            concrete_inputs: None,
+            input_strides: None,
         });
         self.row()
     }

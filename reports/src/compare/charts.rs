@@ -219,6 +219,8 @@ pub(crate) fn operators(page: &mut Page, ops: &[Operator]) {
             "calls",
             "ratio",
             "diff ms",
+            "TFLOP/s",
+            "% of own peak",
             "status",
         ],
         &top.iter()
@@ -260,8 +262,18 @@ fn operator_cells(i: usize, o: &Operator) -> Vec<String> {
         ),
         fmt::opt(o.ratio, fmt::ratio),
         fmt::ms(o.diff_ms),
+        pair(o.tflops, fmt::tflops),
+        pair(o.peak_pct, fmt::pct),
         o.status.clone(),
     ]
+}
+
+/// `reference / candidate`, `-` for a null side, one `-` when both are.
+fn pair(v: [Option<f64>; 2], f: fn(f64) -> String) -> String {
+    match v {
+        [None, None] => "-".into(),
+        [a, b] => format!("{} / {}", fmt::opt(a, f), fmt::opt(b, f)),
+    }
 }
 
 type CollKey = (String, Option<i64>, Option<String>, Option<i64>);

@@ -49,6 +49,10 @@ pub(crate) struct Operator {
     pub ratio: Option<f64>,
     pub diff_ms: f64,
     pub status: String,
+    /// Achieved TFLOP/s and % of the side's own peak, [reference, candidate] (null without a
+    /// model, shapes or a known GPU; absent in tables of an older aorta).
+    pub tflops: [Option<f64>; 2],
+    pub peak_pct: [Option<f64>; 2],
 }
 
 /// `compare_collectives`: one (kind, size, dtype, group size) of one side.
@@ -181,6 +185,10 @@ fn operators(dir: &Path) -> Result<Vec<Operator>, ReportError> {
         f("diff_ms")?,
     );
     let (rc, cc) = (i("reference_calls")?, i("candidate_calls")?);
+    // Columns added with `aorta perf`: optional, so a comparison written before still opens.
+    let opt = |c: &str| f64_col(&df, c, &p).unwrap_or_else(|_| vec![None; df.height()]);
+    let (rt, ct) = (opt("reference_tflops"), opt("candidate_tflops"));
+    let (rp, cp) = (opt("reference_peak_pct"), opt("candidate_peak_pct"));
     Ok((0..df.height())
         .map(|k| Operator {
             op: op[k].clone(),
@@ -193,6 +201,8 @@ fn operators(dir: &Path) -> Result<Vec<Operator>, ReportError> {
             ratio: ratio[k],
             diff_ms: diff[k].unwrap_or(0.0),
             status: status[k].clone(),
+            tflops: [rt[k], ct[k]],
+            peak_pct: [rp[k], cp[k]],
         })
         .collect())
 }

@@ -4,6 +4,7 @@
 mod charts;
 mod cross_rank;
 mod data;
+mod perf;
 mod timeline;
 
 use std::path::{Path, PathBuf};
@@ -22,6 +23,8 @@ pub struct RunReportOptions {
     pub rank: Option<i64>,
     /// The timeline's step (default: the median-duration step of the timeline's rank).
     pub step: Option<i64>,
+    /// More GPUs, or other peaks, for the performance charts (`aorta perf --device-peaks`).
+    pub device_peaks: Option<PathBuf>,
 }
 
 /// What `run_report` wrote, for the terminal summary.
@@ -79,6 +82,9 @@ pub fn run_report(
     charts::categories_per_step(&mut page, &d.categories);
     charts::collectives(&mut page, &d.collectives);
     cross_rank::charts(&mut page, &d.jobs).map_err(ReportError::polars(dataset))?;
+    let peaks = aorta_transform::perf::Peaks::load(opts.device_peaks.as_deref())?;
+    let perf = aorta_transform::perf::compute(dataset, &d.runs, &peaks)?;
+    perf::charts(&mut page, &perf, opts.rank);
     page.write(out)?;
     Ok(RunReport {
         out: out.to_path_buf(),

@@ -77,8 +77,18 @@ impl Comparison {
 }
 
 /// Compares the runs `reference` selects with the runs `candidate` selects (a selector is a
-/// run label, else a platform: `cuda`, `rocm`).
+/// run label, else a platform: `cuda`, `rocm`), with the shipped device peaks.
 pub fn compare(root: &Path, reference: &str, candidate: &str) -> Result<Comparison, CompareError> {
+    compare_with(root, reference, candidate, &crate::perf::Peaks::default())
+}
+
+/// `compare` with these device peaks (the operators' % of each side's own peak).
+pub fn compare_with(
+    root: &Path,
+    reference: &str,
+    candidate: &str,
+    peaks: &crate::perf::Peaks,
+) -> Result<Comparison, CompareError> {
     let reference = select::select(root, reference)?;
     let candidate = select::select(root, candidate)?;
     let sides = [
@@ -91,7 +101,12 @@ pub fn compare(root: &Path, reference: &str, candidate: &str) -> Result<Comparis
     };
     let step_rows = levels::StepRows::of(&sides);
     let category_rows = levels::CategoryRows::of(&sides);
-    let ops = operators::compare(&sides);
+    let mut ops = operators::compare(&sides);
+    let perf = [
+        crate::perf::compute(root, &reference.runs, peaks)?,
+        crate::perf::compute(root, &candidate.runs, peaks)?,
+    ];
+    operators::add_rates(&mut ops, &perf);
     let colls = collectives::of(&sides);
     let mut level_rows = step_rows.levels();
     level_rows.extend(category_rows.levels());

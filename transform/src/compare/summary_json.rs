@@ -86,6 +86,8 @@ fn op_json(r: &OpRow) -> Value {
         "reference_ms": r.ms[0], "candidate_ms": r.ms[1],
         "reference_calls": r.calls[0], "candidate_calls": r.calls[1],
         "ratio": r.ratio(), "diff_ms": r.diff(), "status": r.status(),
+        "reference_tflops": r.tflops[0], "candidate_tflops": r.tflops[1],
+        "reference_peak_pct": r.peak_pct[0], "candidate_peak_pct": r.peak_pct[1],
     })
 }
 

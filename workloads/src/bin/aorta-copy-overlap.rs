@@ -141,5 +141,7 @@ fn drive<B: Backend>(b: &mut B, cfg: &CopyConfig, args: &Args) -> Result<()> {
         trace.display(),
         jsonl.display(),
     );
+    let name = if mode.serial { "serial" } else { "overlapped" };
+    println!("{}", output::summary_json(cfg, &trace, &mode.summary, name));
     Ok(())
 }

@@ -187,5 +187,7 @@ fn drive<B: Backend>(b: &mut B, cfg: &BenchConfig, args: &Args) -> Result<()> {
         trace.display(),
         jsonl.display(),
     );
+    let mode = if cfg.serial { "serial" } else { "overlapped" };
+    println!("{}", output::summary_json(cfg, &trace, &s, mode));
     Ok(())
 }

@@ -1,0 +1,390 @@
+//! The rows of `op_perf` (one per operator instance) and `perf_steps` (one per rank and
+//! step, and one per rank), with the roofline of each instance and the MFU of each step.
+
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap as HashMap;
+
+use super::args::Dtype;
+use super::instances::{Instance, Outcome};
+use super::load::RunData;
+use super::models::Kind;
+use super::peaks::{Device, Peaks};
+use crate::launch::{compact_json, NO_OP};
+use crate::rows::{ints, StrAt};
+
+/// One operator instance.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OpRow {
+    pub run: String,
+    pub rank: i64,
+    pub step: Option<i64>,
+    pub op: String,
+    pub input_dims: Option<String>,
+    pub input_types: Option<String>,
+    pub kernel: String,
+    pub kernel_count: i64,
+    pub start_ns: i64,
+    pub end_ns: i64,
+    pub gpu_ns: i64,
+    pub model: Option<&'static str>,
+    pub dtype: Option<&'static str>,
+    pub flops: Option<i64>,
+    pub bytes: Option<i64>,
+    pub roof: Roof,
+    pub device: Option<String>,
+    pub peak_tflops: Option<f64>,
+    pub peak_tbps: Option<f64>,
+    pub source: Option<&'static str>,
+    pub note: Option<String>,
+}
+
+/// Achieved rates and the roofline of some work that took `ns` of GPU time.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Roof {
+    pub tflops: Option<f64>,
+    pub tbps: Option<f64>,
+    /// FLOPs per byte.
+    pub intensity: Option<f64>,
+    /// `compute` or `memory`.
+    pub bound: Option<&'static str>,
+    /// Achieved ÷ the roof at this intensity: min(peak, intensity × bandwidth).
+    pub roof_pct: Option<f64>,
+    /// Achieved TFLOP/s ÷ the dtype's peak.
+    pub peak_pct: Option<f64>,
+}
+
+impl Roof {
+    /// `flops` and `bytes` in `ns` against a peak (TFLOP/s) and a bandwidth (TB/s).
+    pub fn of(
+        flops: Option<i64>,
+        bytes: Option<i64>,
+        ns: i64,
+        peak: Option<f64>,
+        bw: Option<f64>,
+    ) -> Roof {
+        // x per ns is G·x/s; TFLOP/s and TB/s are 1e3 of those.
+        let rate = |x: Option<i64>| x.and_then(|x| (ns > 0).then(|| x as f64 / ns as f64 / 1e3));
+        let (tflops, tbps) = (rate(flops), rate(bytes));
+        let intensity = match (flops, bytes) {
+            (Some(f), Some(b)) if b > 0 => Some(f as f64 / b as f64),
+            _ => None,
+        };
+        let pct = |a: Option<f64>, b: Option<f64>| Some(100.0 * a? / b?);
+        let bound = match (intensity, peak, bw, flops) {
+            (Some(i), Some(p), Some(w), _) => Some(if i >= p / w { "compute" } else { "memory" }),
+            (None, _, Some(_), None) if bytes.is_some() => Some("memory"),
+            _ => None,
+        };
+        let roof_pct = match bound {
+            Some("compute") => pct(tflops, peak),
+            Some(_) => pct(tbps, bw),
+            None => None,
+        };
+        Roof {
+            tflops,
+            tbps,
+            intensity,
+            bound,
+            roof_pct,
+            peak_pct: pct(tflops, peak),
+        }
+    }
+}
+
+/// A rank's device: its entry in the peak table, or why it has none.
+pub fn device_of<'p>(
+    peaks: &'p Peaks,
+    d: &RunData,
+    rank: i64,
+) -> (Option<&'p Device>, Option<String>) {
+    match d.devices.get(&rank) {
+        None => (None, Some("the trace names no device: no peaks, so no % of peak, roofline or MFU".into())),
+        Some(name) => match peaks.find(name) {
+            Some(dev) => (Some(dev), None),
+            None => (None, Some(format!("unknown device `{name}`: no peaks (add it with --device-peaks FILE, docs/PERF.md)"))),
+        },
+    }
+}
+
+/// One row per instance.
+pub fn op_rows<'a>(run: &str, d: &'a RunData, insts: &[Instance], peaks: &Peaks) -> Vec<OpRow> {
+    let (names, dims, types) = (
+        StrAt::of(&d.cpu, "name"),
+        StrAt::of(&d.cpu, "input_dims"),
+        StrAt::of(&d.cpu, "input_types"),
+    );
+    let (kname, kstep) = (StrAt::of(&d.acts, "name"), ints(&d.acts, "step"));
+    let (start, end) = (ints(&d.acts, "start_ns"), ints(&d.acts, "end_ns"));
+    // Per rank and per distinct shape text, not per instance (95,000 of them in 1 GiB).
+    let mut devs: HashMap<i64, (Option<&Device>, Option<String>)> = HashMap::default();
+    let mut compact: HashMap<&'a str, String> = HashMap::default();
+    let mut shape = |s: Option<&'a str>| -> Option<String> {
+        let s = s?;
+        Some(compact.entry(s).or_insert_with(|| compact_json(s)).clone())
+    };
+    let mut out = Vec::with_capacity(insts.len());
+    for x in insts {
+        let (mut ns, mut first, mut last) = (0, i64::MAX, i64::MIN);
+        let mut longest = (0, x.kernels[0]);
+        for &k in &x.kernels {
+            let (s, e) = (start[k].unwrap_or(0), end[k].unwrap_or(0));
+            ns += (e - s).max(0);
+            (first, last) = (first.min(s), last.max(e));
+            longest = longest.max(((e - s).max(0), k));
+        }
+        let (dev, dev_note) = devs
+            .entry(x.rank)
+            .or_insert_with(|| device_of(peaks, d, x.rank))
+            .clone();
+        let est = x.estimate();
+        let dtype = est.and_then(|e| e.dtype);
+        let key = dtype.and_then(Dtype::peak_key);
+        let peak = dev.zip(key).and_then(|(d, k)| d.tflops(k));
+        let bw = dev.map(|d| d.hbm_tbps);
+        let (flops, bytes) = (est.and_then(|e| e.flops), est.and_then(|e| e.bytes));
+        let note = match &x.outcome {
+            Outcome::Modelled(e, _) if e.flops.is_some() && dev.is_some() && peak.is_none() => key
+                .map(|k| {
+                    format!(
+                        "{} has no {k} peak in the table",
+                        dev.map_or("", |d| d.name.as_str())
+                    )
+                }),
+            Outcome::Modelled(..) => dev_note,
+            Outcome::Missing(why) | Outcome::NoModel(why) => Some(why.clone()),
+        };
+        out.push(OpRow {
+            run: run.to_string(),
+            rank: x.rank,
+            step: kstep[x.kernels[0]],
+            op: x.op.and_then(|o| names.get(o)).unwrap_or(NO_OP).to_string(),
+            input_dims: shape(x.op.and_then(|o| dims.get(o))),
+            input_types: shape(x.op.and_then(|o| types.get(o))),
+            kernel: kname.get(longest.1).unwrap_or("").to_string(),
+            kernel_count: x.kernels.len() as i64,
+            start_ns: first,
+            end_ns: last,
+            gpu_ns: ns,
+            model: est.map(|e| e.kind.as_str()),
+            dtype: key,
+            flops,
+            bytes,
+            roof: Roof::of(flops, bytes, ns, peak, bw),
+            device: dev.map(|d| d.name.clone()),
+            peak_tflops: peak,
+            peak_tbps: bw,
+            source: match &x.outcome {
+                Outcome::Modelled(_, s) => Some(*s),
+                _ => None,
+            },
+            note,
+        });
+    }
+    out
+}
+
+/// One rank's totals over a step (or over every step).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StepRow {
+    pub run: String,
+    pub rank: i64,
+    pub level: &'static str,
+    pub step: Option<i64>,
+    pub window_ns: Option<i64>,
+    pub kernel_ns: i64,
+    pub instances: i64,
+    pub model_flops: i64,
+    pub gemm_flops: i64,
+    pub attention_flops: i64,
+    pub conv_flops: i64,
+    pub dtype: Option<&'static str>,
+    pub device: Option<String>,
+    pub peak_tflops: Option<f64>,
+    pub mfu_pct: Option<f64>,
+    pub gemm_busy_ns: i64,
+    pub gemm_tflops: Option<f64>,
+    pub unmodelled_count: i64,
+    pub unmodelled_ns: i64,
+    pub note: Option<String>,
+}
+
+/// Sums of one (rank, step): FLOPs per dtype of the GEMMs and of all models, and the GEMM
+/// kernels' intervals.
+#[derive(Default)]
+struct Acc {
+    kernel_ns: i64,
+    instances: i64,
+    by_kind: [i64; 3],
+    gemm_by_dtype: BTreeMap<&'static str, i64>,
+    all_by_dtype: BTreeMap<&'static str, i64>,
+    gemm_spans: Vec<(i64, i64)>,
+    unmodelled: (i64, i64),
+}
+
+impl Acc {
+    fn add(&mut self, r: &OpRow, spans: impl Iterator<Item = (i64, i64)>) {
+        self.kernel_ns += r.gpu_ns;
+        self.instances += 1;
+        let Some(kind) = r.model else {
+            self.unmodelled = (self.unmodelled.0 + 1, self.unmodelled.1 + r.gpu_ns);
+            return;
+        };
+        let Some(f) = r.flops else {
+            if r.bytes.is_none() {
+                self.unmodelled = (self.unmodelled.0 + 1, self.unmodelled.1 + r.gpu_ns);
+            }
+            return;
+        };
+        let slot = match kind {
+            k if k == Kind::Gemm.as_str() => 0,
+            k if k.starts_with("attention") => 1,
+            _ => 2,
+        };
+        self.by_kind[slot] += f;
+        let dt = r.dtype.unwrap_or("unknown");
+        *self.all_by_dtype.entry(dt).or_default() += f;
+        if slot == 0 {
+            *self.gemm_by_dtype.entry(dt).or_default() += f;
+            self.gemm_spans.extend(spans);
+        }
+    }
+
+    /// The dtype with the most GEMM FLOPs (all model FLOPs when there are no GEMMs).
+    fn dominant(&self) -> Option<&'static str> {
+        let pick =
+            |m: &BTreeMap<&'static str, i64>| m.iter().max_by_key(|(_, f)| **f).map(|(d, _)| *d);
+        pick(&self.gemm_by_dtype)
+            .or_else(|| pick(&self.all_by_dtype))
+            .filter(|d| *d != "unknown")
+    }
+
+    fn merge(&mut self, o: &Acc) {
+        self.kernel_ns += o.kernel_ns;
+        self.instances += o.instances;
+        for i in 0..3 {
+            self.by_kind[i] += o.by_kind[i];
+        }
+        for (d, f) in &o.gemm_by_dtype {
+            *self.gemm_by_dtype.entry(d).or_default() += f;
+        }
+        for (d, f) in &o.all_by_dtype {
+            *self.all_by_dtype.entry(d).or_default() += f;
+        }
+        self.unmodelled = (
+            self.unmodelled.0 + o.unmodelled.0,
+            self.unmodelled.1 + o.unmodelled.1,
+        );
+    }
+}
+
+/// The length of the union of intervals.
+pub fn union_ns(mut v: Vec<(i64, i64)>) -> i64 {
+    v.sort_unstable();
+    let (mut total, mut cur) = (0, None::<(i64, i64)>);
+    for (s, e) in v {
+        match cur {
+            Some((cs, ce)) if s <= ce => cur = Some((cs, ce.max(e))),
+            Some((cs, ce)) => {
+                total += ce - cs;
+                cur = Some((s, e));
+            }
+            None => cur = Some((s, e)),
+        }
+    }
+    total + cur.map_or(0, |(s, e)| e - s)
+}
+
+/// One row per (rank, step) with instances, then one per rank (`level` = `rank`).
+pub fn step_rows(
+    run: &str,
+    d: &RunData,
+    insts: &[Instance],
+    rows: &[OpRow],
+    peaks: &Peaks,
+) -> Vec<StepRow> {
+    let (start, end) = (ints(&d.acts, "start_ns"), ints(&d.acts, "end_ns"));
+    let mut accs: BTreeMap<(i64, Option<i64>), Acc> = BTreeMap::new();
+    for (x, r) in insts.iter().zip(rows) {
+        let spans = x
+            .kernels
+            .iter()
+            .map(|&k| (start[k].unwrap_or(0), end[k].unwrap_or(0)));
+        accs.entry((r.rank, r.step)).or_default().add(r, spans);
+    }
+    let mut out = Vec::new();
+    let mut rank_acc: BTreeMap<i64, (Acc, i64, i64)> = BTreeMap::new();
+    for ((rank, step), acc) in &accs {
+        let window = d.windows.get(&(*rank, *step)).map(|(s, e)| e - s);
+        let busy = union_ns(acc.gemm_spans.clone());
+        out.push(step_row(
+            run,
+            peaks,
+            d,
+            (*rank, "step", *step),
+            acc,
+            window,
+            busy,
+        ));
+        let t = rank_acc.entry(*rank).or_default();
+        t.0.merge(acc);
+        t.1 += window.unwrap_or(0);
+        t.2 += busy;
+    }
+    for (rank, (acc, window, busy)) in &rank_acc {
+        out.push(step_row(
+            run,
+            peaks,
+            d,
+            (*rank, "rank", None),
+            acc,
+            Some(*window),
+            *busy,
+        ));
+    }
+    out
+}
+
+fn step_row(
+    run: &str,
+    peaks: &Peaks,
+    d: &RunData,
+    (rank, level, step): (i64, &'static str, Option<i64>),
+    acc: &Acc,
+    window_ns: Option<i64>,
+    gemm_busy_ns: i64,
+) -> StepRow {
+    let (dev, mut note) = device_of(peaks, d, rank);
+    let dtype = acc.dominant();
+    let peak = dev.zip(dtype).and_then(|(d, k)| d.tflops(k));
+    if let (Some(dv), Some(k), None) = (dev, dtype, peak) {
+        note = Some(format!("{} has no {k} peak in the table", dv.name));
+    }
+    let model_flops: i64 = acc.by_kind.iter().sum();
+    let mfu_pct = match (peak, window_ns) {
+        (Some(p), Some(w)) if w > 0 => Some(100.0 * model_flops as f64 / (w as f64 * p * 1e3)),
+        _ => None,
+    };
+    StepRow {
+        run: run.to_string(),
+        rank,
+        level,
+        step,
+        window_ns,
+        kernel_ns: acc.kernel_ns,
+        instances: acc.instances,
+        model_flops,
+        gemm_flops: acc.by_kind[0],
+        attention_flops: acc.by_kind[1],
+        conv_flops: acc.by_kind[2],
+        dtype,
+        device: dev.map(|d| d.name.clone()),
+        peak_tflops: peak,
+        mfu_pct,
+        gemm_busy_ns,
+        gemm_tflops: (gemm_busy_ns > 0).then(|| acc.by_kind[0] as f64 / gemm_busy_ns as f64 / 1e3),
+        unmodelled_count: acc.unmodelled.0,
+        unmodelled_ns: acc.unmodelled.1,
+        note,
+    }
+}
