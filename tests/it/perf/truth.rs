@@ -187,6 +187,28 @@ fn fsdp_linear_rates_match_the_scripts_cuda_events() {
     }
 }
 
+/// The same on one GPU (H100, 2026-11-24, `torchrun --nproc-per-node 1`, the script's default
+/// settings): its log holds the event-timed rate, so here the rates are compared, not only
+/// the FLOPs. Two-rank FSDP2 runs need two GPUs, which the device tool did not lend.
+#[test]
+fn fsdp_one_gpu_linear_rate_matches_the_scripts_cuda_events() {
+    let ds = ingested(&["fsdp-1gpu"]);
+    perf(ds.path(), &[]);
+    let log = std::fs::read_to_string(traces().join("fsdp-1gpu/torch_runs.log")).unwrap();
+    let lines = summary_lines(&log);
+    assert_eq!(lines.len(), 1, "{log}");
+    for (run, rank, want) in lines {
+        let got = sums(ds.path(), &run, |op, _| op == "aten::addmm");
+        let (flops, ns) = got[&rank];
+        assert_eq!(
+            flops,
+            32.0 * 2.0 * 8192.0 * 4096.0 * 16384.0,
+            "{run}: 32 forward GEMMs"
+        );
+        assert_within(&run, rank, flops / ns as f64 / 1e3, want, 0.02);
+    }
+}
+
 #[test]
 fn the_log_parser_reads_both_line_kinds() {
     let log = "rank 1/2 GPU 1 (NVIDIA H200): all_reduce 67108864 B bf16 x2 | gemm_bf16_4096x4096x4096 x4 serial: iter 1.176 ms, compute 0.645 ms, comm 0.506 ms, overlap 0.000 ms (0.0% of comm), GEMM 852.8 TFLOP/s, collective algbw 265.4 GB/s -> /tmp/ob/allreduce_serial/rank1.trace.json, /tmp/ob/allreduce_serial/rank_01_metrics.jsonl
