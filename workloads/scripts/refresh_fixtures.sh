@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Copy the output of gpu_runs.sh and torch_runs.sh into workloads/traces/ as the committed
 # fixtures (gzip -9), with their console logs: the runs docs/WORKLOADS.md and docs/PERF.md
-# describe, whose printed GEMM rates tests/perf/truth.rs holds `aorta perf` to.
+# describe, whose printed GEMM rates tests/it/perf/truth.rs holds `aorta perf` to.
 # Usage (repository root): workloads/scripts/refresh_fixtures.sh OB_DIR GPU_LOG FSDP_DIR TORCH_LOG
 #   e.g. workloads/scripts/refresh_fixtures.sh /tmp/ob /tmp/gpu_runs.log /tmp/fsdp /tmp/torch_runs.log
 set -eu

@@ -2,8 +2,7 @@
 //! GEMM and attention FLOPs of the corpus's model traces recomputed here from the raw JSON
 //! (`models`), and the command's notes, overrides and tables (`cli`).
 //!
-//! Included from tests/overlap_corpus.rs (one test binary links polars once); move it with
-//! the others when tests/*.rs become tests/it/.
+//! A module of the `it` test binary (tests/it/main.rs).
 
 mod cli;
 mod models;
