@@ -11,13 +11,13 @@ use clap::{Args, Parser, Subcommand};
     about = "GPU profiler traces (CUDA and ROCm) to one Parquet dataset, and the overlap questions answered",
     after_help = "Start with: aorta ingest traces/ -o aorta-data"
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }
 
 #[derive(Subcommand, Debug)]
-pub enum Command {
+pub(crate) enum Command {
     /// Read traces (Kineto and generic Chrome JSON, Nsight Systems SQLite, per-iteration JSONL) into a Parquet dataset.
     #[command(after_help = INGEST_EXAMPLES)]
     Ingest(IngestArgs),
@@ -65,7 +65,7 @@ dataset (run label: --label, else the workload or directory name), the overlap p
 printed and written into it, and DIR/report.html is the report (as `aorta report`).";
 
 #[derive(Args, Debug)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// A workload name (overlap-bench, copy-overlap, fsdp) or a directory / file of traces already written.
     pub workload: String,
     /// Output directory: traces/, data/ (the dataset) and report.html.
@@ -98,7 +98,7 @@ and ranks is given as median and p10-p90. Writes DIR/summary.json, DIR/compare_*
 Exit status: 0 ok, 1 regressed (--fail-if-regressed), 2 error.";
 
 #[derive(Args, Debug)]
-pub struct CompareArgs {
+pub(crate) struct CompareArgs {
     /// Dataset directory (written by `aorta ingest`).
     #[arg(default_value = "aorta-data")]
     pub dataset: PathBuf,
@@ -139,7 +139,7 @@ sized by GPU time) and MFU per step. Numbers are those of `aorta overlap` and `a
 See docs/REPORTS.md.";
 
 #[derive(Args, Debug)]
-pub struct ReportArgs {
+pub(crate) struct ReportArgs {
     /// Dataset directory (written by `aorta ingest`).
     #[arg(default_value = "aorta-data")]
     pub dataset: PathBuf,
@@ -178,7 +178,7 @@ overlap_stream_pairs are (re)written into the dataset for the runs shown (docs/O
 
 /// What one row of `aorta overlap` output is.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum By {
+pub(crate) enum By {
     /// One row per rank and step, with a total row per rank.
     Step,
     /// One row per rank: the whole window.
@@ -188,7 +188,7 @@ pub enum By {
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
+pub(crate) enum Format {
     /// Aligned text, milliseconds.
     Table,
     /// One JSON document: the rows (ns) and the run summary.
@@ -198,7 +198,7 @@ pub enum Format {
 }
 
 #[derive(Args, Debug)]
-pub struct OverlapArgs {
+pub(crate) struct OverlapArgs {
     /// Dataset directory (written by `aorta ingest`).
     #[arg(default_value = "aorta-data")]
     pub dataset: PathBuf,
@@ -235,7 +235,7 @@ collectives, collective_instances and collective_ranks tables and the runs clock
 
 /// What one row of `aorta collectives` output is.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CollectivesBy {
+pub(crate) enum CollectivesBy {
     /// One row per collective instance (group, seq).
     Instance,
     /// One row per rank and step: who was late in which step.
@@ -247,7 +247,7 @@ pub enum CollectivesBy {
 }
 
 #[derive(Args, Debug)]
-pub struct CollectivesArgs {
+pub(crate) struct CollectivesArgs {
     /// Dataset directory (written by `aorta ingest`).
     #[arg(default_value = "aorta-data")]
     pub dataset: PathBuf,
@@ -290,7 +290,7 @@ give null, with a note; never a guess. Writes the op_perf and perf_steps tables
 
 /// What one row of `aorta perf` output is.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PerfBy {
+pub(crate) enum PerfBy {
     /// One row per operator name, largest GPU time first.
     Op,
     /// One row per operator and input shapes and dtypes.
@@ -300,7 +300,7 @@ pub enum PerfBy {
 }
 
 #[derive(Args, Debug)]
-pub struct PerfArgs {
+pub(crate) struct PerfArgs {
     /// Dataset directory (written by `aorta ingest`).
     #[arg(default_value = "aorta-data")]
     pub dataset: PathBuf,
@@ -341,7 +341,7 @@ Unchanged inputs (same content hash) are skipped; --force re-reads them. A faile
 the previous dataset untouched. Exit status: 0 ok, 1 some files failed (--keep-going), 2 error.";
 
 #[derive(Args, Debug)]
-pub struct IngestArgs {
+pub(crate) struct IngestArgs {
     /// Trace files or directories to walk.
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
@@ -376,14 +376,14 @@ pub struct IngestArgs {
 }
 
 #[derive(Args, Debug)]
-pub struct SchemaArgs {
+pub(crate) struct SchemaArgs {
     /// Print the full column reference (docs/SCHEMA.md) as Markdown.
     #[arg(long)]
     pub markdown: bool,
 }
 
 /// One line per table: its columns.
-pub fn schema_summary() -> String {
+pub(crate) fn schema_summary() -> String {
     use aorta_ingest::schema::{SCHEMA_VERSION, TABLES};
     let mut s = format!("aorta dataset schema v{SCHEMA_VERSION} (partitioned by run, rank)\n");
     for t in TABLES {

@@ -15,7 +15,7 @@ use crate::cli::{CollectivesArgs, CollectivesBy, Format};
 use crate::frame_out::{frame_json, write_csv};
 use crate::overlap_table::{render, Col, Show};
 
-pub fn run(args: CollectivesArgs) -> Result<ExitCode> {
+pub(crate) fn run(args: CollectivesArgs) -> Result<ExitCode> {
     let root = args.dataset.as_path();
     let runs = crate::overlap_cmd::select_runs(root, args.run.as_deref())?;
     let mut jobs = Vec::with_capacity(runs.len());

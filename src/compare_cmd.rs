@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 use crate::cli::CompareArgs;
 
-pub fn run(args: CompareArgs) -> Result<ExitCode> {
+pub(crate) fn run(args: CompareArgs) -> Result<ExitCode> {
     let peaks = aorta_transform::perf::Peaks::load(args.device_peaks.as_deref())?;
     let mut c = compare::compare_with(&args.dataset, &args.reference, &args.candidate, &peaks)?;
     let gate = args
@@ -56,7 +56,7 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
 }
 
 /// The gated keys: the candidate's median step time and exposed comm against the reference.
-pub const GATED: [&str; 2] = ["step_ms", "exposed_comm_ms"];
+pub(crate) const GATED: [&str; 2] = ["step_ms", "exposed_comm_ms"];
 
 /// One check per gated key: medians, change in percent, and whether it exceeds `pct`.
 fn regressions(summary: &Value, pct: f64) -> Vec<Value> {

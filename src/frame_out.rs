@@ -6,7 +6,7 @@ use polars::prelude::*;
 use serde_json::{Map, Value};
 
 /// A frame as a list of JSON objects (column → value, nulls as null).
-pub fn frame_json(df: &DataFrame) -> Value {
+pub(crate) fn frame_json(df: &DataFrame) -> Value {
     let cols = df.columns();
     let rows = (0..df.height())
         .map(|i| {
@@ -36,7 +36,7 @@ fn any_json(v: AnyValue) -> Value {
     }
 }
 
-pub fn csv_cell(v: AnyValue) -> String {
+pub(crate) fn csv_cell(v: AnyValue) -> String {
     let s = match v {
         AnyValue::Null => return String::new(),
         AnyValue::String(s) => s.to_string(),
@@ -51,7 +51,7 @@ pub fn csv_cell(v: AnyValue) -> String {
 }
 
 /// Frames with the same columns as one CSV: the header once, then every row.
-pub fn write_csv(out: &mut impl Write, frames: &[&DataFrame]) -> std::io::Result<()> {
+pub(crate) fn write_csv(out: &mut impl Write, frames: &[&DataFrame]) -> std::io::Result<()> {
     let Some(first) = frames.first() else {
         return Ok(());
     };

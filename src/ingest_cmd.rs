@@ -9,7 +9,7 @@ use aorta_ingest::{Options, Progress, Summary};
 
 use crate::cli::IngestArgs;
 
-pub fn run(a: IngestArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(a: IngestArgs) -> anyhow::Result<ExitCode> {
     let opts = Options {
         out: a.out.clone(),
         label: a.label,

@@ -15,7 +15,7 @@ use crate::frame_out::frame_json;
 
 use crate::cli::{By, Format, OverlapArgs};
 
-pub fn run(args: OverlapArgs) -> Result<ExitCode> {
+pub(crate) fn run(args: OverlapArgs) -> Result<ExitCode> {
     let root = args.dataset.as_path();
     let runs = select_runs(root, args.run.as_deref())?;
     let tables = overlap::compute_and_store(root, &runs)?;

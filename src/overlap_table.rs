@@ -8,7 +8,7 @@ use polars::prelude::*;
 
 /// How a column is shown.
 #[derive(Clone, Copy)]
-pub enum Show {
+pub(crate) enum Show {
     /// As written (keys).
     Plain,
     /// Integer ns as ms, 3 decimals.
@@ -29,9 +29,9 @@ pub enum Show {
     Tflop,
 }
 
-pub type Col = (&'static str, &'static str, Show);
+pub(crate) type Col = (&'static str, &'static str, Show);
 
-pub const METRIC_COLUMNS: &[Col] = &[
+pub(crate) const METRIC_COLUMNS: &[Col] = &[
     ("window", "window_ns", Show::Ms),
     ("busy", "busy_ns", Show::Ms),
     ("compute", "compute_ns", Show::Ms),
@@ -48,7 +48,7 @@ pub const METRIC_COLUMNS: &[Col] = &[
     ("exposed_memcpy", "exposed_memcpy_ns", Show::Ms),
 ];
 
-pub const COLLECTIVE_COLUMNS: &[Col] = &[
+pub(crate) const COLLECTIVE_COLUMNS: &[Col] = &[
     ("kernels", "activity_count", Show::Plain),
     ("comm", "comm_ns", Show::Ms),
     ("exposed_comm", "exposed_comm_ns", Show::Ms),
@@ -91,7 +91,7 @@ fn same_group(a: &DataFrame, i: usize, b: &DataFrame, j: usize) -> bool {
 
 /// `rows` as aligned text; with `totals`, each (rank, source) group of rows is followed by
 /// its totals row, keyed `total`.
-pub fn render(
+pub(crate) fn render(
     rows: &DataFrame,
     totals: Option<&DataFrame>,
     keys: &[&str],

@@ -16,7 +16,7 @@ use crate::cli::{Format, PerfArgs, PerfBy};
 use crate::frame_out::{frame_json, write_csv};
 use crate::overlap_table::{render, Col, Show};
 
-pub fn run(args: PerfArgs) -> Result<ExitCode> {
+pub(crate) fn run(args: PerfArgs) -> Result<ExitCode> {
     let root = args.dataset.as_path();
     let peaks = Peaks::load(args.device_peaks.as_deref())?;
     let runs = crate::overlap_cmd::select_runs(root, args.run.as_deref())?;

@@ -8,7 +8,7 @@ use aorta_reports::{run_report, RunReportOptions};
 
 use crate::cli::ReportArgs;
 
-pub fn run(args: ReportArgs) -> Result<ExitCode> {
+pub(crate) fn run(args: ReportArgs) -> Result<ExitCode> {
     let opts = RunReportOptions {
         runs: args.run,
         rank: args.rank,

@@ -12,7 +12,7 @@ use crate::cli::{By, Format, RunArgs};
 
 /// How a workload is started.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Launch {
+pub(crate) enum Launch {
     /// A binary next to `aorta`, one process per rank, NCCL id through a rendezvous file.
     Ranks,
     /// A binary next to `aorta`, one process per rank, each on its own GPU, no rendezvous
@@ -24,7 +24,7 @@ pub enum Launch {
 }
 
 /// A workload `aorta run` can launch.
-pub struct Workload {
+pub(crate) struct Workload {
     pub name: &'static str,
     /// Executable (Ranks) or script (Torchrun) name.
     pub program: &'static str,
@@ -32,7 +32,7 @@ pub struct Workload {
 }
 
 /// The workloads `aorta run` can launch, by name (`aorta run --help` describes them).
-pub const WORKLOADS: [Workload; 3] = [
+pub(crate) const WORKLOADS: [Workload; 3] = [
     Workload {
         name: "overlap-bench",
         program: "aorta-overlap-bench",
@@ -66,7 +66,7 @@ const TORCH_FILES: [(&str, &str); 3] = [
     ),
 ];
 
-pub fn run(a: RunArgs) -> Result<ExitCode> {
+pub(crate) fn run(a: RunArgs) -> Result<ExitCode> {
     let existing = Path::new(&a.workload);
     let (traces, label) = if existing.exists() {
         let name = existing

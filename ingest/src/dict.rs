@@ -17,7 +17,7 @@ use arrow_buffer::NullBuffer;
 /// strings its rows use, in first-use order, so its cost follows the batch, not the
 /// interner (which can hold millions of distinct shapes).
 #[derive(Default)]
-pub struct DictBuilder {
+pub(crate) struct DictBuilder {
     /// Interner id → key in the batch being built (`u32::MAX`: not used yet).
     local: Vec<u32>,
     /// Interner ids in key order.
@@ -26,7 +26,7 @@ pub struct DictBuilder {
 
 impl DictBuilder {
     /// The column of `ids` (an id into `strings` or null).
-    pub fn build(
+    pub(crate) fn build(
         &mut self,
         strings: &[String],
         ids: impl Iterator<Item = Option<u32>>,
@@ -56,7 +56,7 @@ impl DictBuilder {
 
 /// The column of a few static labels (kinds, categories): looked up among the distinct
 /// values seen so far, the previous row's first.
-pub fn labels(v: impl Iterator<Item = Option<&'static str>>) -> ArrayRef {
+pub(crate) fn labels(v: impl Iterator<Item = Option<&'static str>>) -> ArrayRef {
     let mut seen: Vec<&'static str> = Vec::new();
     let mut last = (usize::MAX, "");
     let keys: Vec<i32> = v

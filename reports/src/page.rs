@@ -75,7 +75,7 @@ pub(crate) struct Page {
 }
 
 impl Page {
-    pub fn new(title: &str) -> Page {
+    pub(crate) fn new(title: &str) -> Page {
         let mut p = Page {
             title: title.to_string(),
             ..Page::default()
@@ -84,17 +84,17 @@ impl Page {
         p
     }
 
-    pub fn section(&mut self, heading: &str) {
+    pub(crate) fn section(&mut self, heading: &str) {
         let _ = writeln!(self.body, "<h2>{}</h2>", esc(heading));
     }
 
     /// A paragraph of explanatory text.
-    pub fn note(&mut self, text: &str) {
+    pub(crate) fn note(&mut self, text: &str) {
         let _ = writeln!(self.body, "<p class=\"note\">{}</p>", esc(text));
     }
 
     /// A chart; its height comes from its layout.
-    pub fn plot(&mut self, plot: &mut Plot) {
+    pub(crate) fn plot(&mut self, plot: &mut Plot) {
         plot.set_configuration(Configuration::new().display_logo(false).responsive(true));
         self.plots += 1;
         let id = format!("plot-{}", self.plots);
@@ -106,7 +106,7 @@ impl Page {
     }
 
     /// Charts side by side, sharing the width.
-    pub fn plot_row(&mut self, plots: &mut [Plot]) {
+    pub(crate) fn plot_row(&mut self, plots: &mut [Plot]) {
         self.body.push_str("<div class=\"row\">\n");
         for p in plots {
             self.plot(p);
@@ -115,7 +115,7 @@ impl Page {
     }
 
     /// A table; cells that parse as numbers (or are `-`) are right-aligned.
-    pub fn table(&mut self, header: &[&str], rows: &[Vec<String>]) {
+    pub(crate) fn table(&mut self, header: &[&str], rows: &[Vec<String>]) {
         let mut t = String::from("<table>\n<tr>");
         for h in header {
             let _ = write!(t, "<th>{}</th>", esc(h));
@@ -135,11 +135,11 @@ impl Page {
     }
 
     /// The number of charts on the page.
-    pub fn plot_count(&self) -> usize {
+    pub(crate) fn plot_count(&self) -> usize {
         self.plots
     }
 
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         format!(
             "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
              <title>{}</title>\n<style>{STYLE}</style>\n{}\n</head>\n<body>\n{}</body>\n</html>\n",
@@ -150,7 +150,7 @@ impl Page {
     }
 
     /// Writes the page to `out` atomically (temporary file in the same directory, renamed).
-    pub fn write(&self, out: &Path) -> Result<(), ReportError> {
+    pub(crate) fn write(&self, out: &Path) -> Result<(), ReportError> {
         write_atomic(out, self.render().as_bytes())
     }
 }

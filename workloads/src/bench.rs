@@ -159,7 +159,7 @@ pub(crate) struct SimBackend {
 
 #[cfg(test)]
 impl SimBackend {
-    pub fn new(gemm_ms: f64, coll_ms: f64) -> Self {
+    pub(crate) fn new(gemm_ms: f64, coll_ms: f64) -> Self {
         SimBackend {
             clock: [0.0; 3],
             gemm_ms,

@@ -12,7 +12,7 @@
 ///
 /// Like the scalar walk it replaces, only this bracket pair and quotes matter: in valid JSON
 /// the other pair nests inside.
-pub fn close(b: &[u8], from: usize, open: u8, depth: usize) -> Option<usize> {
+pub(super) fn close(b: &[u8], from: usize, open: u8, depth: usize) -> Option<usize> {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2")
         && std::arch::is_x86_feature_detected!("pclmulqdq")

@@ -9,7 +9,7 @@
 
 /// Bit `k` is set when byte `k` of `w` is `"` or `\`.
 #[inline]
-pub fn quote_or_backslash(w: &[u8; 32]) -> u32 {
+pub(super) fn quote_or_backslash(w: &[u8; 32]) -> u32 {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{
@@ -39,7 +39,7 @@ pub fn quote_or_backslash(w: &[u8; 32]) -> u32 {
 /// space, as the cursor counts blanks), or one of `,` `}` `]` (which, like blanks, end a
 /// number).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KeyMasks {
+pub(super) struct KeyMasks {
     pub quote: u32,
     pub backslash: u32,
     pub blank: u32,
@@ -47,7 +47,7 @@ pub struct KeyMasks {
 }
 
 #[inline]
-pub fn key_masks(w: &[u8; 32]) -> KeyMasks {
+pub(super) fn key_masks(w: &[u8; 32]) -> KeyMasks {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{

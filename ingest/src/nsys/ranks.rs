@@ -15,7 +15,7 @@ use super::has_table;
 use crate::file::{FileJob, RunInfo};
 
 /// The tables whose rows belong to a process, and the column that names it.
-pub const PROCESS_COLUMNS: [(&str, &str); 5] = [
+pub(super) const PROCESS_COLUMNS: [(&str, &str); 5] = [
     ("CUPTI_ACTIVITY_KIND_KERNEL", "globalPid"),
     ("CUPTI_ACTIVITY_KIND_MEMCPY", "globalPid"),
     ("CUPTI_ACTIVITY_KIND_MEMSET", "globalPid"),
@@ -24,17 +24,17 @@ pub const PROCESS_COLUMNS: [(&str, &str); 5] = [
 ];
 
 /// The OS pid inside a serialized `globalPid`/`globalTid` (FORMATS.md §4), as SQL.
-pub fn pid_sql(column: &str) -> String {
+pub(super) fn pid_sql(column: &str) -> String {
     format!("(({column} >> 24) & 16777215)")
 }
 
 /// The OS pid inside a serialized global id.
-pub fn pid_of(global: Option<i64>) -> i64 {
+pub(super) fn pid_of(global: Option<i64>) -> i64 {
     global.map_or(0, |g| (g >> 24) & 0xFF_FFFF)
 }
 
 /// Every process with a row in a table aorta reads, ascending.
-pub fn pids(conn: &Connection) -> rusqlite::Result<Vec<i64>> {
+pub(super) fn pids(conn: &Connection) -> rusqlite::Result<Vec<i64>> {
     let selects: Vec<String> = PROCESS_COLUMNS
         .iter()
         .filter(|(t, _)| has_table(conn, t))
@@ -55,14 +55,14 @@ pub fn pids(conn: &Connection) -> rusqlite::Result<Vec<i64>> {
 }
 
 /// One rank's share of the export.
-pub struct Group {
+pub(super) struct Group {
     pub rank: i64,
     pub pids: Vec<i64>,
     pub info: RunInfo,
 }
 
 /// Assigns every pid a rank and groups the pids by rank (at least one group).
-pub fn assign(job: &FileJob, pids: &[i64], content_hash: String) -> Vec<Group> {
+pub(super) fn assign(job: &FileJob, pids: &[i64], content_hash: String) -> Vec<Group> {
     let new_info = || RunInfo::new(Format::Nsys, content_hash.clone());
     if pids.len() <= 1 {
         let mut info = new_info();

@@ -20,7 +20,7 @@ use crate::trace_event::profiler_step;
 const BATCH_ROWS: usize = 1 << 16;
 
 #[derive(Debug)]
-pub enum Error {
+pub(super) enum Error {
     Sql(rusqlite::Error),
     Ingest(IngestError),
 }
@@ -46,7 +46,7 @@ struct Out {
     events: u64,
 }
 
-pub struct Router<'j> {
+pub(super) struct Router<'j> {
     job: &'j FileJob,
     outs: Vec<Out>,
     of_pid: FxHashMap<i64, usize>,
@@ -104,7 +104,12 @@ fn gpu_query(conn: &Connection) -> Option<String> {
 }
 
 impl<'j> Router<'j> {
-    pub fn new(job: &'j FileJob, groups: Vec<Group>, meta: &Meta, steps: Steps) -> Router<'j> {
+    pub(super) fn new(
+        job: &'j FileJob,
+        groups: Vec<Group>,
+        meta: &Meta,
+        steps: Steps,
+    ) -> Router<'j> {
         let mut of_pid = FxHashMap::default();
         let outs = groups
             .into_iter()
@@ -152,7 +157,7 @@ impl<'j> Router<'j> {
         Ok(())
     }
 
-    pub fn read_all(&mut self, conn: &Connection) -> Result<(), Error> {
+    pub(super) fn read_all(&mut self, conn: &Connection) -> Result<(), Error> {
         if let Some(q) = gpu_query(conn) {
             self.gpu(conn, &q)?;
         }
@@ -336,7 +341,7 @@ impl<'j> Router<'j> {
     }
 
     /// Closes every rank's sink and writes its `runs`, `steps` and `diagnostics`.
-    pub fn finish(self, meta: &Meta) -> crate::error::Result<FileOutcome> {
+    pub(super) fn finish(self, meta: &Meta) -> crate::error::Result<FileOutcome> {
         let mut total = FileOutcome::default();
         for (i, mut out) in self.outs.into_iter().enumerate() {
             out.sink.add(out.batch)?;

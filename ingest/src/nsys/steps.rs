@@ -12,10 +12,10 @@ use crate::trace_event::profiler_step;
 
 /// NVTX event types aorta reads: marks (34), push/pop ranges (59), start/end ranges (60),
 /// as the export's own `ENUM_NSYS_EVENT_TYPE` numbers them (2024.5 sample).
-pub const NVTX_TYPES: &str = "(34, 59, 60)";
+pub(super) const NVTX_TYPES: &str = "(34, 59, 60)";
 
 #[derive(Default)]
-pub struct Steps {
+pub(super) struct Steps {
     /// pid → step spans (session-relative ns), sorted by start.
     spans: FxHashMap<i64, Vec<Span>>,
     /// (pid, correlation, start) of every runtime call, sorted; loaded only with steps.
@@ -25,7 +25,7 @@ pub struct Steps {
 }
 
 impl Steps {
-    pub fn load(conn: &Connection) -> rusqlite::Result<Steps> {
+    pub(super) fn load(conn: &Connection) -> rusqlite::Result<Steps> {
         let mut s = Steps::default();
         if has_table(conn, "NVTX_EVENTS") {
             s.load_spans(conn)?;
@@ -85,17 +85,17 @@ impl Steps {
         Ok(())
     }
 
-    pub fn has_steps(&self) -> bool {
+    pub(super) fn has_steps(&self) -> bool {
         !self.spans.is_empty()
     }
 
     /// Whether process `pid` has step ranges.
-    pub fn has_steps_in(&self, pid: i64) -> bool {
+    pub(super) fn has_steps_in(&self, pid: i64) -> bool {
         self.spans.contains_key(&pid)
     }
 
     /// Every step span of these processes, sorted by start.
-    pub fn spans_of(&self, pids: &[i64]) -> Vec<Span> {
+    pub(super) fn spans_of(&self, pids: &[i64]) -> Vec<Span> {
         let mut v: Vec<Span> = pids
             .iter()
             .filter_map(|p| self.spans.get(p))
@@ -107,7 +107,7 @@ impl Steps {
     }
 
     /// The step of a CPU time in process `pid`.
-    pub fn at(&self, pid: i64, ts: i64) -> Option<i64> {
+    pub(super) fn at(&self, pid: i64, ts: i64) -> Option<i64> {
         let spans = self.spans.get(&pid)?;
         let n = spans.partition_point(|s| s.start <= ts);
         spans[..n]
@@ -119,7 +119,7 @@ impl Steps {
     }
 
     /// `Some(step of the launch)` when process `pid` made a runtime call with `corr`.
-    pub fn launch(&self, pid: i64, corr: i64) -> Option<Option<i64>> {
+    pub(super) fn launch(&self, pid: i64, corr: i64) -> Option<Option<i64>> {
         if !self.has_steps() {
             return self.known.binary_search(&(pid, corr)).ok().map(|_| None);
         }

@@ -8,7 +8,7 @@
 use crate::json::{int_from_value, Cursor, JResult};
 
 #[derive(Debug, Clone, Default)]
-pub struct Rec {
+pub(super) struct Rec {
     pub kind: Option<i64>,
     pub op: Option<i64>,
     pub tid: Option<i64>,
@@ -194,7 +194,7 @@ fn dispatch_fast(b: &[u8], i: usize) -> Option<(Rec, usize)> {
 }
 
 /// Reads the record object at the cursor.
-pub fn parse(c: &mut Cursor<'_>) -> JResult<Rec> {
+pub(super) fn parse(c: &mut Cursor<'_>) -> JResult<Rec> {
     c.ws();
     if let Some((r, end)) = dispatch_fast(c.b, c.i) {
         c.i = end;

@@ -10,7 +10,7 @@ use crate::window::Window;
 /// Deeper than this, a skipped value is read whole (a pathological file, not a rocprof one).
 const STREAM_DEPTH: u32 = 32;
 
-pub struct Stream {
+pub(super) struct Stream {
     win: Window,
     /// Stream offset of the window's first byte.
     base: u64,
@@ -18,7 +18,7 @@ pub struct Stream {
 }
 
 impl Stream {
-    pub fn new(win: Window) -> Stream {
+    pub(super) fn new(win: Window) -> Stream {
         Stream {
             win,
             base: 0,
@@ -26,17 +26,17 @@ impl Stream {
         }
     }
 
-    pub fn err(&self, pos: usize, msg: impl Into<String>) -> ParseErr {
+    pub(super) fn err(&self, pos: usize, msg: impl Into<String>) -> ParseErr {
         ParseErr::new(self.base + pos as u64, msg)
     }
 
     /// Offset of the next unread byte in the (decompressed) stream.
-    pub fn offset(&self) -> u64 {
+    pub(super) fn offset(&self) -> u64 {
         self.base + self.pos as u64
     }
 
     /// Runs `f` at the read position until it completes, reading more input as needed.
-    pub fn read<T>(
+    pub(super) fn read<T>(
         &mut self,
         what: &str,
         f: impl Fn(&mut Cursor<'_>) -> JResult<T>,
@@ -70,12 +70,12 @@ impl Stream {
     }
 
     /// The raw bytes of the next value, read whole.
-    pub fn raw(&mut self, what: &str) -> Result<Vec<u8>, ParseErr> {
+    pub(super) fn raw(&mut self, what: &str) -> Result<Vec<u8>, ParseErr> {
         self.read(what, |c| c.skip_value().map(<[u8]>::to_vec))
     }
 
     /// Calls `each` on every element of the array at the read position.
-    pub fn array(
+    pub(super) fn array(
         &mut self,
         what: &str,
         mut each: impl FnMut(&mut Stream) -> Result<(), ParseErr>,
@@ -102,7 +102,7 @@ impl Stream {
     }
 
     /// Calls `each` with every key of the object at the read position (on its value).
-    pub fn object(
+    pub(super) fn object(
         &mut self,
         what: &str,
         mut each: impl FnMut(&mut Stream, &str) -> Result<(), ParseErr>,
@@ -122,7 +122,7 @@ impl Stream {
     }
 
     /// Skips the next value, element by element for arrays and objects.
-    pub fn skip(&mut self, what: &str) -> Result<u64, ParseErr> {
+    pub(super) fn skip(&mut self, what: &str) -> Result<u64, ParseErr> {
         self.skip_depth(what, 0)
     }
 
@@ -140,7 +140,7 @@ impl Stream {
     }
 
     /// Only blanks may follow the document.
-    pub fn expect_end(&mut self) -> Result<(), ParseErr> {
+    pub(super) fn expect_end(&mut self) -> Result<(), ParseErr> {
         loop {
             let rest = &self.win.bytes()[self.pos..];
             if let Some(k) = rest.iter().position(|b| !b.is_ascii_whitespace()) {

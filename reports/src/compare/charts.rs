@@ -15,7 +15,7 @@ use crate::page::Page;
 pub(crate) const SIDES: [&str; 2] = ["reference", "candidate"];
 const SIDE_COLORS: [&str; 2] = ["#7f7f7f", "#1f77b4"];
 /// Operators drawn on the ratio chart.
-pub const TOP_OPERATORS: usize = 20;
+pub(super) const TOP_OPERATORS: usize = 20;
 
 /// One number of a step row.
 type StepValue = fn(&Step) -> Option<f64>;

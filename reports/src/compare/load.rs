@@ -98,7 +98,7 @@ fn read(dir: &Path, name: &str) -> Result<(DataFrame, PathBuf), ReportError> {
 }
 
 impl Tables {
-    pub fn load(dir: &Path) -> Result<Tables, ReportError> {
+    pub(super) fn load(dir: &Path) -> Result<Tables, ReportError> {
         if !dir.is_dir() {
             return Err(ReportError::MissingTable(dir.to_path_buf()));
         }

@@ -18,7 +18,7 @@ use crate::page::{category_color, Page};
 pub(crate) struct RawTrace(serde_json::Value);
 
 impl RawTrace {
-    pub fn new(v: serde_json::Value) -> Box<RawTrace> {
+    pub(super) fn new(v: serde_json::Value) -> Box<RawTrace> {
         Box::new(RawTrace(v))
     }
 }

@@ -86,7 +86,7 @@ pub(crate) fn keep(runs: &[String], rank: Option<i64>) -> Expr {
 }
 
 impl RunData {
-    pub fn load(root: &Path, opts: &RunReportOptions) -> Result<RunData, ReportError> {
+    pub(super) fn load(root: &Path, opts: &RunReportOptions) -> Result<RunData, ReportError> {
         let runs = select_runs(root, &opts.runs)?;
         // Matched once: the cross-rank charts draw them, and computed overlap tables split
         // their comm time with them.
@@ -135,7 +135,7 @@ impl RunData {
     /// The timeline's run, rank and step: the first run and rank with GPU activities, and
     /// `step` or else the step whose window is the median of that rank's step windows. `None`
     /// when the reported ranks have no GPU activities (JSONL logs only) and no step was asked.
-    pub fn timeline_target(
+    pub(super) fn timeline_target(
         &self,
         root: &Path,
         step: Option<i64>,

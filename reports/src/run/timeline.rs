@@ -20,7 +20,7 @@ use crate::page::{category_color, Page};
 use crate::run::charts::RawTrace;
 
 /// The most kernels drawn on one timeline.
-pub const MAX_KERNELS: usize = 4000;
+pub(super) const MAX_KERNELS: usize = 4000;
 
 /// One activity of the step.
 #[derive(Debug, Clone)]
@@ -43,7 +43,7 @@ pub(crate) struct Timeline {
 }
 
 impl Timeline {
-    pub fn load(root: &Path, t: &TimelineTarget) -> Result<Timeline, ReportError> {
+    pub(super) fn load(root: &Path, t: &TimelineTarget) -> Result<Timeline, ReportError> {
         let path = root.join("gpu_activities");
         let step = match t.step {
             Some(s) => col("step").eq(lit(s)),
@@ -99,11 +99,11 @@ impl Timeline {
         })
     }
 
-    pub fn drawn(&self) -> usize {
+    pub(super) fn drawn(&self) -> usize {
         self.kernels.len()
     }
 
-    pub fn render(&self, page: &mut Page) {
+    pub(super) fn render(&self, page: &mut Page) {
         let t = &self.target;
         let step = t.step.map_or("null".into(), |s| s.to_string());
         page.section(&format!(

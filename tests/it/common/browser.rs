@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// What the browser saw.
-pub struct Rendered {
+pub(crate) struct Rendered {
     /// `--dump-dom`: the document after scripts ran.
     pub dom: String,
     /// Console messages (`console.*` and uncaught exceptions), one per line.
@@ -18,7 +18,7 @@ pub struct Rendered {
 
 /// The Chromium binary (Debian's `chromium`, installed by `.ci/run`); `None` (skip) when it
 /// is missing outside CI, a failure under `CI=true`.
-pub fn chromium() -> Option<PathBuf> {
+pub(crate) fn chromium() -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     for name in ["chromium", "chromium-browser"] {
         if let Some(p) = std::env::split_paths(&path)
@@ -49,7 +49,7 @@ fn pipe_to_string(r: Option<impl Read + Send + 'static>) -> std::thread::JoinHan
 
 /// Opens `html` in headless Chromium (scripts get 20 s of virtual time) and returns the DOM
 /// and the console. Panics when Chromium does not finish within two minutes.
-pub fn render(browser: &Path, html: &Path) -> Rendered {
+pub(crate) fn render(browser: &Path, html: &Path) -> Rendered {
     let profile = tempfile::tempdir().unwrap();
     let url = format!("file://{}", html.canonicalize().unwrap().display());
     let mut child = Command::new(browser)
@@ -99,12 +99,12 @@ pub fn render(browser: &Path, html: &Path) -> Rendered {
 }
 
 /// Occurrences of `needle` in `hay`.
-pub fn count(hay: &str, needle: &str) -> usize {
+pub(crate) fn count(hay: &str, needle: &str) -> usize {
     hay.matches(needle).count()
 }
 
 /// The texts of the legend entries plotly drew (`<text class="legendtext" …>name</text>`).
-pub fn legend_texts(dom: &str) -> Vec<String> {
+pub(crate) fn legend_texts(dom: &str) -> Vec<String> {
     let re = regex::Regex::new(r#"class="legendtext"[^>]*>([^<]*)<"#).unwrap();
     re.captures_iter(dom).map(|c| c[1].to_string()).collect()
 }

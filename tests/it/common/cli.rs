@@ -4,15 +4,15 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-pub const AORTA: &str = env!("CARGO_BIN_EXE_aorta");
-pub const BROKEN_TMP: &str = "broken/truncated_tmp_style.pt.trace.json.tmp";
-pub const SDMA: &str = "kineto/cuda/h200_sdma/sdma_overlap.pt.trace.json.gz";
-pub const METRICS_JSONL: &str = "jsonl/rank_00_metrics.jsonl";
-pub const FSDP2_RANK0: &str = "kineto/cuda/h200_fsdp2/rank0.pt.trace.json.gz";
+pub(crate) const AORTA: &str = env!("CARGO_BIN_EXE_aorta");
+pub(crate) const BROKEN_TMP: &str = "broken/truncated_tmp_style.pt.trace.json.tmp";
+pub(crate) const SDMA: &str = "kineto/cuda/h200_sdma/sdma_overlap.pt.trace.json.gz";
+pub(crate) const METRICS_JSONL: &str = "jsonl/rank_00_metrics.jsonl";
+pub(crate) const FSDP2_RANK0: &str = "kineto/cuda/h200_fsdp2/rank0.pt.trace.json.gz";
 
-pub use super::corpus;
+pub(crate) use super::corpus;
 
-pub fn aorta(args: &[&std::ffi::OsStr]) -> Output {
+pub(crate) fn aorta(args: &[&std::ffi::OsStr]) -> Output {
     Command::new(AORTA)
         .args(args)
         .env_remove("RUST_BACKTRACE")
@@ -20,7 +20,7 @@ pub fn aorta(args: &[&std::ffi::OsStr]) -> Output {
         .expect("aorta runs")
 }
 
-pub fn ingest(paths: &[&Path], out: &Path, extra: &[&str]) -> Output {
+pub(crate) fn ingest(paths: &[&Path], out: &Path, extra: &[&str]) -> Output {
     let mut args: Vec<&std::ffi::OsStr> = vec!["ingest".as_ref()];
     args.extend(paths.iter().map(|p| p.as_os_str()));
     args.push("-o".as_ref());
@@ -30,18 +30,18 @@ pub fn ingest(paths: &[&Path], out: &Path, extra: &[&str]) -> Output {
 }
 
 /// `aorta ingest`, which must succeed (else the test fails with its stderr).
-pub fn ingest_ok(paths: &[&Path], out: &Path, extra: &[&str]) {
+pub(crate) fn ingest_ok(paths: &[&Path], out: &Path, extra: &[&str]) {
     let o = ingest(paths, out, extra);
     assert_eq!(code(&o), 0, "aorta ingest {paths:?}: {}", stderr(&o));
 }
 
 /// `aorta overlap DATASET --by BY --json`, which must succeed: the document it prints.
-pub fn overlap_json(ds: &Path, by: &str) -> serde_json::Value {
+pub(crate) fn overlap_json(ds: &Path, by: &str) -> serde_json::Value {
     json_by("overlap", ds, by)
 }
 
 /// `aorta collectives DATASET --by BY --json`, which must succeed: the document it prints.
-pub fn collectives_json(ds: &Path, by: &str) -> serde_json::Value {
+pub(crate) fn collectives_json(ds: &Path, by: &str) -> serde_json::Value {
     json_by("collectives", ds, by)
 }
 
@@ -57,11 +57,11 @@ fn json_by(command: &str, ds: &Path, by: &str) -> serde_json::Value {
     serde_json::from_slice(&o.stdout).unwrap()
 }
 
-pub fn stderr(o: &Output) -> String {
+pub(crate) fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-pub fn code(o: &Output) -> i32 {
+pub(crate) fn code(o: &Output) -> i32 {
     o.status
         .code()
         .expect("aorta exited normally (not killed by a signal)")
@@ -69,7 +69,7 @@ pub fn code(o: &Output) -> i32 {
 
 /// Asserts stderr is exactly one line starting with `aorta: error: <path>: <loc>: ` and
 /// holds no panic; returns the message after the location.
-pub fn one_error_line(o: &Output, path: &Path, loc: &str) -> String {
+pub(crate) fn one_error_line(o: &Output, path: &Path, loc: &str) -> String {
     let err = stderr(o);
     assert!(!err.contains("panicked"), "aorta panicked:\n{err}");
     let lines: Vec<&str> = err.lines().collect();
@@ -92,7 +92,7 @@ pub fn one_error_line(o: &Output, path: &Path, loc: &str) -> String {
 }
 
 /// The `N` of `aorta: error: <path>: byte N: ...`.
-pub fn byte_offset(o: &Output, path: &Path) -> u64 {
+pub(crate) fn byte_offset(o: &Output, path: &Path) -> u64 {
     let err = stderr(o);
     let prefix = format!("aorta: error: {}: byte ", path.display());
     let rest = err
@@ -105,7 +105,7 @@ pub fn byte_offset(o: &Output, path: &Path) -> u64 {
 }
 
 /// Every file under `dir` (hidden ones included), relative path → bytes.
-pub fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+pub(crate) fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
         let Ok(rd) = std::fs::read_dir(dir) else {
             return;
@@ -129,7 +129,9 @@ pub fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 
 /// Every file under `dir`: relative path → (bytes, mtime, inode). A file rewritten by
 /// temp-file-and-rename gets a new inode even when bytes and (coarse) mtime match.
-pub fn snapshot_meta(dir: &Path) -> BTreeMap<PathBuf, (Vec<u8>, std::time::SystemTime, u64)> {
+pub(crate) fn snapshot_meta(
+    dir: &Path,
+) -> BTreeMap<PathBuf, (Vec<u8>, std::time::SystemTime, u64)> {
     snapshot(dir)
         .into_iter()
         .map(|(rel, bytes)| {
@@ -144,7 +146,7 @@ pub fn snapshot_meta(dir: &Path) -> BTreeMap<PathBuf, (Vec<u8>, std::time::Syste
 }
 
 /// Entries directly in `dir` whose names start with `prefix`.
-pub fn entries_starting(dir: &Path, prefix: &str) -> Vec<String> {
+pub(crate) fn entries_starting(dir: &Path, prefix: &str) -> Vec<String> {
     std::fs::read_dir(dir)
         .map(|rd| {
             rd.flatten()
@@ -156,7 +158,7 @@ pub fn entries_starting(dir: &Path, prefix: &str) -> Vec<String> {
 }
 
 /// A failed run on a fresh output directory must leave no file at all behind.
-pub fn assert_nothing_written(out: &Path) {
+pub(crate) fn assert_nothing_written(out: &Path) {
     let files = snapshot(out);
     assert!(
         files.is_empty(),
@@ -166,7 +168,7 @@ pub fn assert_nothing_written(out: &Path) {
     );
 }
 
-pub fn gunzip(bytes: &[u8]) -> Vec<u8> {
+pub(crate) fn gunzip(bytes: &[u8]) -> Vec<u8> {
     let mut v = Vec::new();
     flate2::read::MultiGzDecoder::new(bytes)
         .read_to_end(&mut v)
@@ -174,13 +176,13 @@ pub fn gunzip(bytes: &[u8]) -> Vec<u8> {
     v
 }
 
-pub fn gzip(bytes: &[u8], level: flate2::Compression) -> Vec<u8> {
+pub(crate) fn gzip(bytes: &[u8], level: flate2::Compression) -> Vec<u8> {
     let mut e = flate2::write::GzEncoder::new(Vec::new(), level);
     e.write_all(bytes).unwrap();
     e.finish().unwrap()
 }
 
-pub fn manifest_sources(out: &Path) -> Vec<String> {
+pub(crate) fn manifest_sources(out: &Path) -> Vec<String> {
     let text = std::fs::read(out.join("manifest.json")).expect("manifest.json written");
     let m: serde_json::Value = serde_json::from_slice(&text).unwrap();
     m["inputs"]
@@ -191,7 +193,7 @@ pub fn manifest_sources(out: &Path) -> Vec<String> {
         .collect()
 }
 
-pub fn parquet_files(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn parquet_files(dir: &Path) -> Vec<PathBuf> {
     snapshot(dir)
         .into_keys()
         .filter(|p| p.extension().is_some_and(|x| x == "parquet"))
@@ -200,7 +202,7 @@ pub fn parquet_files(dir: &Path) -> Vec<PathBuf> {
 
 /// The complete events of a trace cut off after an event's `},`: counted by closing the
 /// array and object by hand and parsing with serde_json.
-pub fn complete_events(truncated: &[u8]) -> usize {
+pub(crate) fn complete_events(truncated: &[u8]) -> usize {
     let text = String::from_utf8_lossy(truncated);
     let body = text
         .trim_end()

@@ -22,7 +22,7 @@ fn write(dir: &Path, name: &str, cols: Vec<Column>) {
 }
 
 /// The five tables (and `summary.json`) in `dir`.
-pub fn write_all(dir: &Path) {
+pub(crate) fn write_all(dir: &Path) {
     levels(dir);
     steps(dir);
     categories(dir);
@@ -36,7 +36,7 @@ pub fn write_all(dir: &Path) {
 }
 
 /// The five table names.
-pub const TABLES: [&str; 5] = [
+pub(crate) const TABLES: [&str; 5] = [
     "compare_levels",
     "compare_steps",
     "compare_categories",

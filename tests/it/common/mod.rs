@@ -12,7 +12,7 @@ use polars::prelude::*;
 
 /// `../shared/data`, or `None` (skip) when absent outside CI; under `CI=true` a missing corpus
 /// is a failure.
-pub fn corpus() -> Option<PathBuf> {
+pub(crate) fn corpus() -> Option<PathBuf> {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data");
     if p.join("kineto").exists() {
         return Some(p);
@@ -25,7 +25,7 @@ pub fn corpus() -> Option<PathBuf> {
 }
 
 /// Every Kineto trace file in the corpus (kineto/ and aorta_py/), sorted.
-pub fn corpus_traces(root: &Path) -> Vec<PathBuf> {
+pub(crate) fn corpus_traces(root: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for dir in ["kineto", "aorta_py"] {
         walk(&root.join(dir), &mut out);
@@ -50,21 +50,21 @@ fn walk(d: &Path, out: &mut Vec<PathBuf>) {
 }
 
 /// A label unique to one corpus file: `<dir>__<file stem>`.
-pub fn label_of(p: &Path) -> String {
+pub(crate) fn label_of(p: &Path) -> String {
     let dir = p.parent().unwrap().file_name().unwrap().to_string_lossy();
     let stem = p.file_name().unwrap().to_string_lossy();
     let stem = stem.split('.').next().unwrap();
     format!("{dir}__{stem}")
 }
 
-pub struct PerFile {
+pub(crate) struct PerFile {
     pub dir: tempfile::TempDir,
     pub files: Vec<PathBuf>,
 }
 
 impl PerFile {
     /// The corpus file whose path ends with `suffix`.
-    pub fn file(&self, suffix: &str) -> &PathBuf {
+    pub(crate) fn file(&self, suffix: &str) -> &PathBuf {
         self.files
             .iter()
             .find(|f| f.to_string_lossy().ends_with(suffix))
@@ -73,7 +73,7 @@ impl PerFile {
 }
 
 /// (start_ns, raw_end_ns) of the kernels of a `gpu_activities` frame, sorted.
-pub fn kernel_spans(df: &DataFrame) -> Vec<(i64, i64)> {
+pub(crate) fn kernel_spans(df: &DataFrame) -> Vec<(i64, i64)> {
     let mut v: Vec<(i64, i64)> = i64s(df, "start_ns")
         .into_iter()
         .zip(i64s(df, "raw_end_ns"))
@@ -86,7 +86,7 @@ pub fn kernel_spans(df: &DataFrame) -> Vec<(i64, i64)> {
 }
 
 /// Every corpus trace ingested once, each under its own run label (see `label_of`).
-pub fn per_file_dataset() -> Option<&'static PerFile> {
+pub(crate) fn per_file_dataset() -> Option<&'static PerFile> {
     static DS: OnceLock<Option<PerFile>> = OnceLock::new();
     DS.get_or_init(|| {
         let root = corpus()?;
@@ -108,7 +108,7 @@ pub fn per_file_dataset() -> Option<&'static PerFile> {
 
 /// `text` written as `in/<name>` in a fresh temp dir and ingested in-process into `ds/`
 /// beside it (run label `in`); `options` may change the ingest options first.
-pub fn ingest_text(
+pub(crate) fn ingest_text(
     name: &str,
     text: &str,
     options: impl FnOnce(&mut aorta_ingest::Options),
@@ -127,7 +127,7 @@ pub fn ingest_text(
 }
 
 /// One table of a dataset, restricted to one run label.
-pub fn table(root: &Path, table: &str, run: &str) -> DataFrame {
+pub(crate) fn table(root: &Path, table: &str, run: &str) -> DataFrame {
     aorta_transform::dataset::scan(root, table)
         .unwrap()
         .filter(col("run").eq(lit(run)))
@@ -135,11 +135,11 @@ pub fn table(root: &Path, table: &str, run: &str) -> DataFrame {
         .unwrap()
 }
 
-pub fn i64s(df: &DataFrame, c: &str) -> Vec<Option<i64>> {
+pub(crate) fn i64s(df: &DataFrame, c: &str) -> Vec<Option<i64>> {
     df.column(c).unwrap().i64().unwrap().iter().collect()
 }
 
-pub fn strs(df: &DataFrame, c: &str) -> Vec<Option<String>> {
+pub(crate) fn strs(df: &DataFrame, c: &str) -> Vec<Option<String>> {
     df.column(c)
         .unwrap()
         .str()
@@ -150,7 +150,7 @@ pub fn strs(df: &DataFrame, c: &str) -> Vec<Option<String>> {
 }
 
 /// The raw trace through serde_json, a parser aorta does not use for events.
-pub fn raw_json(p: &Path) -> serde_json::Value {
+pub(crate) fn raw_json(p: &Path) -> serde_json::Value {
     let bytes = std::fs::read(p).unwrap();
     let text = if bytes.starts_with(&[0x1f, 0x8b]) {
         let mut s = Vec::new();
@@ -164,25 +164,25 @@ pub fn raw_json(p: &Path) -> serde_json::Value {
     serde_json::from_slice(&text).unwrap()
 }
 
-pub fn events(v: &serde_json::Value) -> &Vec<serde_json::Value> {
+pub(crate) fn events(v: &serde_json::Value) -> &Vec<serde_json::Value> {
     v["traceEvents"].as_array().unwrap()
 }
 
-pub fn cat(e: &serde_json::Value) -> &str {
+pub(crate) fn cat(e: &serde_json::Value) -> &str {
     e["cat"].as_str().unwrap_or("")
 }
 
-pub fn is_slice(e: &serde_json::Value) -> bool {
+pub(crate) fn is_slice(e: &serde_json::Value) -> bool {
     e["ph"] == "X"
 }
-pub mod browser;
-pub mod cli;
-pub mod compare_fixture;
-pub mod reference;
+pub(crate) mod browser;
+pub(crate) mod cli;
+pub(crate) mod compare_fixture;
+pub(crate) mod reference;
 
 /// Total length of the union of `[start, end)` intervals, by sort-and-merge: the tests'
 /// independent check of the overlap sweep.
-pub fn union_len(mut v: Vec<(i64, i64)>) -> i64 {
+pub(crate) fn union_len(mut v: Vec<(i64, i64)>) -> i64 {
     v.sort();
     let (mut total, mut cur) = (0, None::<(i64, i64)>);
     for (s, e) in v {

@@ -10,13 +10,13 @@ use serde_json::Value;
 use super::{cat, events, is_slice};
 
 /// (kind, name) → (category, comm op or "") of the golden table.
-pub type Golden = HashMap<(String, String), (String, String)>;
+pub(crate) type Golden = HashMap<(String, String), (String, String)>;
 
 /// The compute categories (METRICS.md: compute = gemm ∪ attention ∪ other_compute).
-pub const COMPUTE: [&str; 3] = ["gemm", "attention", "other_compute"];
+pub(crate) const COMPUTE: [&str; 3] = ["gemm", "attention", "other_compute"];
 
 /// `"1234.567"` µs as text → ns, by string surgery (no float anywhere).
-pub fn us_text_to_ns(t: &str) -> i64 {
+pub(crate) fn us_text_to_ns(t: &str) -> i64 {
     let neg = t.starts_with('-');
     let t = t.trim_start_matches('-');
     let (int, frac) = t.split_once('.').unwrap_or((t, ""));
@@ -31,7 +31,7 @@ pub fn us_text_to_ns(t: &str) -> i64 {
 
 /// The raw trace through serde_json, with `ts`/`dur` numbers quoted first so their decimal
 /// text survives (f64 would round epoch-scale values).
-pub fn raw_exact(p: &Path) -> Value {
+pub(crate) fn raw_exact(p: &Path) -> Value {
     let bytes = std::fs::read(p).unwrap();
     let bytes = if bytes.starts_with(&[0x1f, 0x8b]) {
         super::cli::gunzip(&bytes)
@@ -44,12 +44,12 @@ pub fn raw_exact(p: &Path) -> Value {
 }
 
 /// An integer, or a string holding one.
-pub fn int_of(v: &Value) -> Option<i64> {
+pub(crate) fn int_of(v: &Value) -> Option<i64> {
     v.as_i64().or_else(|| v.as_str()?.trim().parse().ok())
 }
 
 /// Stream of a GPU event: `args.stream`, else `tid` (`7`, `"7"` or `"stream 7"`).
-pub fn stream_of(e: &Value) -> i64 {
+pub(crate) fn stream_of(e: &Value) -> i64 {
     int_of(&e["args"]["stream"])
         .or_else(|| int_of(&e["tid"]))
         .or_else(|| {
@@ -66,7 +66,7 @@ pub fn stream_of(e: &Value) -> i64 {
 
 /// The reviewed golden table, tests/golden/kernel_categories.csv: (kind, name) →
 /// (category, comm op or "").
-pub fn golden() -> Golden {
+pub(crate) fn golden() -> Golden {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/kernel_categories.csv");
     csv::Reader::from_path(path)
         .unwrap()
@@ -82,10 +82,10 @@ pub fn golden() -> Golden {
 }
 
 /// (start, end, category).
-pub type Span = (i64, i64, String);
+pub(crate) type Span = (i64, i64, String);
 
 /// GPU activities of one trace: (start, clipped end, category).
-pub fn activities(p: &Path, golden: &Golden) -> Vec<Span> {
+pub(crate) fn activities(p: &Path, golden: &Golden) -> Vec<Span> {
     let raw = raw_exact(p);
     let base = raw["baseTimeNanoseconds"].as_i64().unwrap_or(0);
     let mut per_stream: HashMap<(i64, i64), Vec<Span>> = HashMap::new();

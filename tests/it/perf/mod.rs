@@ -15,7 +15,7 @@ use super::common::cli::{aorta, code, stderr};
 use super::common::table;
 
 /// `aorta perf DATASET ARGS…`, which must succeed; its stdout.
-pub fn perf(ds: &Path, extra: &[&str]) -> String {
+pub(crate) fn perf(ds: &Path, extra: &[&str]) -> String {
     let mut args: Vec<&std::ffi::OsStr> = vec!["perf".as_ref(), ds.as_os_str()];
     args.extend(extra.iter().map(std::ffi::OsStr::new));
     let o = aorta(&args);
@@ -24,7 +24,11 @@ pub fn perf(ds: &Path, extra: &[&str]) -> String {
 }
 
 /// Per rank of `run`: (Σ flops, Σ gpu_ns) of the `op_perf` rows `keep` selects.
-pub fn sums(ds: &Path, run: &str, keep: impl Fn(&str, &str) -> bool) -> HashMap<i64, (f64, i64)> {
+pub(crate) fn sums(
+    ds: &Path,
+    run: &str,
+    keep: impl Fn(&str, &str) -> bool,
+) -> HashMap<i64, (f64, i64)> {
     let df = table(ds, "op_perf", run);
     let s = |c: &str| df.column(c).unwrap().str().unwrap().clone();
     let i = |c: &str| df.column(c).unwrap().i64().unwrap().clone();

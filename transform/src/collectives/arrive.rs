@@ -83,7 +83,7 @@ const UNSEEN: Arrivals = Arrivals {
 };
 
 /// First pass: arrivals per timed instance (`None` for the others).
-pub fn arrivals(
+pub(super) fn arrivals(
     ranks: &[RankKernels],
     clocks: &[Clock],
     status: &[Status],
@@ -132,7 +132,7 @@ pub fn arrivals(
 }
 
 /// (wait, arrival) of one kernel of an instance with these arrivals.
-pub fn split(k: &Kernel, clock: &Clock, a: &Arrivals) -> (i64, i64) {
+pub(super) fn split(k: &Kernel, clock: &Clock, a: &Arrivals) -> (i64, i64) {
     let arrival = k.start - clock.offset_ns;
     let wait = (a.last - arrival).clamp(0, k.end - k.start);
     (wait, arrival)
@@ -154,7 +154,7 @@ pub type Stragglers = BTreeMap<(u8, Option<i64>, i64), RankStats>;
 
 /// The straggler rows of every rank: each rank's steps are summed on a worker thread
 /// (millions of kernels), then merged into the run and step rows (thousands).
-pub fn stragglers(
+pub(super) fn stragglers(
     ranks: &[RankKernels],
     clocks: &[Clock],
     arr: &[Option<Arrivals>],
@@ -211,7 +211,7 @@ fn rank_steps(
 
 /// The order of stragglers within one run or step: by caused delay, then times last, then
 /// rank (1 = the rank that held the others up the most).
-pub fn ranking(rows: &[(i64, RankStats)]) -> Vec<i64> {
+pub(super) fn ranking(rows: &[(i64, RankStats)]) -> Vec<i64> {
     let mut idx: Vec<usize> = (0..rows.len()).collect();
     idx.sort_by_key(|&i| {
         let (rank, s) = rows[i];

@@ -44,7 +44,7 @@ pub struct Clock {
 
 /// The median of integers: the mean of the two middle values for an even count, rounded
 /// down (exact in integers, so a brute-force reference can reproduce it).
-pub fn median(sorted: &[i64]) -> i64 {
+pub(super) fn median(sorted: &[i64]) -> i64 {
     let n = sorted.len();
     if n % 2 == 1 {
         sorted[n / 2]
@@ -55,7 +55,7 @@ pub fn median(sorted: &[i64]) -> i64 {
 }
 
 /// p90 − p10 of sorted integers, with linear interpolation between ranks, rounded.
-pub fn spread(sorted: &[i64]) -> i64 {
+pub(super) fn spread(sorted: &[i64]) -> i64 {
     let v: Vec<f64> = sorted.iter().map(|&x| x as f64).collect();
     let q = |p| crate::summary::quantile(&v, p);
     (q(0.9) - q(0.1)).round() as i64
@@ -63,7 +63,7 @@ pub fn spread(sorted: &[i64]) -> i64 {
 
 /// Offsets of every rank (same order as `ranks`), the first being the reference.
 /// `paired[i]` says whether instance i may be used.
-pub fn align(ranks: &[RankKernels], paired: &[bool]) -> Vec<Clock> {
+pub(super) fn align(ranks: &[RankKernels], paired: &[bool]) -> Vec<Clock> {
     let unaligned = Clock {
         offset_ns: 0,
         spread_ns: None,

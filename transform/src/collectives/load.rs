@@ -65,7 +65,7 @@ pub struct Group {
 
 /// A run's comm kernels, numbered into instances.
 #[derive(Debug, Default)]
-pub struct Loaded {
+pub(super) struct Loaded {
     pub ranks: Vec<RankKernels>,
     pub groups: Vec<Group>,
     pub instances: Vec<InstanceKey>,
@@ -82,7 +82,7 @@ const RANKS_PER_BATCH: usize = 64;
 /// Reads the comm kernels of `ranks` (sorted) of `run`: each rank's partition is read and
 /// numbered on its own (in parallel, `prepare`); only the job-wide group and instance
 /// indices are assigned here, in rank order.
-pub fn load(
+pub(super) fn load(
     root: &Path,
     run: &str,
     ranks: &[i64],

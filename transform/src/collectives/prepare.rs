@@ -21,7 +21,7 @@ use super::load::NO_STEP;
 
 /// A process group as one rank's kernels name it.
 #[derive(Debug)]
-pub struct SeenGroup {
+pub(super) struct SeenGroup {
     /// The `Process Group Name`, else the ranks list, else `default`.
     pub key: String,
     /// `Group size`, else the ranks list's length, of the group's first kernel.
@@ -30,7 +30,7 @@ pub struct SeenGroup {
 
 /// A comm kernel with everything but its job-wide instance.
 #[derive(Debug, Clone, Copy)]
-pub struct PreKernel {
+pub(super) struct PreKernel {
     pub start: i64,
     pub end: i64,
     pub step: i64,
@@ -44,7 +44,7 @@ pub struct PreKernel {
 
 /// One rank's comm kernels, sorted by start.
 #[derive(Debug, Default)]
-pub struct Prepared {
+pub(super) struct Prepared {
     pub groups: Vec<SeenGroup>,
     pub kernels: Vec<PreKernel>,
     /// Kernels whose kind came from the launching `c10d::` operator.
@@ -76,7 +76,7 @@ fn columns() -> Vec<&'static str> {
 /// Reads and numbers the comm kernels of one rank of `run`. With `check_first`, the
 /// `category` column is read alone first, and nothing more when it has no `comm` (a
 /// single-GPU trace: one dictionary column says so, cheaply).
-pub fn rank(
+pub(super) fn rank(
     root: &Path,
     run: &str,
     rank: i64,

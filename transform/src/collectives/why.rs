@@ -34,7 +34,7 @@ pub struct Late {
 type Window = (usize, i64, i64);
 
 /// Explains every late arrival (`None` elsewhere). `offset` maps a rank to its clock offset.
-pub fn explain(
+pub(super) fn explain(
     root: &Path,
     run: &str,
     offset: &HashMap<i64, i64>,

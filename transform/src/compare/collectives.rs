@@ -19,18 +19,18 @@ use super::levels::{LevelRow, SIDES};
 use super::load::{ints, strs, SideData};
 
 /// (comm_op, bytes, dtype, group size).
-pub type CollKey = (String, Option<i64>, Option<String>, Option<i64>);
+pub(super) type CollKey = (String, Option<i64>, Option<String>, Option<i64>);
 
 /// One call: its transfer time (its duration when unmatched) and its instance's skew.
 #[derive(Debug, Clone, Copy)]
-pub struct Call {
+pub(super) struct Call {
     pub time_ns: i64,
     pub duration_ns: i64,
     pub skew_ns: Option<i64>,
 }
 
 /// Per side and key: every call.
-pub type Calls = BTreeMap<(usize, CollKey), Vec<Call>>;
+pub(super) type Calls = BTreeMap<(usize, CollKey), Vec<Call>>;
 
 /// (run, rank, start) → (transfer, skew) of each matched comm kernel of the side.
 fn matched(d: &SideData) -> HashMap<(String, i64, i64), (i64, i64)> {
@@ -50,7 +50,7 @@ fn matched(d: &SideData) -> HashMap<(String, i64, i64), (i64, i64)> {
     out
 }
 
-pub fn of(sides: &[SideData; 2]) -> Calls {
+pub(super) fn of(sides: &[SideData; 2]) -> Calls {
     let mut calls = Calls::new();
     for (s, d) in sides.iter().enumerate() {
         let df = &d.acts;
@@ -89,7 +89,7 @@ pub fn of(sides: &[SideData; 2]) -> Calls {
 }
 
 /// How a key reads in the levels table: `all_gather 8388608 B BFloat16 x8`.
-pub fn key_text(k: &CollKey) -> String {
+pub(super) fn key_text(k: &CollKey) -> String {
     let or = |v: Option<String>| v.unwrap_or_else(|| "?".into());
     format!(
         "{} {} B {} x{}",
@@ -101,7 +101,7 @@ pub fn key_text(k: &CollKey) -> String {
 }
 
 /// Per key: the transfer time, then the skew where either side has one.
-pub fn levels(calls: &Calls) -> Vec<LevelRow> {
+pub(super) fn levels(calls: &Calls) -> Vec<LevelRow> {
     let mut rows: BTreeMap<(&CollKey, u8), LevelRow> = BTreeMap::new();
     for ((s, key), c) in calls {
         let row = rows.entry((key, 0)).or_insert_with(|| LevelRow {
@@ -125,7 +125,7 @@ pub fn levels(calls: &Calls) -> Vec<LevelRow> {
     rows.into_values().collect()
 }
 
-pub fn frame(calls: &Calls) -> PolarsResult<DataFrame> {
+pub(super) fn frame(calls: &Calls) -> PolarsResult<DataFrame> {
     let mean =
         |c: &[Call], f: fn(&Call) -> i64| c.iter().map(f).sum::<i64>() as f64 / c.len() as f64;
     let rows: Vec<(&(usize, CollKey), f64, usize)> = calls

@@ -11,10 +11,10 @@ use crate::summary::{spread, Spread};
 
 use super::load::{floats, ints, strs, SideData};
 
-pub const SIDES: [&str; 2] = ["reference", "candidate"];
+pub(super) const SIDES: [&str; 2] = ["reference", "candidate"];
 
 /// One key of one level: both sides' spread.
-pub struct LevelRow {
+pub(super) struct LevelRow {
     pub level: &'static str,
     pub key: String,
     pub unit: &'static str,
@@ -23,7 +23,7 @@ pub struct LevelRow {
 
 impl LevelRow {
     /// candidate median / reference median; null when either is missing or the reference 0.
-    pub fn ratio(&self) -> Option<f64> {
+    pub(super) fn ratio(&self) -> Option<f64> {
         match self.sides {
             [Some(r), Some(c)] if r.median != 0.0 => Some(c.median / r.median),
             _ => None,
@@ -34,7 +34,7 @@ impl LevelRow {
 /// One statistic of a spread.
 type Stat = fn(&Spread) -> f64;
 
-pub fn frame(rows: &[LevelRow]) -> PolarsResult<DataFrame> {
+pub(super) fn frame(rows: &[LevelRow]) -> PolarsResult<DataFrame> {
     let stat = |side: usize, f: Stat| -> Vec<Option<f64>> {
         rows.iter().map(|r| r.sides[side].as_ref().map(f)).collect()
     };
@@ -60,7 +60,7 @@ pub fn frame(rows: &[LevelRow]) -> PolarsResult<DataFrame> {
 }
 
 /// The step-level keys: (key, unit, overlap_steps column, scale).
-pub const STEP_KEYS: [(&str, &str, &str, f64); 8] = [
+pub(super) const STEP_KEYS: [(&str, &str, &str, f64); 8] = [
     ("step_ms", "ms", "window_ns", 1e-6),
     ("comm_ms", "ms", "comm_ns", 1e-6),
     ("exposed_comm_ms", "ms", "exposed_comm_ns", 1e-6),
@@ -82,16 +82,16 @@ pub const STEP_KEYS: [(&str, &str, &str, f64); 8] = [
 ];
 
 /// A window of one side: (side, run, rank, step).
-pub type Window = (usize, String, i64, Option<i64>);
+pub(super) type Window = (usize, String, i64, Option<i64>);
 
 /// The step rows of both sides, each with the `STEP_KEYS` values.
-pub struct StepRows {
+pub(super) struct StepRows {
     pub rows: Vec<(Window, Vec<Option<f64>>)>,
 }
 
 /// Which `overlap_steps` rows a side is compared on: its trace rows, or its JSONL rows when
 /// it has no trace (a side mixing both would count every iteration twice).
-pub fn step_source(d: &SideData) -> &'static str {
+pub(super) fn step_source(d: &SideData) -> &'static str {
     let src = strs(&d.overlap.steps, "source");
     if src.contains(&Some("trace")) {
         "trace"
@@ -101,7 +101,7 @@ pub fn step_source(d: &SideData) -> &'static str {
 }
 
 impl StepRows {
-    pub fn of(sides: &[SideData; 2]) -> StepRows {
+    pub(super) fn of(sides: &[SideData; 2]) -> StepRows {
         let mut rows = Vec::new();
         for (side, d) in sides.iter().enumerate() {
             let df = &d.overlap.steps;
@@ -125,7 +125,7 @@ impl StepRows {
         StepRows { rows }
     }
 
-    pub fn levels(&self) -> Vec<LevelRow> {
+    pub(super) fn levels(&self) -> Vec<LevelRow> {
         STEP_KEYS
             .iter()
             .enumerate()
@@ -139,7 +139,7 @@ impl StepRows {
             .collect()
     }
 
-    pub fn frame(&self) -> PolarsResult<DataFrame> {
+    pub(super) fn frame(&self) -> PolarsResult<DataFrame> {
         let mut cols = window_columns(self.rows.iter().map(|r| &r.0));
         for (k, &(key, ..)) in STEP_KEYS.iter().enumerate() {
             let v: Vec<Option<f64>> = self.rows.iter().map(|r| r.1[k]).collect();
@@ -171,7 +171,7 @@ fn window_columns<'a>(w: impl Iterator<Item = &'a Window> + Clone) -> Vec<Column
 }
 
 /// The category groups compared (METRICS.md categories; memset joins `other`).
-pub const CATEGORIES: [&str; 5] = [
+pub(super) const CATEGORIES: [&str; 5] = [
     Category::Gemm.as_str(),
     Category::Comm.as_str(),
     Category::Attention.as_str(),
@@ -184,12 +184,12 @@ fn category_index(c: &str) -> usize {
 }
 
 /// GPU time (sum of activity durations) per window and category group.
-pub struct CategoryRows {
+pub(super) struct CategoryRows {
     pub rows: BTreeMap<Window, [i64; 5]>,
 }
 
 impl CategoryRows {
-    pub fn of(sides: &[SideData; 2]) -> CategoryRows {
+    pub(super) fn of(sides: &[SideData; 2]) -> CategoryRows {
         let mut rows: BTreeMap<Window, [i64; 5]> = BTreeMap::new();
         for (side, d) in sides.iter().enumerate() {
             let df = &d.acts;
@@ -210,7 +210,7 @@ impl CategoryRows {
         CategoryRows { rows }
     }
 
-    pub fn levels(&self) -> Vec<LevelRow> {
+    pub(super) fn levels(&self) -> Vec<LevelRow> {
         (0..CATEGORIES.len())
             .map(|c| LevelRow {
                 level: "categories",
@@ -224,7 +224,7 @@ impl CategoryRows {
             .collect()
     }
 
-    pub fn frame(&self) -> PolarsResult<DataFrame> {
+    pub(super) fn frame(&self) -> PolarsResult<DataFrame> {
         let long: Vec<(&Window, usize, i64)> = self
             .rows
             .iter()

@@ -12,7 +12,7 @@ use crate::overlap::{self, OverlapTables};
 
 use super::{CompareError, Side};
 
-pub struct SideData {
+pub(super) struct SideData {
     pub side: Side,
     /// The side's runs' collectives matched across ranks (transfer time, skew).
     pub jobs: Vec<Job>,
@@ -55,7 +55,7 @@ const CPU: [&str; 10] = [
 ];
 
 impl SideData {
-    pub fn load(root: &Path, side: &Side) -> Result<SideData, CompareError> {
+    pub(super) fn load(root: &Path, side: &Side) -> Result<SideData, CompareError> {
         let wanted = side
             .runs
             .iter()
@@ -113,4 +113,4 @@ impl SideData {
     }
 }
 
-pub use crate::rows::{floats, ints, strs};
+pub(super) use crate::rows::{floats, ints, strs};

@@ -13,15 +13,15 @@ use crate::rows::str_column;
 
 use super::load::{ints, strs, SideData};
 use crate::launch::Links;
-pub use crate::launch::{compact_json, NO_OP};
+pub(super) use crate::launch::{compact_json, NO_OP};
 
 /// (operator name, input dims, input types).
-pub type OpKey = (String, String, String);
+pub(super) type OpKey = (String, String, String);
 
 /// One operator key across sides: mean GPU ms per step window, calls (operator instances),
 /// and each side's achieved TFLOP/s and share of its own GPU's peak (`aorta perf`'s models;
 /// null without shapes, a model or a known device).
-pub struct OpRow {
+pub(super) struct OpRow {
     pub key: OpKey,
     pub ms: [Option<f64>; 2],
     pub calls: [i64; 2],
@@ -30,26 +30,26 @@ pub struct OpRow {
 }
 
 impl OpRow {
-    pub fn status(&self) -> &'static str {
+    pub(super) fn status(&self) -> &'static str {
         match self.ms {
             [Some(_), Some(_)] => "matched",
             [Some(_), None] => "reference_only",
             _ => "candidate_only",
         }
     }
-    pub fn ratio(&self) -> Option<f64> {
+    pub(super) fn ratio(&self) -> Option<f64> {
         match self.ms {
             [Some(r), Some(c)] if r != 0.0 => Some(c / r),
             _ => None,
         }
     }
-    pub fn diff(&self) -> f64 {
+    pub(super) fn diff(&self) -> f64 {
         self.ms[1].unwrap_or(0.0) - self.ms[0].unwrap_or(0.0)
     }
 }
 
 /// Both sides' operators, largest |candidate − reference| first.
-pub fn compare(sides: &[SideData; 2]) -> Vec<OpRow> {
+pub(super) fn compare(sides: &[SideData; 2]) -> Vec<OpRow> {
     let mut all: BTreeMap<OpKey, OpRow> = BTreeMap::new();
     for (s, d) in sides.iter().enumerate() {
         let (times, windows) = side_ops(d);
@@ -107,7 +107,7 @@ fn side_ops(d: &SideData) -> (HashMap<OpKey, (i64, i64)>, usize) {
 /// Fills each row's TFLOP/s and % of peak from each side's operator instances (`perf`):
 /// Σ FLOPs ÷ Σ GPU time of the instances of that operator and shape, and Σ FLOPs ÷ Σ (time ×
 /// the instance's peak), so each side is judged against its own GPU.
-pub fn add_rates(rows: &mut [OpRow], perf: &[Vec<crate::perf::PerfRun>; 2]) {
+pub(super) fn add_rates(rows: &mut [OpRow], perf: &[Vec<crate::perf::PerfRun>; 2]) {
     for (s, runs) in perf.iter().enumerate() {
         // (Σ flops, Σ ns, Σ ns × peak, ns with a peak)
         let mut sums: HashMap<OpKey, (f64, f64, f64, f64)> = HashMap::new();
@@ -136,7 +136,7 @@ pub fn add_rates(rows: &mut [OpRow], perf: &[Vec<crate::perf::PerfRun>; 2]) {
     }
 }
 
-pub fn frame(rows: &[OpRow]) -> PolarsResult<DataFrame> {
+pub(super) fn frame(rows: &[OpRow]) -> PolarsResult<DataFrame> {
     let side_ms = |s: usize| rows.iter().map(|r| r.ms[s]).collect::<Vec<_>>();
     let calls = |s: usize| rows.iter().map(|r| r.calls[s]).collect::<Vec<_>>();
     let tflops = |s: usize| rows.iter().map(|r| r.tflops[s]).collect::<Vec<_>>();

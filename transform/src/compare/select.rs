@@ -23,7 +23,7 @@ impl Side {
     }
 }
 
-pub fn select(root: &Path, selector: &str) -> Result<Side, CompareError> {
+pub(super) fn select(root: &Path, selector: &str) -> Result<Side, CompareError> {
     let runs = dataset::read(root, "runs")?;
     let polars = |source| CompareError::Polars {
         path: root.join("runs"),

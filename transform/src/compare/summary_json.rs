@@ -91,7 +91,7 @@ fn op_json(r: &OpRow) -> Value {
     })
 }
 
-pub fn build(sides: &[SideData; 2], levels: &[LevelRow], ops: &[OpRow]) -> Value {
+pub(super) fn build(sides: &[SideData; 2], levels: &[LevelRow], ops: &[OpRow]) -> Value {
     let mut datasets = Map::new();
     let mut ratios = [None, None];
     for (s, d) in sides.iter().enumerate() {

@@ -35,7 +35,7 @@ fn opt_str<'a>(name: &str, v: impl Iterator<Item = Option<&'a str>>) -> Column {
 }
 
 /// The `op_perf` frame.
-pub fn ops(rows: &[OpRow]) -> PolarsResult<DataFrame> {
+pub(super) fn ops(rows: &[OpRow]) -> PolarsResult<DataFrame> {
     let r = rows;
     ordered(
         &OP_PERF,
@@ -71,7 +71,7 @@ pub fn ops(rows: &[OpRow]) -> PolarsResult<DataFrame> {
 }
 
 /// The `perf_steps` frame.
-pub fn steps(rows: &[StepRow]) -> PolarsResult<DataFrame> {
+pub(super) fn steps(rows: &[StepRow]) -> PolarsResult<DataFrame> {
     let r = rows;
     ordered(
         &PERF_STEPS,

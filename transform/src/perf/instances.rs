@@ -49,7 +49,7 @@ impl Instance {
 }
 
 /// The instances of one run, grouped and estimated.
-pub fn instances(d: &RunData) -> Vec<Instance> {
+pub(super) fn instances(d: &RunData) -> Vec<Instance> {
     let launchers = Links::new(&d.cpu, &d.acts).launchers(&d.acts);
     let rank = ints(&d.acts, "rank");
     let mut of_op: HashMap<usize, usize> = HashMap::default();

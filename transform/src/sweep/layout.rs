@@ -21,7 +21,7 @@ use rayon::prelude::*;
 use super::{Act, Class, COMM_OPS};
 
 /// Sorted, non-overlapping activities of one stream in one step.
-pub struct Lane<'a> {
+pub(super) struct Lane<'a> {
     pub acts: Cow<'a, [Act]>,
     /// The stream's slot among its step's streams (its bit in the stream mask).
     pub slot: usize,
@@ -29,7 +29,7 @@ pub struct Lane<'a> {
 
 /// What is counted rather than swept: activities, kinds, and the window's bounds.
 #[derive(Debug, Clone, Copy)]
-pub struct Counts {
+pub(super) struct Counts {
     pub count: i64,
     pub ops: [i64; COMM_OPS.len()],
     pub start: i64,
@@ -61,7 +61,7 @@ impl Counts {
         c
     }
 
-    pub fn add(&mut self, o: &Counts) {
+    pub(super) fn add(&mut self, o: &Counts) {
         self.count += o.count;
         for (a, b) in self.ops.iter_mut().zip(o.ops) {
             *a += b;
@@ -71,7 +71,7 @@ impl Counts {
     }
 
     /// The window's bounds; an empty window is `(0, 0)`.
-    pub fn window(&self) -> (i64, i64) {
+    pub(super) fn window(&self) -> (i64, i64) {
         if self.count == 0 {
             (0, 0)
         } else {
@@ -82,7 +82,7 @@ impl Counts {
 
 /// One step: its lanes, its streams in slot order with their activity counts, its counts.
 #[derive(Default)]
-pub struct Step<'a> {
+pub(super) struct Step<'a> {
     pub lanes: Vec<Lane<'a>>,
     pub streams: Vec<(u16, i64)>,
     pub counts: Counts,
@@ -90,7 +90,7 @@ pub struct Step<'a> {
 
 /// Lays out `acts` (any order) as `steps` steps of lanes. Reorders `acts` only when a
 /// stream's activities of one step are not contiguous, and clamps `end` to at least `start`.
-pub fn steps(acts: &mut [Act], steps: usize) -> Vec<Step<'_>> {
+pub(super) fn steps(acts: &mut [Act], steps: usize) -> Vec<Step<'_>> {
     for a in acts.iter_mut() {
         a.end = a.end.max(a.start);
     }
@@ -171,7 +171,7 @@ fn lanes(run: &[Act]) -> Vec<Cow<'_, [Act]>> {
 }
 
 /// Where two or more steps' windows overlap, as sorted disjoint ranges.
-pub fn contested(steps: &[Step]) -> Vec<(i64, i64)> {
+pub(super) fn contested(steps: &[Step]) -> Vec<(i64, i64)> {
     let mut edges: Vec<(i64, i32)> = steps
         .iter()
         .filter(|s| s.counts.count > 0 && s.counts.end > s.counts.start)
@@ -193,7 +193,7 @@ pub fn contested(steps: &[Step]) -> Vec<(i64, i64)> {
 
 /// The part of a lane that meets `[lo, hi)`: activities ending after `lo` and starting
 /// before `hi` (a lane's ends are sorted because its activities do not overlap).
-pub fn within(acts: &[Act], lo: i64, hi: i64) -> &[Act] {
+pub(super) fn within(acts: &[Act], lo: i64, hi: i64) -> &[Act] {
     let first = acts.partition_point(|a| a.end <= lo);
     let last = first + acts[first..].partition_point(|a| a.start < hi);
     &acts[first..last]

@@ -20,11 +20,11 @@ const COMPUTE: u16 = 1 << 3;
 const MEMCPY: u16 = 1 << 4;
 const OP_SHIFT: u32 = 5;
 /// Set on the keys of time in a contested range (see `layout::contested`).
-pub const CONTESTED: u16 = 1 << (OP_SHIFT + COMM_OPS.len() as u32);
+pub(super) const CONTESTED: u16 = 1 << (OP_SHIFT + COMM_OPS.len() as u32);
 /// Size of the class table.
-pub const KEYS: usize = (CONTESTED as usize) << 1;
+pub(super) const KEYS: usize = (CONTESTED as usize) << 1;
 /// Stream masks get a dense table up to this many streams in a step.
-pub const MAX_MASK_STREAMS: usize = 16;
+pub(super) const MAX_MASK_STREAMS: usize = 16;
 
 /// The class and kind bits of one activity.
 fn bits(a: &Act) -> u16 {
@@ -38,20 +38,20 @@ fn bits(a: &Act) -> u16 {
 }
 
 /// One lane to merge: its activities and the stream bit it sets.
-pub struct Source<'s> {
+pub(super) struct Source<'s> {
     pub acts: &'s [Act],
     pub mask: u32,
 }
 
 /// Time per key and per stream mask, as (key, ns) pairs; a key may appear more than once.
 #[derive(Default)]
-pub struct Tables {
+pub(super) struct Tables {
     pub class: Vec<(u32, i64)>,
     pub streams: Vec<(u32, i64)>,
 }
 
 impl Tables {
-    pub fn add(&mut self, o: Tables) {
+    pub(super) fn add(&mut self, o: Tables) {
         self.class.extend(o.class);
         self.streams.extend(o.streams);
     }
@@ -172,7 +172,7 @@ impl<'s> Cursor<'s> {
 
 /// Sweeps `sources` over `[lo, hi)`; `flag` is OR-ed into every key (`CONTESTED` for a
 /// range where step windows overlap). Stream masks of `streams` bits when `STREAMS`.
-pub fn sweep<const STREAMS: bool>(
+pub(super) fn sweep<const STREAMS: bool>(
     sources: &[Source],
     clip: (i64, i64),
     flag: u16,
@@ -220,7 +220,7 @@ fn sweep_into<const STREAMS: bool>(
 }
 
 /// The METRICS.md metrics from a class table and the window's counts.
-pub fn metrics(class: &[(u32, i64)], c: &Counts) -> Metrics {
+pub(super) fn metrics(class: &[(u32, i64)], c: &Counts) -> Metrics {
     let (window_start_ns, window_end_ns) = c.window();
     let mut m = Metrics {
         window_start_ns,
@@ -262,7 +262,7 @@ fn add_key(m: &mut Metrics, key: u16, len: i64) {
 
 /// Busy time per stream and pairwise overlap from a stream-mask table; `streams` are the
 /// step's (stream, activity count) in slot order.
-pub fn stream_view(table: &[(u32, i64)], streams: &[(u16, i64)]) -> StreamView {
+pub(super) fn stream_view(table: &[(u32, i64)], streams: &[(u16, i64)]) -> StreamView {
     let n = streams.len();
     let (mut busy, mut pair) = (vec![0i64; n], vec![0i64; n * n]);
     for &(mask, len) in table {

@@ -43,9 +43,13 @@ pub fn open_first(name: &'static str, candidates: &'static [&'static str]) -> Re
 /// # Safety
 /// `T` must be the symbol's real type, and the pointer must not outlive `lib`.
 unsafe fn sym<T: Copy>(lib: &Library, name: &str) -> Result<T> {
-    lib.get::<T>(name.as_bytes())
-        .map(|s| *s)
-        .map_err(|e| Error::api(format!("looking up {name}"), e))
+    // SAFETY: the caller promises `T` is the symbol's type and that the pointer does not
+    // outlive `lib` (this function's contract).
+    unsafe {
+        lib.get::<T>(name.as_bytes())
+            .map(|s| *s)
+            .map_err(|e| Error::api(format!("looking up {name}"), e))
+    }
 }
 
 // ---- hipBLAS ----
@@ -201,32 +205,36 @@ impl Hipblas {
     /// `a`, `b`, `c` must be device buffers of m·k, k·n and m·n elements of `dtype` that stay
     /// alive until the GEMM has run.
     pub unsafe fn gemm(&self, stream: hipStream_t, g: &GemmCall, name: &str) -> Result<()> {
-        blas_check("hipblasSetStream", (self.set_stream)(self.handle, stream))?;
-        let (ty, compute) = gemm_types(g.dtype, self.abi);
-        let (alpha, beta) = (1.0f32, 0.0f32);
-        let (m, n, k) = (g.m as c_int, g.n as c_int, g.k as c_int);
-        let s = (self.gemm_ex)(
-            self.handle,
-            HIPBLAS_OP_N,
-            HIPBLAS_OP_N,
-            m,
-            n,
-            k,
-            &alpha as *const f32 as *const c_void,
-            g.a,
-            ty,
-            m,
-            g.b,
-            ty,
-            k,
-            &beta as *const f32 as *const c_void,
-            g.c,
-            ty,
-            m,
-            compute,
-            HIPBLAS_GEMM_DEFAULT,
-        );
-        blas_check(&format!("hipblasGemmEx {name}"), s)
+        // SAFETY: the function pointers came from the loaded hipBLAS with their C signatures
+        // (`sym`), `self.handle` is live while `self` is, and the caller promises the buffers.
+        unsafe {
+            blas_check("hipblasSetStream", (self.set_stream)(self.handle, stream))?;
+            let (ty, compute) = gemm_types(g.dtype, self.abi);
+            let (alpha, beta) = (1.0f32, 0.0f32);
+            let (m, n, k) = (g.m as c_int, g.n as c_int, g.k as c_int);
+            let s = (self.gemm_ex)(
+                self.handle,
+                HIPBLAS_OP_N,
+                HIPBLAS_OP_N,
+                m,
+                n,
+                k,
+                &alpha as *const f32 as *const c_void,
+                g.a,
+                ty,
+                m,
+                g.b,
+                ty,
+                k,
+                &beta as *const f32 as *const c_void,
+                g.c,
+                ty,
+                m,
+                compute,
+                HIPBLAS_GEMM_DEFAULT,
+            );
+            blas_check(&format!("hipblasGemmEx {name}"), s)
+        }
     }
 }
 

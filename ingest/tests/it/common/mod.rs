@@ -10,7 +10,7 @@ use proptest::prelude::*;
 
 /// `rel` under the trace corpus (`../shared/data` beside the checkout), or `None` (skip, with
 /// a notice) when it is absent outside CI; under `CI=true` a missing corpus is a failure.
-pub fn corpus(rel: &str) -> Option<PathBuf> {
+pub(crate) fn corpus(rel: &str) -> Option<PathBuf> {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../shared/data")
         .join(rel);
@@ -25,12 +25,12 @@ pub fn corpus(rel: &str) -> Option<PathBuf> {
 }
 
 /// The bytes of corpus file `rel` (see `corpus`).
-pub fn corpus_bytes(rel: &str) -> Option<Vec<u8>> {
+pub(crate) fn corpus_bytes(rel: &str) -> Option<Vec<u8>> {
     corpus(rel).map(|p| std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display())))
 }
 
 /// Ingests `paths` into `out` with default options.
-pub fn ingest(paths: &[PathBuf], out: &Path) -> aorta_ingest::Result<aorta_ingest::Summary> {
+pub(crate) fn ingest(paths: &[PathBuf], out: &Path) -> aorta_ingest::Result<aorta_ingest::Summary> {
     let opts = aorta_ingest::Options {
         out: out.to_path_buf(),
         ..Default::default()
@@ -39,7 +39,7 @@ pub fn ingest(paths: &[PathBuf], out: &Path) -> aorta_ingest::Result<aorta_inges
 }
 
 /// Every record batch of `table` under the dataset `out`, part files in path order.
-pub fn batches(out: &Path, table: &str) -> Vec<RecordBatch> {
+pub(crate) fn batches(out: &Path, table: &str) -> Vec<RecordBatch> {
     fn walk(d: &Path, out: &mut Vec<PathBuf>) {
         for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
             if e.path().is_dir() {
@@ -64,7 +64,7 @@ pub fn batches(out: &Path, table: &str) -> Vec<RecordBatch> {
 }
 
 /// An Int64 column of a batch, nulls as `None`.
-pub fn ints(b: &RecordBatch, col: &str) -> Vec<Option<i64>> {
+pub(crate) fn ints(b: &RecordBatch, col: &str) -> Vec<Option<i64>> {
     let a = b.column_by_name(col).unwrap();
     let a = a.as_any().downcast_ref::<Int64Array>().unwrap();
     (0..a.len())
@@ -73,7 +73,7 @@ pub fn ints(b: &RecordBatch, col: &str) -> Vec<Option<i64>> {
 }
 
 /// A Utf8 column of a batch, nulls as `None`.
-pub fn strs(b: &RecordBatch, col: &str) -> Vec<Option<String>> {
+pub(crate) fn strs(b: &RecordBatch, col: &str) -> Vec<Option<String>> {
     let a = b.column_by_name(col).unwrap();
     let a = a.as_any().downcast_ref::<StringArray>().unwrap();
     (0..a.len())
@@ -83,7 +83,7 @@ pub fn strs(b: &RecordBatch, col: &str) -> Vec<Option<String>> {
 
 /// Ingests `bytes` as the file `name`; on failure checks the message names the file and,
 /// for parse errors, an offset within the input, and that nothing was left behind.
-pub fn check(name: &str, bytes: &[u8]) -> Result<(), TestCaseError> {
+pub(crate) fn check(name: &str, bytes: &[u8]) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().unwrap();
     let path: PathBuf = dir.path().join(name);
     std::fs::write(&path, bytes).unwrap();

@@ -68,7 +68,7 @@ fn spec_of(op: &str) -> Option<Spec> {
     })
 }
 
-pub fn estimate(op: &str, a: &OpArgs) -> Option<Result<Estimate, Missing>> {
+pub(super) fn estimate(op: &str, a: &OpArgs) -> Option<Result<Estimate, Missing>> {
     spec_of(op).map(|s| of(&s, a))
 }
 

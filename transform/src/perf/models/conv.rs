@@ -57,7 +57,7 @@ fn spec_of(op: &str) -> Option<Spec> {
     })
 }
 
-pub fn estimate(op: &str, a: &OpArgs) -> Option<Result<Estimate, Missing>> {
+pub(super) fn estimate(op: &str, a: &OpArgs) -> Option<Result<Estimate, Missing>> {
     if op == "aten::convolution_backward" {
         return Some(backward(a));
     }

@@ -7,7 +7,7 @@
 use super::{dtype, fit, input_bytes, tensor, Estimate, Kind, Missing};
 use crate::perf::args::{Dtype, OpArgs};
 
-pub fn estimate(op: &str, a: &OpArgs) -> Option<Result<Estimate, Missing>> {
+pub(super) fn estimate(op: &str, a: &OpArgs) -> Option<Result<Estimate, Missing>> {
     Some(match op {
         "aten::mm" => matrix(a, 0, 1),
         "aten::addmm" => matrix(a, 1, 2),
@@ -70,7 +70,7 @@ fn batched(a: &OpArgs, ia: usize, ib: usize) -> Result<Estimate, Missing> {
 }
 
 /// The batch of two batch-dim lists broadcast against each other (aligned right).
-pub fn broadcast(x: &[i64], y: &[i64]) -> Result<Vec<i64>, Missing> {
+pub(super) fn broadcast(x: &[i64], y: &[i64]) -> Result<Vec<i64>, Missing> {
     let n = x.len().max(y.len());
     let at = |v: &[i64], i: usize| {
         let pad = n - v.len();

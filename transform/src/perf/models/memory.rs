@@ -124,7 +124,7 @@ const REDUCTIONS: &[&str] = &[
     "var",
 ];
 
-pub fn estimate(op: &str, a: &OpArgs) -> Option<Result<Estimate, Missing>> {
+pub(super) fn estimate(op: &str, a: &OpArgs) -> Option<Result<Estimate, Missing>> {
     let name = op.strip_prefix("aten::")?;
     if ELEMENTWISE.contains(&name) || COMPARISONS.contains(&name) {
         Some(elementwise(name, a))
