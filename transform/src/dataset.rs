@@ -212,6 +212,15 @@ fn subdirs(dir: &Path) -> Vec<PathBuf> {
         .unwrap_or_default()
 }
 
+/// Rows of the runs `runs` (none when empty). `is_in` needs a polars feature this crate does
+/// not otherwise use: an OR of equalities, one per run.
+pub fn of_runs(runs: &[String]) -> Expr {
+    runs.iter()
+        .map(|r| col("run").eq(lit(r.as_str())))
+        .reduce(Expr::or)
+        .unwrap_or(lit(false))
+}
+
 /// The partition directory of one run and rank of a table.
 pub fn partition_dir(root: &Path, table: &str, run: &str, rank: i64) -> PathBuf {
     root.join(schema::partition_dir(table, run, rank))

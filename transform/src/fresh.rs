@@ -30,11 +30,7 @@ pub fn load_or_compute(
     runs: &[String],
     jobs: &[Job],
 ) -> Result<StepsAndCollectives, DatasetError> {
-    let wanted = runs
-        .iter()
-        .map(|r| col("run").eq(lit(r.as_str())))
-        .reduce(Expr::or)
-        .unwrap_or(lit(false));
+    let wanted = dataset::of_runs(runs);
     let read = |table: &str| {
         dataset::scan(root, table)?
             .filter(wanted.clone())

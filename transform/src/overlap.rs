@@ -335,12 +335,7 @@ pub fn from_dataset_with(
     runs: &[String],
     jobs: &[Job],
 ) -> Result<OverlapTables, DatasetError> {
-    // `is_in` needs a polars feature this crate does not otherwise use: an OR of equalities.
-    let wanted = runs
-        .iter()
-        .map(|r| col("run").eq(lit(r.as_str())))
-        .reduce(Expr::or)
-        .unwrap_or(lit(false));
+    let wanted = dataset::of_runs(runs);
     let polars = |table: &str| {
         let path = root.join(table);
         move |source| DatasetError::Polars { path, source }

@@ -74,11 +74,7 @@ pub(crate) struct RunData {
 /// `run` is one of `runs` (an OR of equalities: `is_in` needs a polars feature the workspace
 /// does not enable), and `rank` is `rank` when given.
 pub(crate) fn keep(runs: &[String], rank: Option<i64>) -> Expr {
-    let r = runs
-        .iter()
-        .map(|r| col("run").eq(lit(r.as_str())))
-        .reduce(Expr::or)
-        .unwrap_or(lit(false));
+    let r = dataset::of_runs(runs);
     match rank {
         Some(k) => r.and(col("rank").eq(lit(k))),
         None => r,

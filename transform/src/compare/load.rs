@@ -56,12 +56,7 @@ const CPU: [&str; 10] = [
 
 impl SideData {
     pub(super) fn load(root: &Path, side: &Side) -> Result<SideData, CompareError> {
-        let wanted = side
-            .runs
-            .iter()
-            .map(|r| col("run").eq(lit(r.as_str())))
-            .reduce(Expr::or)
-            .unwrap_or(lit(false));
+        let wanted = dataset::of_runs(&side.runs);
         let read = |table: &str, filter: Expr, cols: &[&str]| {
             let cols: Vec<Expr> = cols.iter().map(|c| col(*c)).collect();
             dataset::scan(root, table)?
