@@ -7,6 +7,7 @@ use std::path::Path;
 
 use crate::common::cli::{aorta, code, ingest_ok, stderr};
 use crate::common::*;
+use aorta_transform::compare::{LevelEntry, Summary};
 use polars::prelude::*;
 use serde_json::{json, Value};
 
@@ -231,11 +232,14 @@ fn fixture_operators_levels_and_collectives_match_the_hand_computed_answers() {
     // Steps: window = first kernel start (+100) to comm end: 0.2 vs 0.25 ms; comm never
     // meets compute, so exposed comm = comm. Categories per step: gemm 0.04/0.06, comm
     // 0.1/0.15, other 0.01/0.008.
-    let doc: Value =
+    let doc: Summary =
         serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
-    let level = |l: &str, k: &str| -> Value {
-        let rows = doc["levels"][l].as_array().unwrap();
-        rows.iter().find(|r| r["key"] == k).unwrap().clone()
+    let level = |l: &str, k: &str| -> LevelEntry {
+        let rows = match l {
+            "steps" => &doc.levels.steps,
+            _ => &doc.levels.categories,
+        };
+        rows.iter().find(|r| r.key == k).unwrap().clone()
     };
     for (l, k, r, c) in [
         ("steps", "step_ms", 0.2, 0.25),
@@ -244,16 +248,11 @@ fn fixture_operators_levels_and_collectives_match_the_hand_computed_answers() {
         ("categories", "other", 0.01, 0.008),
     ] {
         let v = level(l, k);
-        assert!(
-            close(v["reference"]["median"].as_f64().unwrap(), r),
-            "{l} {k}"
-        );
-        assert!(
-            close(v["candidate"]["median"].as_f64().unwrap(), c),
-            "{l} {k}"
-        );
-        assert!(close(v["ratio"].as_f64().unwrap(), c / r), "{l} {k}");
-        assert_eq!(v["reference"]["n"], 2);
+        let (rs, cs) = (v.reference.unwrap(), v.candidate.unwrap());
+        assert!(close(rs.median, r), "{l} {k}");
+        assert!(close(cs.median, c), "{l} {k}");
+        assert!(close(v.ratio.unwrap(), c / r), "{l} {k}");
+        assert_eq!(rs.n, 2);
     }
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("aten::mm [[64, 32], [32, 16]]"), "{text}");
@@ -282,9 +281,19 @@ fn regression_gate_and_errors() {
         text.contains("REGRESSED: exposed_comm_ms") && !text.contains("REGRESSED: step_ms"),
         "{text}"
     );
-    let doc: Value =
+    let doc: Summary =
         serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
-    assert_eq!(doc["regression"]["threshold_pct"], 30.0);
+    let gate_doc = doc.regression.unwrap();
+    assert_eq!(gate_doc.threshold_pct, 30.0);
+    // Exposed comm 0.1 -> 0.15 ms is +50 %, step 0.2 -> 0.25 ms is +25 % (hand-computed).
+    let change = |k: &str| {
+        let c = gate_doc.checks.iter().find(|c| c.key == k).unwrap();
+        (c.change_pct.unwrap(), c.regressed)
+    };
+    let (ch, bad) = change("exposed_comm_ms");
+    assert!((ch - 50.0).abs() < 1e-6 && bad, "{ch}");
+    let (ch, bad) = change("step_ms");
+    assert!((ch - 25.0).abs() < 1e-6 && !bad, "{ch}");
     let o = gate("60");
     assert_eq!(code(&o), 0, "{}", stderr(&o));
 

@@ -79,7 +79,7 @@ pub(crate) struct Tables {
     pub operators: Vec<Operator>,
     pub collectives: Vec<Collective>,
     /// `summary.json`'s `comparison` block, when the file is there.
-    pub comparison: Option<serde_json::Value>,
+    pub comparison: Option<aorta_transform::compare::ComparisonSummary>,
 }
 
 fn read(dir: &Path, name: &str) -> Result<(DataFrame, PathBuf), ReportError> {
@@ -236,17 +236,19 @@ fn collectives(dir: &Path) -> Result<Vec<Collective>, ReportError> {
 }
 
 /// `summary.json`'s `comparison` block; `None` when the file is absent.
-fn comparison(dir: &Path) -> Result<Option<serde_json::Value>, ReportError> {
+fn comparison(
+    dir: &Path,
+) -> Result<Option<aorta_transform::compare::ComparisonSummary>, ReportError> {
     let path = dir.join("summary.json");
     let bytes = match std::fs::read(&path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(source) => return Err(ReportError::Io { path, source }),
     };
-    let doc: serde_json::Value =
+    let doc: aorta_transform::compare::Summary =
         serde_json::from_slice(&bytes).map_err(|source| ReportError::Json {
             path: path.clone(),
             source,
         })?;
-    Ok(doc.get("comparison").cloned())
+    Ok(Some(doc.comparison))
 }

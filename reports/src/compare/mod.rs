@@ -11,6 +11,8 @@ mod load;
 
 use std::path::Path;
 
+use aorta_transform::compare::ComparisonSummary;
+
 use crate::error::ReportError;
 use crate::fmt;
 use crate::page::Page;
@@ -39,12 +41,12 @@ pub fn compare_report(dir: &Path, out: &Path) -> Result<usize, ReportError> {
 }
 
 /// The overlap ratios of `summary.json`, at the top of the page.
-fn summary_block(page: &mut Page, comparison: Option<&serde_json::Value>) {
+fn summary_block(page: &mut Page, comparison: Option<&ComparisonSummary>) {
     let Some(c) = comparison else {
         return;
     };
     page.section("Overlap ratio");
-    let num = |k: &str| fmt::opt(c.get(k).and_then(serde_json::Value::as_f64), fmt::ratio);
+    let num = |x: Option<f64>| fmt::opt(x, fmt::ratio);
     page.table(
         &[
             "reference overlap_ratio",
@@ -52,9 +54,9 @@ fn summary_block(page: &mut Page, comparison: Option<&serde_json::Value>) {
             "delta",
         ],
         &[vec![
-            num("reference_overlap_ratio"),
-            num("candidate_overlap_ratio"),
-            num("ratio_delta"),
+            num(c.reference_overlap_ratio),
+            num(c.candidate_overlap_ratio),
+            num(c.ratio_delta),
         ]],
     );
 }

@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use aorta_transform::compare::{ComparisonSummary, Levels, OperatorsSummary, Summary};
 use polars::prelude::*;
 
 fn s(name: &str, v: Vec<&str>) -> Column {
@@ -28,11 +29,34 @@ pub(crate) fn write_all(dir: &Path) {
     categories(dir);
     operators(dir);
     collectives(dir);
-    std::fs::write(
-        dir.join("summary.json"),
-        r#"{"comparison": {"reference_overlap_ratio": 0.8, "candidate_overlap_ratio": 0.6, "ratio_delta": -0.2}}"#,
-    )
-    .unwrap();
+    let summary = serde_json::to_vec(&summary()).unwrap();
+    std::fs::write(dir.join("summary.json"), summary).unwrap();
+}
+
+/// summary.json as `aorta compare` types it; the page reads only its `comparison` block.
+fn summary() -> Summary {
+    Summary {
+        datasets: Default::default(),
+        comparison: ComparisonSummary {
+            reference: "ref".into(),
+            candidate: "cand".into(),
+            reference_overlap_ratio: Some(0.8),
+            candidate_overlap_ratio: Some(0.6),
+            ratio_delta: Some(-0.2),
+        },
+        levels: Levels {
+            steps: vec![],
+            categories: vec![],
+            collectives: vec![],
+        },
+        operators: OperatorsSummary {
+            matched: 0,
+            reference_only: 0,
+            candidate_only: 0,
+            top: vec![],
+        },
+        regression: None,
+    }
 }
 
 /// The five table names.

@@ -9,9 +9,11 @@
 //! of the Python aorta `overlap_report.py` summary); the CLI writes them.
 
 mod collectives;
+mod gate;
 mod levels;
 mod load;
 mod operators;
+mod output;
 mod select;
 mod summary_json;
 
@@ -21,7 +23,12 @@ use polars::prelude::*;
 
 use crate::dataset::DatasetError;
 
+pub use gate::{regressions, Check, Regression, GATED};
 pub use select::Side;
+pub use summary_json::{
+    ComparisonSummary, DatasetSummary, LevelEntry, Levels, OperatorEntry, OperatorsSummary,
+    SpreadSummary, Summary,
+};
 
 /// What can go wrong comparing two selections of a dataset.
 #[derive(Debug, thiserror::Error)]
@@ -43,6 +50,11 @@ pub enum CompareError {
     },
     #[error("{path}: {source}")]
     Polars { path: PathBuf, source: PolarsError },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// Everything `aorta compare` computes.
@@ -60,7 +72,7 @@ pub struct Comparison {
     /// Time and bandwidth per side and (kind, bytes, dtype, group size).
     pub collectives: DataFrame,
     /// The summary.json document.
-    pub summary: serde_json::Value,
+    pub summary: Summary,
 }
 
 impl Comparison {

@@ -1,18 +1,140 @@
 //! summary.json: the Python aorta `overlap_report.py` summary (`datasets.{label}` and
 //! `comparison`, same field names and meanings) plus every level of the comparison.
+//!
+//! The document is a typed struct ([`Summary`]): `aorta compare` serializes it, the compare
+//! page and the tests deserialize it, so a renamed or retyped field breaks the build of every
+//! reader instead of turning into a silent `null`.
 
-use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
 
+use serde::{Deserialize, Serialize};
+
+use super::gate::Regression;
 use super::levels::{step_source, LevelRow, SIDES};
 use super::load::{ints, strs, SideData};
 use super::operators::OpRow;
+
+/// The whole summary.json document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Per side, under its label: the Python report's per-iteration means.
+    pub datasets: BTreeMap<String, DatasetSummary>,
+    /// The Python report's `comparison` block.
+    pub comparison: ComparisonSummary,
+    /// Every level of the comparison: both sides' spread and the ratio per key.
+    pub levels: Levels,
+    /// The operator level: how many matched, and the largest differences.
+    pub operators: OperatorsSummary,
+    /// The `--fail-if-regressed` checks, when the gate was asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regression: Option<Regression>,
+}
+
+/// One side's per-iteration means, as the Python `overlap_report.py` computes them: over
+/// every (rank, step) row of the side's step source.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DatasetSummary {
+    /// (rank, step) rows averaged.
+    pub count: usize,
+    pub mean_loss: Option<f64>,
+    pub mean_overlap_ms: Option<f64>,
+    pub mean_compute_ms: Option<f64>,
+    pub mean_allreduce_overlap_ms: Option<f64>,
+    pub mean_reducescatter_overlap_ms: Option<f64>,
+    /// mean overlap / mean compute (the Python report's `overlap_ratio`).
+    pub overlap_ratio: Option<f64>,
+    pub mean_step_ms: Option<f64>,
+    pub mean_comm_ms: Option<f64>,
+    pub mean_exposed_comm_ms: Option<f64>,
+    /// The runs of this side.
+    pub runs: Vec<String>,
+    /// Where the steps came from: `trace` or `jsonl`.
+    pub source: String,
+}
+
+/// The Python report's `comparison` block.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ComparisonSummary {
+    pub reference: String,
+    pub candidate: String,
+    pub reference_overlap_ratio: Option<f64>,
+    pub candidate_overlap_ratio: Option<f64>,
+    /// candidate − reference.
+    pub ratio_delta: Option<f64>,
+}
+
+/// The three levels of `compare_levels`, as JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Levels {
+    pub steps: Vec<LevelEntry>,
+    pub categories: Vec<LevelEntry>,
+    pub collectives: Vec<LevelEntry>,
+}
+
+impl Levels {
+    /// The entry of `key` in the steps level.
+    pub fn step(&self, key: &str) -> Option<&LevelEntry> {
+        self.steps.iter().find(|e| e.key == key)
+    }
+}
+
+/// One key of one level.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LevelEntry {
+    pub key: String,
+    /// `ms`, `ratio`, `pct`, `GB/s`, …
+    pub unit: String,
+    pub reference: Option<SpreadSummary>,
+    pub candidate: Option<SpreadSummary>,
+    /// candidate median / reference median.
+    pub ratio: Option<f64>,
+}
+
+/// A spread over steps and ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SpreadSummary {
+    pub n: usize,
+    pub median: f64,
+    pub p10: f64,
+    pub p90: f64,
+}
+
+/// The operator level in short.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OperatorsSummary {
+    pub matched: usize,
+    pub reference_only: usize,
+    pub candidate_only: usize,
+    /// The 20 operators with the largest |candidate − reference|.
+    pub top: Vec<OperatorEntry>,
+}
+
+/// One operator (name, shapes, dtypes) on both sides.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OperatorEntry {
+    pub op: String,
+    pub input_dims: String,
+    pub input_types: String,
+    pub reference_ms: Option<f64>,
+    pub candidate_ms: Option<f64>,
+    pub reference_calls: i64,
+    pub candidate_calls: i64,
+    pub ratio: Option<f64>,
+    pub diff_ms: f64,
+    /// `matched`, `reference_only` or `candidate_only`.
+    pub status: String,
+    pub reference_tflops: Option<f64>,
+    pub candidate_tflops: Option<f64>,
+    pub reference_peak_pct: Option<f64>,
+    pub candidate_peak_pct: Option<f64>,
+}
 
 fn mean(v: &[f64]) -> Option<f64> {
     (!v.is_empty()).then(|| v.iter().fold(0.0, |a, b| a + b) / v.len() as f64)
 }
 
 /// Per-iteration means as the Python report computes them: over every (rank, step) row.
-fn dataset(d: &SideData) -> Value {
+fn dataset(d: &SideData) -> DatasetSummary {
     let source = step_source(d);
     let steps = &d.overlap.steps;
     let src = strs(steps, "source");
@@ -30,20 +152,23 @@ fn dataset(d: &SideData) -> Value {
     let overlap = mean(&col("compute_comm_overlap_ns"));
     let compute = mean(&col("compute_ns"));
     let kind_overlap = |kind: &str| per_iter(kind_overlap_ms(d, source, kind));
-    json!({
-        "count": n,
-        "mean_loss": mean(&d.losses),
-        "mean_overlap_ms": overlap,
-        "mean_compute_ms": compute,
-        "mean_allreduce_overlap_ms": kind_overlap("all_reduce"),
-        "mean_reducescatter_overlap_ms": kind_overlap("reduce_scatter"),
-        "overlap_ratio": overlap.zip(compute).filter(|c| c.1 != 0.0).map(|(o, c)| o / c),
-        "mean_step_ms": mean(&col("window_ns")),
-        "mean_comm_ms": mean(&col("comm_ns")),
-        "mean_exposed_comm_ms": mean(&col("exposed_comm_ns")),
-        "runs": d.side.runs,
-        "source": source,
-    })
+    DatasetSummary {
+        count: n,
+        mean_loss: mean(&d.losses),
+        mean_overlap_ms: overlap,
+        mean_compute_ms: compute,
+        mean_allreduce_overlap_ms: kind_overlap("all_reduce"),
+        mean_reducescatter_overlap_ms: kind_overlap("reduce_scatter"),
+        overlap_ratio: overlap
+            .zip(compute)
+            .filter(|c| c.1 != 0.0)
+            .map(|(o, c)| o / c),
+        mean_step_ms: mean(&col("window_ns")),
+        mean_comm_ms: mean(&col("comm_ns")),
+        mean_exposed_comm_ms: mean(&col("exposed_comm_ns")),
+        runs: d.side.runs.clone(),
+        source: source.to_string(),
+    }
 }
 
 /// Total compute∩comm of one collective kind over the side's step rows, in ms (trace rows
@@ -67,36 +192,49 @@ fn kind_overlap_ms(d: &SideData, source: &str, kind: &str) -> f64 {
         .fold(0.0, |a, b| a + b)
 }
 
-fn level_json(r: &LevelRow) -> Value {
+fn level_entry(r: &LevelRow) -> LevelEntry {
     let side = |s: usize| {
-        r.sides[s].map(|x| json!({"n": x.n, "median": x.median, "p10": x.p10, "p90": x.p90}))
+        r.sides[s].map(|x| SpreadSummary {
+            n: x.n,
+            median: x.median,
+            p10: x.p10,
+            p90: x.p90,
+        })
     };
-    json!({
-        "key": r.key,
-        "unit": r.unit,
-        "reference": side(0),
-        "candidate": side(1),
-        "ratio": r.ratio(),
-    })
+    LevelEntry {
+        key: r.key.clone(),
+        unit: r.unit.to_string(),
+        reference: side(0),
+        candidate: side(1),
+        ratio: r.ratio(),
+    }
 }
 
-fn op_json(r: &OpRow) -> Value {
-    json!({
-        "op": r.key.0, "input_dims": r.key.1, "input_types": r.key.2,
-        "reference_ms": r.ms[0], "candidate_ms": r.ms[1],
-        "reference_calls": r.calls[0], "candidate_calls": r.calls[1],
-        "ratio": r.ratio(), "diff_ms": r.diff(), "status": r.status(),
-        "reference_tflops": r.tflops[0], "candidate_tflops": r.tflops[1],
-        "reference_peak_pct": r.peak_pct[0], "candidate_peak_pct": r.peak_pct[1],
-    })
+fn op_entry(r: &OpRow) -> OperatorEntry {
+    OperatorEntry {
+        op: r.key.0.clone(),
+        input_dims: r.key.1.clone(),
+        input_types: r.key.2.clone(),
+        reference_ms: r.ms[0],
+        candidate_ms: r.ms[1],
+        reference_calls: r.calls[0],
+        candidate_calls: r.calls[1],
+        ratio: r.ratio(),
+        diff_ms: r.diff(),
+        status: r.status().to_string(),
+        reference_tflops: r.tflops[0],
+        candidate_tflops: r.tflops[1],
+        reference_peak_pct: r.peak_pct[0],
+        candidate_peak_pct: r.peak_pct[1],
+    }
 }
 
-pub(super) fn build(sides: &[SideData; 2], levels: &[LevelRow], ops: &[OpRow]) -> Value {
-    let mut datasets = Map::new();
+pub(super) fn build(sides: &[SideData; 2], levels: &[LevelRow], ops: &[OpRow]) -> Summary {
+    let mut datasets = BTreeMap::new();
     let mut ratios = [None, None];
     for (s, d) in sides.iter().enumerate() {
         let v = dataset(d);
-        ratios[s] = v["overlap_ratio"].as_f64();
+        ratios[s] = v.overlap_ratio;
         let label = d.side.label().to_string();
         // Both sides under one label (a run compared with itself) keep both entries.
         let key = if datasets.contains_key(&label) {
@@ -106,31 +244,34 @@ pub(super) fn build(sides: &[SideData; 2], levels: &[LevelRow], ops: &[OpRow]) -
         };
         datasets.insert(key, v);
     }
-    let mut by_level = Map::new();
-    for level in ["steps", "categories", "collectives"] {
-        let rows: Vec<Value> = levels
+    let level = |name: &str| -> Vec<LevelEntry> {
+        levels
             .iter()
-            .filter(|r| r.level == level)
-            .map(level_json)
-            .collect();
-        by_level.insert(level.to_string(), Value::Array(rows));
-    }
+            .filter(|r| r.level == name)
+            .map(level_entry)
+            .collect()
+    };
     let count = |st: &str| ops.iter().filter(|r| r.status() == st).count();
-    json!({
-        "datasets": datasets,
-        "comparison": {
-            "reference": sides[0].side.label(),
-            "candidate": sides[1].side.label(),
-            "reference_overlap_ratio": ratios[0],
-            "candidate_overlap_ratio": ratios[1],
-            "ratio_delta": ratios[0].zip(ratios[1]).map(|(r, c)| c - r),
+    Summary {
+        datasets,
+        comparison: ComparisonSummary {
+            reference: sides[0].side.label().to_string(),
+            candidate: sides[1].side.label().to_string(),
+            reference_overlap_ratio: ratios[0],
+            candidate_overlap_ratio: ratios[1],
+            ratio_delta: ratios[0].zip(ratios[1]).map(|(r, c)| c - r),
         },
-        "levels": by_level,
-        "operators": {
-            "matched": count("matched"),
-            "reference_only": count("reference_only"),
-            "candidate_only": count("candidate_only"),
-            "top": ops.iter().take(20).map(op_json).collect::<Vec<_>>(),
+        levels: Levels {
+            steps: level("steps"),
+            categories: level("categories"),
+            collectives: level("collectives"),
         },
-    })
+        operators: OperatorsSummary {
+            matched: count("matched"),
+            reference_only: count("reference_only"),
+            candidate_only: count("candidate_only"),
+            top: ops.iter().take(20).map(op_entry).collect(),
+        },
+        regression: None,
+    }
 }
