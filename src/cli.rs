@@ -327,13 +327,15 @@ pub(crate) struct PerfArgs {
 const INGEST_EXAMPLES: &str = "\
 Examples:
   aorta ingest traces/                      # every trace under traces/ into ./aorta-data
-  aorta ingest traces/cuda traces/rocm -o ds  # run labels: the first directory under each root
+  aorta ingest traces/ -o ds                # traces/cuda/<job>/rank*.json: runs cuda/<job>
   aorta ingest rank0.pt.trace.json.gz --label baseline --rank 0
   aorta ingest traces/ --keep-going          # land the good files, list the broken ones
   aorta ingest job.sqlite --rank-map ranks.txt  # Nsight Systems export; ranks.txt: `12345 0`
 
-Run labels: a file under ROOT/<dir>/... belongs to run <dir>; a file directly in ROOT to run
-ROOT. Rank: the trace's own (Kineto distributedInfo.rank), else --rank-map by process id, else
+Run labels: a run is a job. A file in ROOT/a/b/ belongs to run a/b (the directory that holds
+it); a file directly in ROOT to run ROOT. Files of one directory that cannot be one job (traces
+that name no rank, different world sizes or devices, time ranges apart, or two traces of one
+rank) become runs of their own, <dir>/<name>, with a note (kept with -q). Rank: the trace's own (Kineto distributedInfo.rank), else --rank-map by process id, else
 the file name (rank3, rank-3, worker3), else --rank. A rank map has one `PID RANK` (or
 `PID=RANK`) pair per line, `#` comments; an Nsight Systems export of several processes
 without one numbers them in pid order (docs/INPUTS.md).
@@ -348,7 +350,7 @@ pub(crate) struct IngestArgs {
     /// Dataset directory to write (created if missing).
     #[arg(short, long, default_value = "aorta-data")]
     pub out: PathBuf,
-    /// Run label for every input (default: first directory under each root).
+    /// Run label for every input (default: the directory that holds each file, under its root).
     #[arg(long)]
     pub label: Option<String>,
     /// Rank for files whose trace and name carry none (0 or more).

@@ -32,6 +32,10 @@ pub(crate) fn run(a: IngestArgs) -> anyhow::Result<ExitCode> {
     if !a.quiet {
         print_summary(&summary, &opts, t0.elapsed());
     }
+    // Job identity is never noise: said even with --quiet.
+    for note in &summary.job_notes {
+        eprintln!("note: {note}");
+    }
     for f in &summary.failed {
         eprintln!("aorta: failed: {f}");
     }
@@ -99,12 +103,6 @@ fn print_summary(s: &Summary, opts: &Options, took: Duration) {
     }
     for (path, why) in &s.skipped_files {
         eprintln!("skipped {}: {why}", path.display());
-    }
-    for (run, n) in s.rankless_clashes() {
-        eprintln!(
-            "warning: run `{run}`: {n} traces name no rank, so all are rank 0 and their \
-             timelines merge; give each its own directory or --label, or use --rank-map"
-        );
     }
     if s.warnings() > 0 {
         eprintln!(

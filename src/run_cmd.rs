@@ -68,25 +68,22 @@ const TORCH_FILES: [(&str, &str); 3] = [
 
 pub(crate) fn run(a: RunArgs) -> Result<ExitCode> {
     let existing = Path::new(&a.workload);
+    // An existing folder is labelled exactly as `aorta ingest` labels it (one run per job); a
+    // launched workload writes one job, named after the workload.
     let (traces, label) = if existing.exists() {
-        let name = existing
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned());
-        (existing.to_path_buf(), a.label.clone().or(name))
+        (existing.to_path_buf(), a.label.clone())
     } else {
         let traces = a.out.join("traces");
         launch(&a, &traces)?;
         (traces, a.label.clone().or(Some(a.workload.clone())))
     };
-    let label = label.unwrap_or_else(|| "run".into());
     let data = a.out.join("data");
-    ingest(&traces, &data, &label)?;
-    let runs = [label.clone()];
+    let runs = ingest(&traces, &data, label.as_deref())?;
     let tables = aorta_transform::overlap::compute_and_store(&data, &runs)?;
     crate::overlap_cmd::print(&data, &tables, &runs, By::Rank, Format::Table)?;
     let html = a.out.join("report.html");
     let opts = aorta_reports::RunReportOptions {
-        runs: vec![label],
+        runs: runs.clone(),
         ..Default::default()
     };
     aorta_reports::run_report(&data, &opts, &html)?;
@@ -222,22 +219,37 @@ fn find_executable(name: &str) -> Result<PathBuf> {
         })
 }
 
-/// `aorta ingest TRACES -o DATA --label LABEL`, quietly, failing on the first broken file.
-fn ingest(traces: &Path, data: &Path, label: &str) -> Result<()> {
+/// `aorta ingest TRACES -o DATA [--label LABEL]`, quietly, failing on the first broken file;
+/// the runs that hold the traces, as ingest labelled them.
+fn ingest(traces: &Path, data: &Path, label: Option<&str>) -> Result<Vec<String>> {
     let opts = aorta_ingest::Options {
         out: data.to_path_buf(),
-        label: Some(label.to_string()),
+        label: label.map(str::to_string),
         ..Default::default()
     };
     let s = aorta_ingest::ingest(&[traces.to_path_buf()], &opts, &Default::default())?;
     if s.ingested.is_empty() && s.skipped.is_empty() {
         bail!("{}: no traces found", traces.display());
     }
+    let root = std::fs::canonicalize(traces).with_context(|| traces.display().to_string())?;
+    let manifest = aorta_ingest::dataset::Manifest::load(data)?;
+    let mut runs: Vec<String> = manifest
+        .inputs
+        .iter()
+        .filter(|e| Path::new(&e.source).starts_with(&root))
+        .map(|e| e.label.clone())
+        .collect();
+    runs.sort();
+    runs.dedup();
     eprintln!(
-        "ingested {} files from {} into {} (run `{label}`)",
+        "ingested {} files from {} into {} (runs: {})",
         s.ingested.len() + s.skipped.len(),
         traces.display(),
-        data.display()
+        data.display(),
+        runs.join(", ")
     );
-    Ok(())
+    for note in &s.job_notes {
+        eprintln!("note: {note}");
+    }
+    Ok(runs)
 }

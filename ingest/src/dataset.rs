@@ -57,8 +57,11 @@ fn is_candidate(p: &Path) -> bool {
     TRACE_SUFFIXES.iter().any(|s| name.ends_with(s)) && name != MANIFEST
 }
 
-/// Walks `roots` (files or directories), sorted; the label of a file is the first directory
-/// under its root (or the root's own name for files directly in it), unless `label` is given.
+/// Walks `roots` (files or directories), sorted; the label of a file is the path under its
+/// root of the directory that holds it (`cuda/h200_fsdp2` for
+/// `traces/cuda/h200_fsdp2/rank0.json` under `traces`), or the root's own name for files
+/// directly in it, unless `label` is given. A directory is one job until its files say
+/// otherwise (`job`).
 pub fn discover(roots: &[PathBuf], label: Option<&str>, skip: &Path) -> Result<Vec<Input>> {
     if label.is_some_and(|l| l.trim().is_empty()) {
         return Err(IngestError::Usage(
@@ -86,14 +89,10 @@ pub fn discover(roots: &[PathBuf], label: Option<&str>, skip: &Path) -> Result<V
         files.sort();
         for f in files {
             let rel = f.strip_prefix(root).unwrap_or(&f);
-            let l = match label {
-                Some(l) => l.to_string(),
-                None if rel.components().count() > 1 => rel
-                    .iter()
-                    .next()
-                    .map(|c| c.to_string_lossy().into_owned())
-                    .unwrap_or_default(),
-                None => dir_name(Some(root)),
+            let l = match (label, rel.parent().and_then(job_dir)) {
+                (Some(l), _) => l.to_string(),
+                (None, Some(dir)) => dir,
+                (None, None) => dir_name(Some(root)),
             };
             let skip = crate::detect::unreadable(&f).map(str::to_string);
             out.push(Input {
@@ -164,6 +163,24 @@ pub fn hash_input(input: &Input) -> Result<String> {
     crate::source::hash_files(&input.path, &input.siblings)
 }
 
+/// The run label of a directory under the root: its path, `/`-separated, without trailing
+/// all-digit components (rocprofv3 writes each process into `<pid>/`: the processes of one
+/// job); `None` for the root itself.
+fn job_dir(rel: &Path) -> Option<String> {
+    let mut parts: Vec<String> = rel
+        .iter()
+        .map(|c| c.to_string_lossy().into_owned())
+        .collect();
+    while parts.len() > 1
+        && parts
+            .last()
+            .is_some_and(|p| p.bytes().all(|b| b.is_ascii_digit()))
+    {
+        parts.pop();
+    }
+    (!parts.is_empty()).then(|| parts.join("/"))
+}
+
 fn dir_name(p: Option<&Path>) -> String {
     let p = p
         .filter(|p| !p.as_os_str().is_empty())
@@ -211,6 +228,16 @@ pub struct Entry {
     #[serde(default)]
     pub mtime_ns: i64,
     pub label: String,
+    /// The label discovery gave the file (its directory, or `--label`), when the file became
+    /// a run of its own because its directory's files cannot be one job (`job`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub base_label: String,
+    /// Why `base_label` was split (`job::decide`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_note: Option<String>,
+    /// What the file says about its job, for the check against files ingested later.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<crate::job::Identity>,
     pub rank: i64,
     pub format: Format,
     pub rules_version: String,
@@ -220,6 +247,17 @@ pub struct Entry {
     pub rank_map: String,
     pub parts: Vec<PathBuf>,
     pub rows: BTreeMap<String, u64>,
+}
+
+impl Entry {
+    /// The label discovery gives this file: `base_label`, else `label`.
+    pub fn base(&self) -> &str {
+        if self.base_label.is_empty() {
+            &self.label
+        } else {
+            &self.base_label
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -306,7 +344,8 @@ pub fn commit(out: &Path, staging: &Path, new: &Entry, old: Option<&Entry>) -> R
     Ok(())
 }
 
-fn prune_empty(out: &Path, mut dir: Option<&Path>) {
+/// Removes `dir` and its parents up to `out` while they are empty.
+pub(crate) fn prune_empty(out: &Path, mut dir: Option<&Path>) {
     while let Some(d) = dir {
         if d == out || std::fs::remove_dir(d).is_err() {
             return;

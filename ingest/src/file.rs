@@ -62,6 +62,8 @@ pub struct FileOutcome {
     pub rank_source: RankSource,
     pub format: Format,
     pub content_hash: String,
+    /// What the file says about its job (`job::decide`).
+    pub identity: crate::job::Identity,
 }
 
 /// Where a file's rank came from (`runs.rank_source`).
@@ -197,6 +199,15 @@ impl RunInfo {
             format: self.format,
             events: self.event_count,
             content_hash: self.content_hash.clone(),
+            identity: crate::job::Identity {
+                rank: parts.rank,
+                rank_named: self.rank_source != RankSource::Default,
+                world_size: self.world_size,
+                device: self.device_name.clone(),
+                first_ns: out.counts.first_ns,
+                last_ns: out.counts.last_ns,
+                trace: self.format != Format::Jsonl,
+            },
             ..FileOutcome::default()
         };
         let mut written = out.written;

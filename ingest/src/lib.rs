@@ -18,6 +18,7 @@ mod dict;
 pub mod error;
 pub mod file;
 pub mod format;
+pub mod job;
 pub mod json;
 pub mod jsonl;
 pub mod kineto;

@@ -11,7 +11,7 @@ use rayon::prelude::*;
 use crate::classify::Classifier;
 use crate::dataset::{self, Entry, Format, Input, Manifest};
 use crate::error::{IngestError, Result};
-use crate::file::{self, FileJob, FileOutcome, RankSource};
+use crate::file::{self, FileJob, FileOutcome};
 use crate::{chrome, detect, jsonl, kineto, nsys, rocprof};
 
 /// How `aorta ingest` was asked to run.
@@ -49,6 +49,8 @@ pub struct Summary {
     pub skipped_files: Vec<(PathBuf, String)>,
     pub failed: Vec<IngestError>,
     pub bytes: u64,
+    /// Run labels whose files could not be one job, and how they were split (`job`).
+    pub job_notes: Vec<String>,
 }
 
 impl Summary {
@@ -60,23 +62,6 @@ impl Summary {
             }
         }
         m
-    }
-
-    /// Runs in which several trace files got rank 0 only because none of them names a rank
-    /// (no `distributedInfo`, rank map or rank in the file name): their timelines merge as if
-    /// they were one process, which is rarely meant (e.g. one model per file). Label, count.
-    pub fn rankless_clashes(&self) -> Vec<(String, usize)> {
-        let mut per_run: BTreeMap<&str, usize> = BTreeMap::new();
-        for (_, o) in &self.ingested {
-            if o.rank_source == RankSource::Default && o.format != Format::Jsonl {
-                *per_run.entry(o.run.as_str()).or_default() += 1;
-            }
-        }
-        per_run
-            .into_iter()
-            .filter(|&(_, n)| n > 1)
-            .map(|(r, n)| (r.to_string(), n))
-            .collect()
     }
 
     pub fn events(&self) -> u64 {
@@ -125,7 +110,7 @@ pub fn ingest(paths: &[PathBuf], opts: &Options, progress: &Progress) -> Result<
         let known = manifest.get(&key).filter(|e| {
             e.file_bytes == bytes
                 && e.mtime_ns == mtime_ns
-                && e.label == input.label
+                && e.base() == input.label
                 && e.rules_version == classifier.version()
                 && e.rank_map == rank_map.fingerprint()
                 && e.parts.iter().all(|p| opts.out.join(p).exists())
@@ -293,6 +278,12 @@ fn commit_results(
             Err(e) => return Err(e),
         }
     }
+    let notes = settle_jobs(&mut ok, manifest, &opts.out, staging)?;
+    for (note, _) in notes.values() {
+        if !summary.job_notes.contains(note) {
+            summary.job_notes.push(note.clone());
+        }
+    }
     for (p, (format, outcome)) in ok {
         if format == Format::NotATrace {
             summary.not_traces.push(p.input.path);
@@ -303,7 +294,14 @@ fn commit_results(
             content_hash: outcome.content_hash.clone(),
             file_bytes: p.bytes,
             mtime_ns: p.mtime_ns,
-            label: p.input.label.clone(),
+            label: outcome.run.clone(),
+            base_label: if outcome.run == p.input.label {
+                String::new()
+            } else {
+                p.input.label.clone()
+            },
+            job_note: notes.get(&p.key).map(|n| n.1.clone()),
+            identity: Some(outcome.identity.clone()),
             rank: outcome.rank,
             format,
             rules_version: shared.classifier.version().to_string(),
@@ -323,6 +321,104 @@ fn commit_results(
         summary.ingested.push((p.input.path, outcome));
     }
     manifest.save(&opts.out)
+}
+
+/// One file of a run label being settled: read now (index into `ok`) or already in the
+/// manifest (index into its inputs).
+#[derive(Clone, Copy)]
+enum Who {
+    Fresh(usize),
+    Kept(usize),
+}
+
+/// Decides, per run label read now, whether its files (with those of the label already in the
+/// dataset) can be one job (`job::decide`); files that cannot become runs `<label>/<workload>`:
+/// their staged parts (or, for kept files, their committed parts) move to that run. Returns
+/// per split file (by manifest key) the ingest's note and the reason.
+fn settle_jobs(
+    ok: &mut [(Planned, (Format, FileOutcome))],
+    manifest: &mut Manifest,
+    out: &std::path::Path,
+    staging: &std::path::Path,
+) -> Result<BTreeMap<String, (String, String)>> {
+    let fresh: std::collections::HashSet<String> = ok.iter().map(|(p, _)| p.key.clone()).collect();
+    let bases: std::collections::BTreeSet<String> =
+        ok.iter().map(|(p, _)| p.input.label.clone()).collect();
+    let mut notes = BTreeMap::new();
+    for base in bases {
+        let mut who = Vec::new();
+        let mut members: Vec<(PathBuf, crate::job::Identity)> = Vec::new();
+        for (i, (p, (format, o))) in ok.iter().enumerate() {
+            if p.input.label == base && *format != Format::NotATrace {
+                who.push(Who::Fresh(i));
+                members.push((p.input.path.clone(), o.identity.clone()));
+            }
+        }
+        for (j, e) in manifest.inputs.iter().enumerate() {
+            if let (true, false, Some(id)) =
+                (e.base() == base, fresh.contains(&e.source), &e.identity)
+            {
+                who.push(Who::Kept(j));
+                members.push((PathBuf::from(&e.source), id.clone()));
+            }
+        }
+        let m: Vec<crate::job::Member> = members
+            .iter()
+            .map(|(path, id)| crate::job::Member { path, id })
+            .collect();
+        let verdict = crate::job::decide(&m);
+        let Some(reason) = verdict.reason else {
+            continue;
+        };
+        let labels: Vec<String> = verdict
+            .workloads
+            .iter()
+            .map(|w| w.as_ref().map_or(base.clone(), |w| format!("{base}/{w}")))
+            .collect();
+        let mut runs: Vec<&String> = labels.iter().collect();
+        runs.sort();
+        runs.dedup();
+        let names: Vec<&str> = runs.iter().map(|r| r.as_str()).collect();
+        let note = format!(
+            "run `{base}`: its files cannot be one job: {reason}. Each became a run of its own: {}",
+            names.join(", ")
+        );
+        for (w, label) in who.iter().zip(&labels) {
+            match *w {
+                Who::Fresh(i) => {
+                    let o = &mut ok[i].1 .1;
+                    move_parts(&mut o.parts, label, staging)?;
+                    o.run = label.clone();
+                    notes.insert(ok[i].0.key.clone(), (note.clone(), reason.clone()));
+                }
+                Who::Kept(j) => {
+                    let e = &mut manifest.inputs[j];
+                    if e.label != *label {
+                        move_parts(&mut e.parts, label, out)?;
+                        e.base_label = base.clone();
+                        e.label = label.clone();
+                    }
+                    e.job_note = Some(reason.clone());
+                }
+            }
+        }
+    }
+    Ok(notes)
+}
+
+/// Moves the part files under `root` to run `label` (`schema::relabel_part`).
+fn move_parts(parts: &mut [PathBuf], label: &str, root: &std::path::Path) -> Result<()> {
+    for rel in parts.iter_mut() {
+        let new = crate::schema::relabel_part(rel, label);
+        let (from, to) = (root.join(&*rel), root.join(&new));
+        if let Some(dir) = to.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| IngestError::io(dir, e))?;
+        }
+        std::fs::rename(&from, &to).map_err(|e| IngestError::io(&from, e))?;
+        dataset::prune_empty(root, from.parent());
+        *rel = new;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -97,7 +97,7 @@ pub const PARTITION_COLUMNS: &[Column] = &[
     req(
         "run",
         S,
-        "Run label: the first directory under the ingest root, or `--label`.",
+        "Run label: one job. The path under the ingest root of the directory holding the file, `<dir>/<name>` for files of a directory that cannot be one job, or `--label`.",
     ),
     req(
         "rank",
@@ -498,6 +498,20 @@ pub fn encode_value(v: &str) -> String {
 /// `<table>/run=<label>/rank=<r>`.
 pub fn partition_dir(table: &str, run: &str, rank: i64) -> std::path::PathBuf {
     run_dir(table, run).join(format!("rank={rank}"))
+}
+
+/// A part path (`<table>/run=<old>/rank=<r>/<file>`, relative to the dataset root) moved to
+/// run `run`: the same table, rank and file name.
+pub fn relabel_part(rel: &std::path::Path, run: &str) -> std::path::PathBuf {
+    let mut parts = rel.iter();
+    let table = parts
+        .next()
+        .map(|t| t.to_string_lossy())
+        .unwrap_or_default();
+    let _old = parts.next();
+    let mut out = run_dir(&table, run);
+    out.extend(parts);
+    out
 }
 
 pub fn table(name: &str) -> Option<&'static Table> {

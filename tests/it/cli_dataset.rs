@@ -1,6 +1,7 @@
 //! `aorta ingest` from the outside: atomic commits, unchanged-input skipping, the help text.
 
 use crate::common::cli::*;
+use crate::common::{i64s, strs};
 use std::path::{Path, PathBuf};
 
 // ---------------------------------------------------------------------------------------------
@@ -176,38 +177,93 @@ fn no_arguments_is_usage_and_exit_2() {
 /// Two model traces with no rank anywhere land in one run as rank 0: the summary warns, once,
 /// naming that run; the FSDP2 traces (rank from `distributedInfo`) raise nothing.
 #[test]
-fn rankless_traces_sharing_a_run_are_warned_about() {
+fn files_that_cannot_be_one_job_become_runs_of_their_own() {
     let Some(data) = corpus() else { return };
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("in");
-    for (run, files) in [
-        (
-            "models",
-            ["bert-small.json.gz", "qwen1.5-0.5b-chat.json.gz"],
-        ),
-        ("fsdp", ["rank0.pt.trace.json.gz", "rank1.pt.trace.json.gz"]),
-    ] {
-        let src = if run == "models" {
-            "h100_models"
-        } else {
-            "h200_fsdp2"
-        };
-        std::fs::create_dir_all(root.join(run)).unwrap();
-        for f in files {
-            let from = data.join("kineto/cuda").join(src).join(f);
-            std::fs::copy(from, root.join(run).join(f)).unwrap();
+    let copy = |from: &str, to: &str| {
+        let to = root.join(to);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(data.join("kineto/cuda").join(from), to).unwrap();
+    };
+    // Two rankless single-model traces; one 2-rank job; two experiments side by side.
+    copy(
+        "h100_models/bert-small.json.gz",
+        "models/bert-small.json.gz",
+    );
+    copy(
+        "h200_fsdp2/rank0.pt.trace.json.gz",
+        "fsdp/rank0.pt.trace.json.gz",
+    );
+    copy(
+        "h200_fsdp2/rank1.pt.trace.json.gz",
+        "fsdp/rank1.pt.trace.json.gz",
+    );
+    for exp in ["a", "b"] {
+        for r in ["0", "1"] {
+            let from = format!("h200_fsdp2/rank{r}.pt.trace.json.gz");
+            copy(&from, &format!("exps/{exp}_rank{r}.pt.trace.json.gz"));
         }
     }
-    let o = ingest(&[&root], &tmp.path().join("D"), &[]);
+    let ds = tmp.path().join("D");
+    let o = ingest(&[&root], &ds, &["-q"]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
-    let warnings: Vec<String> = stderr(&o)
-        .lines()
-        .filter(|l| l.starts_with("warning:"))
-        .map(str::to_string)
-        .collect();
-    assert_eq!(warnings.len(), 1, "{warnings:?}");
-    assert!(
-        warnings[0].contains("run `models`: 2 traces name no rank"),
-        "{warnings:?}"
+    assert!(stderr(&o).contains("note: run `exps`: its files cannot be one job: 2 traces are rank 0. Each became a run of its own: exps/a, exps/b"), "{}", stderr(&o));
+    let runs = |ds: &Path| -> Vec<(String, i64)> {
+        let df = aorta_transform::dataset::read(ds, "runs").unwrap();
+        let mut v: Vec<(String, i64)> = strs(&df, "run")
+            .into_iter()
+            .zip(i64s(&df, "rank"))
+            .map(|(r, k)| (r.unwrap(), k.unwrap()))
+            .collect();
+        v.sort();
+        v
+    };
+    let pairs = |v: &[(&str, i64)]| -> Vec<(String, i64)> {
+        v.iter().map(|(r, k)| (r.to_string(), *k)).collect()
+    };
+    // One model alone is one job; the experiments keep their two ranks each.
+    assert_eq!(
+        runs(&ds),
+        pairs(&[
+            ("exps/a", 0),
+            ("exps/a", 1),
+            ("exps/b", 0),
+            ("exps/b", 1),
+            ("fsdp", 0),
+            ("fsdp", 1),
+            ("models", 0)
+        ])
     );
+    // A second rankless model arrives later: both models split, the one already in the
+    // dataset is moved (not read again), and the note is repeated.
+    copy(
+        "h100_models/qwen1.5-0.5b-chat.json.gz",
+        "models/qwen.json.gz",
+    );
+    let o = ingest(&[&root], &ds, &[]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("ingested 1 of 8 files") && err.contains("7 unchanged"),
+        "{err}"
+    );
+    assert!(
+        err.contains("note: run `models`: its files cannot be one job: 2 traces name no rank"),
+        "{err}"
+    );
+    let got = runs(&ds);
+    assert!(
+        got.contains(&("models/bert-small".into(), 0)) && got.contains(&("models/qwen".into(), 0)),
+        "{got:?}"
+    );
+    assert!(!got.iter().any(|(r, _)| r == "models"), "{got:?}");
+    // Re-ingesting nothing new reads nothing and keeps the split.
+    let o = ingest(&[&root], &ds, &[]);
+    assert!(
+        stderr(&o).contains("ingested 0 of 8 files"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(runs(&ds), got);
 }

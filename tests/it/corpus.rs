@@ -464,35 +464,68 @@ fn fsdp2_kernels_get_the_step_of_their_launch() {
     }
 }
 
-/// The README's first command, end to end: the whole Kineto corpus, labels from the
-/// first directory (`cuda`, `rocm`), every file landing.
+/// The whole Kineto corpus from one directory too high (`kineto/`, holding `cuda/<job>` and
+/// `rocm/<job>`): every file lands, each job is its own run named by its path under the root,
+/// and the two directories of single-model traces split into one run per model. Before job
+/// identity, all 18 CUDA files became one run `cuda` whose rank 0 spanned 3.5 years.
 #[test]
-fn cli_ingests_the_whole_kineto_corpus_by_vendor() {
+fn cli_ingests_the_whole_kineto_corpus_one_run_per_job() {
     let Some(root) = corpus() else { return };
     let dir = tempfile::tempdir().unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_aorta"))
-        .args(["ingest", "-o"])
+        .args(["ingest", "-q", "-o"])
         .arg(dir.path())
         .arg(root.join("kineto"))
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    assert!(stderr.contains("ingested 24 of 24 files"), "{stderr}");
-    let runs = aorta_transform::dataset::read(dir.path(), "runs").unwrap();
-    let mut per_label: BTreeMap<String, (usize, Vec<String>)> = BTreeMap::new();
-    for (run, platform) in strs(&runs, "run").into_iter().zip(strs(&runs, "platform")) {
-        let e = per_label.entry(run.unwrap()).or_default();
-        e.0 += 1;
-        e.1.push(platform.unwrap());
+    // The expected label of every file, from the directory listing: its directory under
+    // `kineto/`, plus the file stem in the two model directories (rankless traces).
+    let mut want: BTreeMap<String, usize> = BTreeMap::new();
+    for vendor in ["cuda", "rocm"] {
+        for job in std::fs::read_dir(root.join("kineto").join(vendor)).unwrap() {
+            let job = job.unwrap().path();
+            let jname = job.file_name().unwrap().to_string_lossy().to_string();
+            for f in std::fs::read_dir(&job).unwrap() {
+                let name = f.unwrap().file_name().to_string_lossy().to_string();
+                let label = if jname.ends_with("_models") {
+                    format!("{vendor}/{jname}/{}", name.trim_end_matches(".json.gz"))
+                } else {
+                    format!("{vendor}/{jname}")
+                };
+                *want.entry(label).or_default() += 1;
+            }
+        }
     }
-    // 16 CUDA traces + 2 step-time JSONL logs; 6 ROCm traces.
-    assert_eq!(per_label["cuda"].0, 18);
-    assert_eq!(per_label["rocm"].0, 6);
-    assert!(per_label["rocm"].1.iter().all(|p| p == "rocm"));
-    assert_eq!(
-        per_label["cuda"].1.iter().filter(|p| *p == "cuda").count(),
-        16
+    let runs = aorta_transform::dataset::read(dir.path(), "runs").unwrap();
+    let mut got: BTreeMap<String, usize> = BTreeMap::new();
+    let mut span: BTreeMap<String, (i64, i64)> = BTreeMap::new();
+    let (first, last) = (i64s(&runs, "first_ns"), i64s(&runs, "last_ns"));
+    for (i, run) in strs(&runs, "run").into_iter().enumerate() {
+        let run = run.unwrap();
+        *got.entry(run.clone()).or_default() += 1;
+        if let (Some(a), Some(b)) = (first[i], last[i]) {
+            let e = span.entry(run).or_insert((a, b));
+            *e = (e.0.min(a), e.1.max(b));
+        }
+    }
+    assert_eq!(got, want);
+    assert_eq!(want.len(), 13, "{want:?}");
+    // No run's timeline spans more than a few minutes (the jobs are seconds long).
+    for (run, (a, b)) in span {
+        assert!(
+            b - a < 600_000_000_000,
+            "{run}: {} s",
+            (b - a) / 1_000_000_000
+        );
+    }
+    // The split is said, even with -q, naming the reason and the new runs.
+    assert!(
+        stderr.contains(
+            "note: run `cuda/h100_models`: its files cannot be one job: 2 traces name no rank"
+        ) && stderr.contains("cuda/h100_models/bert-small, cuda/h100_models/qwen1.5-0.5b-chat"),
+        "{stderr}"
     );
 }
 

@@ -315,7 +315,7 @@ fn dataset_reads_with_no_options_in_pandas_duckdb_and_polars() {
     };
     let dir = tempfile::tempdir().unwrap();
     let ds = dir.path().join("ds");
-    // Runs `h200_fsdp2` (2 ranks), `h100_models` and `mi300x_models`.
+    // Runs `h200_fsdp2` (2 ranks), and one run per model of `h100_models` and `mi300x_models`.
     let paths = [FSDP2, H100_MODELS, MI300X_MODELS].map(|p| root.join(p));
     let refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
     ingest_ok(&refs, &ds, &["-q"]);
@@ -323,7 +323,7 @@ fn dataset_reads_with_no_options_in_pandas_duckdb_and_polars() {
     let doc: Value = serde_json::from_str(&cli(&["overlap", d, "--by", "rank", "--json"])).unwrap();
     let mut want: Vec<Window> = trace_rows(&doc).into_iter().map(window).collect();
     want.sort();
-    assert_eq!(want.len(), 4, "{want:?}");
+    assert_eq!(want.len(), 6, "{want:?}");
 
     let got: Value =
         serde_json::from_str(&run_py(&py, &["notebooks/check_readers.py", d], &[])).unwrap();

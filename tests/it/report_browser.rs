@@ -203,16 +203,24 @@ fn write_example_pages() {
     std::fs::copy(cmp.join("report.html"), out.join("compare.html")).unwrap();
 }
 
-/// The ROCm half of the CUDA/ROCm pair: inference traces with no step annotations (one null
-/// step) and no communication, so the collective chart gives way to a note.
+/// The ROCm half of the CUDA/ROCm pair: two single-model inference traces (one run each, not
+/// one merged timeline) with no communication, so the collective chart gives way to a note.
 #[test]
 fn a_run_without_steps_or_communication_renders() {
     let Some(root) = corpus() else { return };
     let Some(browser) = chromium() else { return };
     let (_dir, html, o) = report_of(&root, "kineto/rocm/mi300x_models", "rocm.html");
-    assert!(String::from_utf8_lossy(&o.stdout).contains("step null (median-duration step)"));
-    // Timeline, categories, exposed comm's note instead of a chart; roofline and MFU.
-    let r = open_and_check(&browser, &html, 5);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("runs:     mi300x_models/bert-small, mi300x_models/qwen1.5-0.5b-chat")
+            && text.contains(
+                "timeline: run mi300x_models/bert-small rank 0 step 6 (median-duration step)"
+            ),
+        "{text}"
+    );
+    // Timeline, overlap and categories per step (step 6 of each model), exposed comm's note
+    // instead of a chart; roofline and MFU.
+    let r = open_and_check(&browser, &html, 6);
     assert!(r
         .dom
         .contains("No communication kernels in the reported ranks."));

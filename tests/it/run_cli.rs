@@ -40,6 +40,42 @@ fn existing_output_becomes_dataset_overlap_and_report() {
     }
 }
 
+/// `aorta run DIR` labels exactly as `aorta ingest DIR` does: the five experiments of the
+/// overlap bench stay five runs (it used to merge them into one run `overlap-bench`).
+#[test]
+fn a_folder_of_experiments_is_labelled_as_ingest_labels_it() {
+    let traces = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/traces/overlap-bench");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let o = run(&[traces.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let ds = dir.path().join("ds");
+    crate::common::cli::ingest_ok(&[&traces], &ds, &["-q"]);
+    let labels = |ds: &Path| -> Vec<String> {
+        let doc = overlap_json(ds, "rank");
+        doc["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["run"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let mut want: Vec<String> = std::fs::read_dir(&traces)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .collect();
+    want.sort();
+    assert_eq!(labels(&out.join("data")), want);
+    assert_eq!(labels(&ds), want);
+    assert!(
+        stderr(&o).contains(&format!("(runs: {})", want.join(", "))),
+        "{}",
+        stderr(&o)
+    );
+}
+
 #[test]
 fn a_workload_without_a_gpu_fails_in_one_line() {
     if Path::new("/dev/nvidia0").exists() {
