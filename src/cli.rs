@@ -88,8 +88,14 @@ Examples:
   aorta compare ds --reference h100_models --candidate mi300x_models -o cmp
   aorta compare --reference baseline --candidate pr --fail-if-regressed 5   # CI gate
 
-A selector is a run label, else a platform (cuda, rocm). Levels: steps (step time = the step's
-GPU window, comm, exposed comm, every overlap ratio), categories (GPU time per step = sum of
+A selector is a run label, else a label prefix (h100_models selects h100_models/<model>), else
+a platform (cuda, rocm). Runs pair across the sides by their last label component (bert-small
+with bert-small; one run a side pairs as is); only pairs are compared, each with its own step
+ratio and their geometric mean, and the unpaired are listed. Before any ratio the pairs are
+checked: same world size, ProfilerStep steps on both sides or neither, and most operator time
+in operators both sides ran; a failed check refuses the ratios (--force computes them, and
+--fail-if-regressed exits 2). Levels: steps (step_ms = the step's
+ProfilerStep span, else its GPU window; gpu_window_ms; comm, exposed comm, every overlap ratio), categories (GPU time per step = sum of
 activity durations), operators (GPU time per step window, grouped by the launching CPU op and
 its input shapes and dtypes), collectives (per kind, bytes, dtype, group size: time, algbw,
 busbw). Operators also carry each side's achieved TFLOP/s and % of its own GPU's peak (the
@@ -121,6 +127,21 @@ pub(crate) struct CompareArgs {
     /// More GPUs, or other peaks for known ones, for the operators' % of peak (as `aorta perf`).
     #[arg(long, value_name = "FILE")]
     pub device_peaks: Option<PathBuf>,
+    /// What summary.json's Python aorta keys (`datasets`) are computed from: the JSONL log's
+    /// iterations (the default when a side has one: the tool's own numbers) or the trace's steps.
+    #[arg(long, value_enum)]
+    pub source: Option<StepSource>,
+    /// Compute the ratios even when the sides fail the comparability check (different world
+    /// sizes, step structures or operator mixes); the verdict stays in summary.json.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// The step rows a Python-compatible summary is computed from.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub(crate) enum StepSource {
+    Jsonl,
+    Trace,
 }
 
 const REPORT_EXAMPLES: &str = "\
@@ -132,7 +153,7 @@ Examples:
 
 The page embeds plotly.js and opens offline. Charts: the per-stream timeline of one step (by
 default the median-duration step of the first rank; at most 4000 kernels, the longest), comm,
-exposed comm and compute∩comm per step with overlap_ratio, GPU time per category per step (sum
+exposed comm and compute∩comm per step with tp_overlap_ratio, GPU time per category per step (sum
 of kernel durations), exposed comm per collective kind, a roofline of the operators (by shape,
 sized by GPU time) and MFU per step. Numbers are those of `aorta overlap` and `aorta perf`
 (the overlap tables are read from the dataset, or computed when `aorta overlap` has not run).
@@ -170,8 +191,8 @@ Examples:
   aorta overlap --by step --format csv   # the overlap_steps rows as CSV
 
 Unions are taken across all streams of a rank. A step's window is [first start, last end] of
-the activities attributed to it; the whole window covers every step. Ratios: overlap_ratio =
-gemm∩comm / min(gemm, comm); comm_overlap_pct = 100 × compute∩comm / comm; compute_overlap_ratio
+the activities attributed to it; the whole window covers every step. Ratios: tp_overlap_ratio =
+gemm∩comm / min(gemm, comm); comm_hidden_pct = 100 × compute∩comm / comm; compute_overlap_ratio
 = compute∩comm / compute. The run summary gives median and p10–p90 over steps and over ranks.
 The tables overlap_steps, overlap_ranks, overlap_collectives, overlap_streams and
 overlap_stream_pairs are (re)written into the dataset for the runs shown (docs/OVERLAP.md).";

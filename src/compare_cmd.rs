@@ -10,8 +10,16 @@ use aorta_transform::compare::{self, Comparison, OperatorsSummary, SpreadSummary
 use crate::cli::CompareArgs;
 
 pub(crate) fn run(args: CompareArgs) -> Result<ExitCode> {
-    let peaks = aorta_transform::perf::Peaks::load(args.device_peaks.as_deref())?;
-    let mut c = compare::compare_with(&args.dataset, &args.reference, &args.candidate, &peaks)?;
+    let opts = compare::Options {
+        peaks: aorta_transform::perf::Peaks::load(args.device_peaks.as_deref())?,
+        python_source: match args.source {
+            None => compare::PythonSource::Auto,
+            Some(crate::cli::StepSource::Jsonl) => compare::PythonSource::Jsonl,
+            Some(crate::cli::StepSource::Trace) => compare::PythonSource::Trace,
+        },
+        force: args.force,
+    };
+    let mut c = compare::compare_with(&args.dataset, &args.reference, &args.candidate, &opts)?;
     if let Some(pct) = args.fail_if_regressed {
         c.summary.regression = Some(compare::regressions(&c.summary, pct));
     }
@@ -26,9 +34,18 @@ pub(crate) fn run(args: CompareArgs) -> Result<ExitCode> {
         out,
         "wrote {dir}/report.html, {dir}/summary.json, {dir}/compare_*.parquet"
     )?;
+    let refused = c
+        .summary
+        .pairs
+        .as_ref()
+        .is_some_and(|p| !p.comparable && !p.forced);
     let Some(gate) = &c.summary.regression else {
         return Ok(ExitCode::SUCCESS);
     };
+    if refused {
+        writeln!(out, "REFUSED: the sides are not comparable, so --fail-if-regressed cannot judge them (--force overrides)")?;
+        return Ok(ExitCode::from(2));
+    }
     for g in gate.failed() {
         writeln!(
             out,
@@ -55,6 +72,9 @@ fn print_summary(out: &mut impl Write, c: &Comparison, top: usize) -> Result<()>
         side(&c.reference),
         side(&c.candidate)
     )?;
+    if let Some(p) = &c.summary.pairs {
+        print_pairs(out, p)?;
+    }
     let levels = &c.summary.levels;
     for (level, rows) in [
         ("steps", &levels.steps),
@@ -78,6 +98,54 @@ fn print_summary(out: &mut impl Write, c: &Comparison, top: usize) -> Result<()>
         }
     }
     print_ops(out, &c.summary.operators, top)
+}
+
+fn print_pairs(out: &mut impl Write, p: &compare::PairsSummary) -> Result<()> {
+    writeln!(out, "\npairs (step_ms median: reference, candidate, ratio)")?;
+    for e in &p.pairs {
+        writeln!(
+            out,
+            "  {:<24} {:>10} {:>10} {:>8}   {} vs {}",
+            e.workload,
+            num(e.reference_step_ms, 3),
+            num(e.candidate_step_ms, 3),
+            num(e.step_ratio, 3),
+            e.reference,
+            e.candidate
+        )?;
+    }
+    if p.pairs.len() > 1 {
+        let spread = p.step_ratio_spread.map_or("-".into(), |s| {
+            format!("p10 {:.3} - p90 {:.3}", s.p10, s.p90)
+        });
+        writeln!(
+            out,
+            "  geometric mean of {} step ratios: {} ({spread})",
+            p.pairs.len(),
+            num(p.step_ratio_geomean, 3)
+        )?;
+    }
+    for (side, runs) in [
+        ("reference", &p.unpaired_reference),
+        ("candidate", &p.unpaired_candidate),
+    ] {
+        if !runs.is_empty() {
+            writeln!(
+                out,
+                "  unpaired {side} runs (not compared): {}",
+                runs.join(", ")
+            )?;
+        }
+    }
+    if !p.comparable {
+        let what = if p.forced {
+            "ratios computed anyway (--force)"
+        } else {
+            "ratios refused; --force computes them"
+        };
+        writeln!(out, "  NOT COMPARABLE ({what}): {}", p.reasons.join("; "))?;
+    }
+    Ok(())
 }
 
 fn print_ops(out: &mut impl Write, ops: &OperatorsSummary, top: usize) -> Result<()> {

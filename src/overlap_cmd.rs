@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use aorta_transform::overlap::{self, OverlapTables};
+use aorta_transform::rows::ints;
 use aorta_transform::summary::{self, Spread, RATIOS};
 use polars::prelude::*;
 use serde_json::{json, Map, Value};
@@ -124,7 +125,9 @@ impl RunView {
                     .filter(col("source").eq(lit(source)))
                     .collect()
             };
-            let (s, r) = (pick(&self.steps)?, pick(&self.ranks)?);
+            // Step spreads over real steps (outside-step activity is reported on its own).
+            let s = aorta_transform::steps::drop_outside(&pick(&self.steps)?)?;
+            let r = pick(&self.ranks)?;
             if s.height() == 0 && r.height() == 0 {
                 continue;
             }
@@ -175,6 +178,7 @@ impl RunView {
         };
         let text = crate::overlap_table::render(&self.rows, self.totals.as_ref(), keys, cols)?;
         out.write_all(text.as_bytes())?;
+        self.print_outside(out)?;
         for (source, ratio, s, r) in self.summary()? {
             writeln!(
                 out,
@@ -184,6 +188,26 @@ impl RunView {
             )?;
         }
         writeln!(out)?;
+        Ok(())
+    }
+}
+
+impl RunView {
+    /// One line per rank with activity outside every step: what it was, kept out of the
+    /// step statistics.
+    fn print_outside(&self, out: &mut impl Write) -> Result<()> {
+        let o = aorta_transform::steps::outside(&self.steps)?;
+        let (rank, n) = (ints(&o, "rank"), ints(&o, "activity_count"));
+        let busy = ints(&o, "busy_ns");
+        for i in 0..o.height() {
+            writeln!(
+                out,
+                "  outside steps: rank {}: {} GPU activities, {} ms busy (before the first or after the last step; not in the step statistics)",
+                rank[i].unwrap_or(0),
+                n[i].unwrap_or(0),
+                aorta_reports::fmt::ms_ns(busy[i].unwrap_or(0))
+            )?;
+        }
         Ok(())
     }
 }

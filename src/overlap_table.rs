@@ -32,6 +32,7 @@ pub(crate) enum Show {
 pub(crate) type Col = (&'static str, &'static str, Show);
 
 pub(crate) const METRIC_COLUMNS: &[Col] = &[
+    ("step_time", "step_ns", Show::Ms),
     ("window", "window_ns", Show::Ms),
     ("busy", "busy_ns", Show::Ms),
     ("compute", "compute_ns", Show::Ms),
@@ -41,9 +42,13 @@ pub(crate) const METRIC_COLUMNS: &[Col] = &[
     ("exposed_comm", "exposed_comm_ns", Show::Ms),
     ("comm_wait", "comm_wait_ns", Show::Ms),
     ("exposed_transfer", "exposed_transfer_ns", Show::Ms),
-    ("overlap_ratio", "overlap_ratio", Show::Ratio),
-    ("comm_overlap_%", "comm_overlap_pct", Show::Pct),
-    ("compute_ovl", "compute_overlap_ratio", Show::Ratio),
+    ("tp_overlap_ratio", "tp_overlap_ratio", Show::Ratio),
+    ("comm_hidden_pct", "comm_hidden_pct", Show::Pct),
+    (
+        "compute_overlap_ratio",
+        "compute_overlap_ratio",
+        Show::Ratio,
+    ),
     ("memcpy", "memcpy_ns", Show::Ms),
     ("exposed_memcpy", "exposed_memcpy_ns", Show::Ms),
 ];

@@ -14,7 +14,7 @@ mod perf;
 pub use perf::{OP_PERF, PERF_STEPS};
 
 /// Bumped whenever a column is added, removed, renamed or changes meaning.
-pub const SCHEMA_VERSION: u32 = 4;
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// The physical type of a column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -286,19 +286,22 @@ macro_rules! overlap_metric_columns {
         [
             opt("window_start_ns", I64, "Window start: first start of the window's GPU activities (null for JSONL)."),
             opt("window_end_ns", I64, "Window end: last (clipped) end of the window's GPU activities (null for JSONL)."),
-            opt("window_ns", I64, "`window_end_ns` − `window_start_ns` (JSONL: `profile.total_ms`)."),
+            opt("window_ns", I64, "`window_end_ns` − `window_start_ns`: the GPU window (JSONL: `profile.total_ms`)."),
+            opt("step_ns", I64, "The step itself: its `ProfilerStep` span (the `steps` table's CPU span); null for a trace step without one, for JSONL, and for activity outside every step. Per rank: the sum over its steps. A host or dataloader stall shows here and not in `window_ns`."),
+            opt("idle_before_ns", I64, "GPU idle inside the step before its first activity: `window_start_ns` − the span's start (the whole span when the step ran no GPU activity); null without a span. Per rank: the sum."),
+            opt("idle_after_ns", I64, "GPU idle inside the step after its last activity ends (0 when the GPU runs past the span's end); null without a span. Per rank: the sum. The idle between activities is `idle_ns`."),
             req("activity_count", I64, "GPU activities in the window (JSONL: 0)."),
             opt("comm_ns", I64, "Time at least one communication kernel runs: \\|U(comm)\\| across all streams."),
             opt("gemm_ns", I64, "\\|U(gemm)\\|."),
             opt("compute_ns", I64, "\\|U(compute)\\|, compute = gemm ∪ attention ∪ other_compute (JSONL: `per_stream_ms.compute`)."),
             opt("busy_ns", I64, "\\|U(any GPU activity)\\|."),
-            opt("idle_ns", I64, "`window_ns` − `busy_ns`."),
+            opt("idle_ns", I64, "`window_ns` − `busy_ns`: GPU idle between the window's activities."),
             opt("memcpy_ns", I64, "\\|U(memcpy)\\|."),
             opt("gemm_comm_overlap_ns", I64, "\\|U(gemm) ∩ U(comm)\\|."),
             opt("compute_comm_overlap_ns", I64, "\\|U(compute) ∩ U(comm)\\| (JSONL: `overlap_ms.compute_comm`)."),
             opt("exposed_comm_ns", I64, "`comm_ns` − `compute_comm_overlap_ns`: communication with no compute kernel running."),
-            opt("overlap_ratio", F64, "`gemm_comm_overlap_ns` / min(`gemm_ns`, `comm_ns`) (TP-overlap-tuner); null when the min is 0."),
-            opt("comm_overlap_pct", F64, "100 × `compute_comm_overlap_ns` / `comm_ns` (Holistic Trace Analysis); null when `comm_ns` is 0."),
+            opt("tp_overlap_ratio", F64, "`gemm_comm_overlap_ns` / min(`gemm_ns`, `comm_ns`) (TP-overlap-tuner); null when the min is 0."),
+            opt("comm_hidden_pct", F64, "100 × `compute_comm_overlap_ns` / `comm_ns` (Holistic Trace Analysis); null when `comm_ns` is 0."),
             opt("compute_overlap_ratio", F64, "`compute_comm_overlap_ns` / `compute_ns` (the Python aorta report); null when `compute_ns` is 0."),
             opt("gemm_memcpy_overlap_ns", I64, "\\|U(gemm) ∩ U(memcpy)\\|."),
             opt("exposed_memcpy_ns", I64, "\\|U(memcpy)\\| − \\|U(memcpy) ∩ (U(compute) ∪ U(comm))\\|."),
@@ -309,7 +312,7 @@ macro_rules! overlap_metric_columns {
     };
 }
 
-const OVERLAP_METRICS: [Column; 21] = overlap_metric_columns!();
+const OVERLAP_METRICS: [Column; 24] = overlap_metric_columns!();
 
 /// Two leading columns, then the overlap metrics.
 const fn with_metrics(first: Column, second: Column) -> [Column; OVERLAP_METRICS.len() + 2] {
@@ -332,7 +335,7 @@ const RANK_COLUMNS: [Column; OVERLAP_METRICS.len() + 2] = with_metrics(
     req(
         "step_count",
         I64,
-        "Steps in the rank's whole window (a null step counts as one).",
+        "Steps in the rank's whole window; activity outside every step is not a step (0 for a trace without steps).",
     ),
     req(
         "source",

@@ -118,7 +118,7 @@ fn fsdp2_has_three_steps_per_rank_with_all_gather_and_reduce_scatter() {
         assert_eq!(ids.len(), 3, "rank {rank}: steps {ids:?}");
         for r in &mine {
             assert!(r["comm_ns"].as_i64().unwrap() > 0 && r["gemm_ns"].as_i64().unwrap() > 0);
-            assert!(r["overlap_ratio"].as_f64().is_some());
+            assert!(r["tp_overlap_ratio"].as_f64().is_some());
         }
     }
     let coll = by("collective");

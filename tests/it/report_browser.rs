@@ -82,7 +82,7 @@ fn run_report_renders_every_chart_without_console_errors() {
         "gemm",
         "exposed comm",
         "compute∩comm",
-        "overlap_ratio",
+        "tp_overlap_ratio",
         "waiting",
         "transfer",
         "h200_fsdp2",

@@ -95,8 +95,11 @@ fn overlap_numbers_on_the_page_are_those_of_aorta_overlap() {
         assert_eq!(cell(row, "comm"), ms(&w["comm_ns"]));
         assert_eq!(cell(row, "exposed_comm"), ms(&w["exposed_comm_ns"]));
         assert_eq!(cell(row, "compute∩comm"), ms(&w["compute_comm_overlap_ns"]));
-        assert_eq!(cell(row, "overlap_ratio"), dec(&w["overlap_ratio"], 3));
-        assert_eq!(cell(row, "comm_overlap_%"), dec(&w["comm_overlap_pct"], 1));
+        assert_eq!(
+            cell(row, "tp_overlap_ratio"),
+            dec(&w["tp_overlap_ratio"], 3)
+        );
+        assert_eq!(cell(row, "comm_overlap_%"), dec(&w["comm_hidden_pct"], 1));
     }
     // The same numbers appear in `aorta overlap`'s own text table.
     let text = aorta(&["overlap".as_ref(), ds.as_os_str()]);

@@ -31,7 +31,7 @@ fn existing_output_becomes_dataset_overlap_and_report() {
     let traced: Vec<&Value> = rows.iter().filter(|r| r["source"] == "trace").collect();
     assert_eq!(traced.len(), 2, "two ranks");
     for r in traced {
-        let ratio = r["overlap_ratio"].as_f64().unwrap();
+        let ratio = r["tp_overlap_ratio"].as_f64().unwrap();
         assert!(ratio > 0.5, "GEMM and NCCL streams overlap: {ratio}");
         assert!(
             printed.contains(&format!("{ratio:.3}")),

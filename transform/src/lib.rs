@@ -18,5 +18,6 @@ pub mod overlap_tables;
 pub mod par;
 pub mod perf;
 pub mod rows;
+pub mod steps;
 pub mod summary;
 pub mod sweep;

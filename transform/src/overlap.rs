@@ -206,7 +206,9 @@ impl Builder {
         self.ranks.push(run, rank, None);
         let whole = MetricRow::from(&res.whole).with_split(splits.map(|s| s.1));
         self.rank_rows.push(whole);
-        self.step_counts.push(r.steps.len() as i64);
+        // Real steps only: the activity outside every step is not one.
+        self.step_counts
+            .push(r.steps.iter().filter(|s| s.is_some()).count() as i64);
         self.add_ops(run, rank, "rank", None, &res.whole);
         for (i, (m, view)) in res.steps.iter().enumerate() {
             let step = r.steps[i];
@@ -355,7 +357,18 @@ pub fn from_dataset_with(
             waits.insert((job.run.clone(), rank), parts);
         }
     }
-    let trace = overlap_with_waits(&acts, &waits).map_err(polars("gpu_activities"))?;
+    let mut trace = overlap_with_waits(&acts, &waits).map_err(polars("gpu_activities"))?;
+    let spans = dataset::scan(root, "steps")?
+        .filter(dataset::of_runs(runs))
+        .select(["run", "rank", "step", "cpu_start_ns", "cpu_end_ns"].map(col))
+        .collect()
+        .map_err(polars("steps"))?;
+    crate::steps::add_spans(
+        &mut trace.steps,
+        &mut trace.ranks,
+        &crate::steps::spans(&spans),
+    )
+    .map_err(polars("overlap_steps"))?;
     let jsonl = crate::jsonl::overlap(&metrics).map_err(polars("metrics"))?;
     trace.concat(jsonl).map_err(polars("overlap_steps"))
 }

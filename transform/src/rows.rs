@@ -15,6 +15,9 @@ pub struct MetricRow {
     pub window_start_ns: Option<i64>,
     pub window_end_ns: Option<i64>,
     pub window_ns: Option<i64>,
+    pub step_ns: Option<i64>,
+    pub idle_before_ns: Option<i64>,
+    pub idle_after_ns: Option<i64>,
     pub activity_count: i64,
     pub comm_ns: Option<i64>,
     pub gemm_ns: Option<i64>,
@@ -25,8 +28,8 @@ pub struct MetricRow {
     pub gemm_comm_overlap_ns: Option<i64>,
     pub compute_comm_overlap_ns: Option<i64>,
     pub exposed_comm_ns: Option<i64>,
-    pub overlap_ratio: Option<f64>,
-    pub comm_overlap_pct: Option<f64>,
+    pub tp_overlap_ratio: Option<f64>,
+    pub comm_hidden_pct: Option<f64>,
     pub compute_overlap_ratio: Option<f64>,
     pub gemm_memcpy_overlap_ns: Option<i64>,
     pub exposed_memcpy_ns: Option<i64>,
@@ -52,8 +55,8 @@ impl From<&Metrics> for MetricRow {
             gemm_comm_overlap_ns: Some(m.gemm_comm_overlap_ns),
             compute_comm_overlap_ns: Some(m.compute_comm_overlap_ns),
             exposed_comm_ns: Some(m.exposed_comm_ns()),
-            overlap_ratio: m.overlap_ratio(),
-            comm_overlap_pct: m.comm_overlap_pct(),
+            tp_overlap_ratio: m.tp_overlap_ratio(),
+            comm_hidden_pct: m.comm_hidden_pct(),
             compute_overlap_ratio: m.compute_overlap_ratio(),
             gemm_memcpy_overlap_ns: Some(m.gemm_memcpy_overlap_ns),
             exposed_memcpy_ns: Some(m.exposed_memcpy_ns),
@@ -75,8 +78,8 @@ impl MetricRow {
     pub fn with_ratios(mut self) -> Self {
         let r = |n: Option<i64>, d: Option<i64>| ratio(n?, d?);
         let min = self.gemm_ns.zip(self.comm_ns).map(|(g, c)| g.min(c));
-        self.overlap_ratio = r(self.gemm_comm_overlap_ns, min);
-        self.comm_overlap_pct = r(self.compute_comm_overlap_ns.map(|x| 100 * x), self.comm_ns);
+        self.tp_overlap_ratio = r(self.gemm_comm_overlap_ns, min);
+        self.comm_hidden_pct = r(self.compute_comm_overlap_ns.map(|x| 100 * x), self.comm_ns);
         self.compute_overlap_ratio = r(self.compute_comm_overlap_ns, self.compute_ns);
         self
     }
@@ -89,6 +92,9 @@ const INT_COLUMNS: &[(&str, I64Get)] = &[
     ("window_start_ns", |r| r.window_start_ns),
     ("window_end_ns", |r| r.window_end_ns),
     ("window_ns", |r| r.window_ns),
+    ("step_ns", |r| r.step_ns),
+    ("idle_before_ns", |r| r.idle_before_ns),
+    ("idle_after_ns", |r| r.idle_after_ns),
     ("activity_count", |r| Some(r.activity_count)),
     ("comm_ns", |r| r.comm_ns),
     ("gemm_ns", |r| r.gemm_ns),
@@ -107,8 +113,8 @@ const INT_COLUMNS: &[(&str, I64Get)] = &[
 ];
 
 const FLOAT_COLUMNS: &[(&str, F64Get)] = &[
-    ("overlap_ratio", |r| r.overlap_ratio),
-    ("comm_overlap_pct", |r| r.comm_overlap_pct),
+    ("tp_overlap_ratio", |r| r.tp_overlap_ratio),
+    ("comm_hidden_pct", |r| r.comm_hidden_pct),
     ("compute_overlap_ratio", |r| r.compute_overlap_ratio),
 ];
 

@@ -40,7 +40,11 @@ pub fn spread(values: impl IntoIterator<Item = Option<f64>>) -> Option<Spread> {
 }
 
 /// The ratios `aorta overlap` summarizes, as named in the tables.
-pub const RATIOS: [&str; 3] = ["overlap_ratio", "comm_overlap_pct", "compute_overlap_ratio"];
+pub const RATIOS: [&str; 3] = [
+    "tp_overlap_ratio",
+    "comm_hidden_pct",
+    "compute_overlap_ratio",
+];
 
 /// The spread of one float column of a frame.
 pub fn column_spread(df: &DataFrame, column: &str) -> PolarsResult<Option<Spread>> {

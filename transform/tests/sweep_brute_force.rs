@@ -200,9 +200,9 @@ proptest! {
         let got = sweep::window(&acts);
         let min = m.gemm_ns.min(m.comm_ns);
         let want = (min > 0).then(|| m.gemm_comm_overlap_ns as f64 / min as f64);
-        prop_assert_eq!(got.overlap_ratio(), want);
+        prop_assert_eq!(got.tp_overlap_ratio(), want);
         let want = (m.comm_ns > 0).then(|| 100.0 * m.compute_comm_overlap_ns as f64 / m.comm_ns as f64);
-        prop_assert_eq!(got.comm_overlap_pct(), want);
+        prop_assert_eq!(got.comm_hidden_pct(), want);
         let want = (m.compute_ns > 0).then(|| m.compute_comm_overlap_ns as f64 / m.compute_ns as f64);
         prop_assert_eq!(got.compute_overlap_ratio(), want);
     }
@@ -232,6 +232,6 @@ fn nested_and_touching_by_hand() {
         (7, 10, 20, 20)
     );
     assert_eq!((m.gemm_comm_overlap_ns, m.exposed_comm_ns()), (2, 5));
-    assert_eq!(m.overlap_ratio(), Some(2.0 / 7.0));
+    assert_eq!(m.tp_overlap_ratio(), Some(2.0 / 7.0));
     assert_eq!((m.memcpy_ns, m.exposed_memcpy_ns), (8, 5));
 }

@@ -49,8 +49,8 @@ fn summary_block(page: &mut Page, comparison: Option<&ComparisonSummary>) {
     let num = |x: Option<f64>| fmt::opt(x, fmt::ratio);
     page.table(
         &[
-            "reference overlap_ratio",
-            "candidate overlap_ratio",
+            "reference overlap_ratio (Python aorta)",
+            "candidate overlap_ratio (Python aorta)",
             "delta",
         ],
         &[vec![

@@ -75,14 +75,14 @@ fn ms(ns: Option<i64>) -> Option<f64> {
     ns.map(|n| n as f64 / 1e6)
 }
 
-/// Comm, exposed comm and compute∩comm per step (bars, ms) and overlap_ratio (line, right
+/// Comm, exposed comm and compute∩comm per step (bars, ms) and tp_overlap_ratio (line, right
 /// axis); the table gives the same numbers as `aorta overlap`.
 pub(crate) fn overlap_per_step(page: &mut Page, rows: &[StepRow]) {
     page.section("Overlap per step");
     page.note(
         "comm = time at least one communication kernel runs (union over all streams); exposed \
          comm = comm time when no compute kernel runs; compute∩comm = comm time hidden under \
-         compute. overlap_ratio = gemm∩comm / min(gemm, comm), right axis. Steps from JSONL logs \
+         compute. tp_overlap_ratio = gemm∩comm / min(gemm, comm), right axis. Steps from JSONL logs \
          are marked (jsonl).",
     );
     let many = Many::of(rows.iter().map(|r| (r.run.as_str(), r.rank)));
@@ -118,10 +118,10 @@ pub(crate) fn overlap_per_step(page: &mut Page, rows: &[StepRow]) {
         rows.iter().map(|r| ms(r.compute_comm_overlap_ns)).collect(),
         "#2ca02c",
     ));
-    let ratio: Vec<Option<f64>> = rows.iter().map(|r| r.overlap_ratio).collect();
+    let ratio: Vec<Option<f64>> = rows.iter().map(|r| r.tp_overlap_ratio).collect();
     plot.add_trace(
         Scatter::new(x.clone(), ratio)
-            .name("overlap_ratio")
+            .name("tp_overlap_ratio")
             .mode(Mode::LinesMarkers)
             .y_axis("y2"),
     );
@@ -132,7 +132,7 @@ pub(crate) fn overlap_per_step(page: &mut Page, rows: &[StepRow]) {
             .y_axis(Axis::new().title("ms"))
             .y_axis2(
                 Axis::new()
-                    .title("overlap_ratio")
+                    .title("tp_overlap_ratio")
                     .overlaying("y")
                     .side(AxisSide::Right)
                     .range(vec![0.0, 1.05]),
@@ -150,7 +150,7 @@ pub(crate) fn overlap_per_step(page: &mut Page, rows: &[StepRow]) {
             "exposed_comm",
             "compute∩comm",
             "gemm∩comm",
-            "overlap_ratio",
+            "tp_overlap_ratio",
             "comm_overlap_%",
             "compute_ovl",
         ],
@@ -169,8 +169,8 @@ fn step_cells(r: &StepRow) -> Vec<String> {
         fmt::opt(r.exposed_comm_ns, fmt::ms_ns),
         fmt::opt(r.compute_comm_overlap_ns, fmt::ms_ns),
         fmt::opt(r.gemm_comm_overlap_ns, fmt::ms_ns),
-        fmt::opt(r.overlap_ratio, fmt::ratio),
-        fmt::opt(r.comm_overlap_pct, fmt::pct),
+        fmt::opt(r.tp_overlap_ratio, fmt::ratio),
+        fmt::opt(r.comm_hidden_pct, fmt::pct),
         fmt::opt(r.compute_overlap_ratio, fmt::ratio),
     ]
 }

@@ -24,8 +24,8 @@ pub(crate) struct StepRow {
     pub exposed_comm_ns: Option<i64>,
     pub compute_comm_overlap_ns: Option<i64>,
     pub gemm_comm_overlap_ns: Option<i64>,
-    pub overlap_ratio: Option<f64>,
-    pub comm_overlap_pct: Option<f64>,
+    pub tp_overlap_ratio: Option<f64>,
+    pub comm_hidden_pct: Option<f64>,
     pub compute_overlap_ratio: Option<f64>,
 }
 
@@ -214,8 +214,8 @@ fn step_rows(df: &DataFrame, path: &Path) -> Result<Vec<StepRow>, ReportError> {
     let (comm, exposed) = (i("comm_ns")?, i("exposed_comm_ns")?);
     let (cc, gc) = (i("compute_comm_overlap_ns")?, i("gemm_comm_overlap_ns")?);
     let (or, pct, cor) = (
-        f("overlap_ratio")?,
-        f("comm_overlap_pct")?,
+        f("tp_overlap_ratio")?,
+        f("comm_hidden_pct")?,
         f("compute_overlap_ratio")?,
     );
     Ok((0..df.height())
@@ -229,8 +229,8 @@ fn step_rows(df: &DataFrame, path: &Path) -> Result<Vec<StepRow>, ReportError> {
             exposed_comm_ns: exposed[k],
             compute_comm_overlap_ns: cc[k],
             gemm_comm_overlap_ns: gc[k],
-            overlap_ratio: or[k],
-            comm_overlap_pct: pct[k],
+            tp_overlap_ratio: or[k],
+            comm_hidden_pct: pct[k],
             compute_overlap_ratio: cor[k],
         })
         .collect())

@@ -55,6 +55,7 @@ fn summary() -> Summary {
             candidate_only: 0,
             top: vec![],
         },
+        pairs: None,
         regression: None,
     }
 }
@@ -91,7 +92,7 @@ fn levels(dir: &Path) {
         ),
         (
             "steps",
-            "overlap_ratio",
+            "tp_overlap_ratio",
             "ratio",
             [0.8, 0.75, 0.85],
             [0.6, 0.55, 0.65],
@@ -180,8 +181,8 @@ fn steps(dir: &Path) {
             f("step_ms", ms),
             f("comm_ms", vec![Some(30.0); len]),
             f("exposed_comm_ms", exposed),
-            f("overlap_ratio", vec![Some(0.7); len]),
-            f("comm_overlap_pct", vec![Some(70.0); len]),
+            f("tp_overlap_ratio", vec![Some(0.7); len]),
+            f("comm_hidden_pct", vec![Some(70.0); len]),
             f("compute_overlap_ratio", vec![Some(0.3); len]),
         ],
     );

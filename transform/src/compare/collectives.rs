@@ -109,6 +109,7 @@ pub(super) fn levels(calls: &Calls) -> Vec<LevelRow> {
             key: key_text(key),
             unit: "ms",
             sides: [None, None],
+            refused: false,
         });
         row.sides[*s] = spread(c.iter().map(|c| Some(c.time_ns as f64 * 1e-6)));
         let skew = spread(c.iter().map(|c| c.skew_ns.map(|x| x as f64 * 1e-6)));
@@ -118,6 +119,7 @@ pub(super) fn levels(calls: &Calls) -> Vec<LevelRow> {
                 key: format!("{} skew", key_text(key)),
                 unit: "ms",
                 sides: [None, None],
+                refused: false,
             });
             row.sides[*s] = skew;
         }

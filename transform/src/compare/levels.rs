@@ -19,11 +19,17 @@ pub(super) struct LevelRow {
     pub key: String,
     pub unit: &'static str,
     pub sides: [Option<Spread>; 2],
+    /// The comparability check failed: no ratio (`pairs`).
+    pub refused: bool,
 }
 
 impl LevelRow {
-    /// candidate median / reference median; null when either is missing or the reference 0.
+    /// candidate median / reference median; null when either is missing, the reference 0,
+    /// or the comparison refused.
     pub(super) fn ratio(&self) -> Option<f64> {
+        if self.refused {
+            return None;
+        }
         match self.sides {
             [Some(r), Some(c)] if r.median != 0.0 => Some(c.median / r.median),
             _ => None,
@@ -59,9 +65,11 @@ pub(super) fn frame(rows: &[LevelRow]) -> PolarsResult<DataFrame> {
     DataFrame::new_infer_height(cols)
 }
 
-/// The step-level keys: (key, unit, overlap_steps column, scale).
-pub(super) const STEP_KEYS: [(&str, &str, &str, f64); 8] = [
-    ("step_ms", "ms", "window_ns", 1e-6),
+/// The step-level keys: (key, unit, overlap_steps column, scale). `step_ms` is the step's
+/// `ProfilerStep` span, else (no span: JSONL, stepless captures) its GPU window.
+pub(super) const STEP_KEYS: [(&str, &str, &str, f64); 9] = [
+    ("step_ms", "ms", "step_ns", 1e-6),
+    ("gpu_window_ms", "ms", "window_ns", 1e-6),
     ("comm_ms", "ms", "comm_ns", 1e-6),
     ("exposed_comm_ms", "ms", "exposed_comm_ns", 1e-6),
     ("compute_ms", "ms", "compute_ns", 1e-6),
@@ -71,8 +79,8 @@ pub(super) const STEP_KEYS: [(&str, &str, &str, f64); 8] = [
         "compute_comm_overlap_ns",
         1e-6,
     ),
-    ("overlap_ratio", "ratio", "overlap_ratio", 1.0),
-    ("comm_overlap_pct", "pct", "comm_overlap_pct", 1.0),
+    ("tp_overlap_ratio", "ratio", "tp_overlap_ratio", 1.0),
+    ("comm_hidden_pct", "pct", "comm_hidden_pct", 1.0),
     (
         "compute_overlap_ratio",
         "ratio",
@@ -108,10 +116,14 @@ impl StepRows {
             let source = step_source(d);
             let (src, run) = (strs(df, "source"), strs(df, "run"));
             let (rank, step) = (ints(df, "rank"), ints(df, "step"));
-            let values: Vec<Vec<Option<f64>>> = STEP_KEYS
+            let mut values: Vec<Vec<Option<f64>>> = STEP_KEYS
                 .iter()
                 .map(|&(_, _, c, scale)| column_f64(df, c, scale))
                 .collect();
+            let window = values[1].clone();
+            for (step, w) in values[0].iter_mut().zip(window) {
+                *step = step.or(w);
+            }
             for i in (0..df.height()).filter(|&i| src[i] == Some(source)) {
                 let w = (
                     side,
@@ -135,6 +147,7 @@ impl StepRows {
                 unit,
                 sides: [0, 1]
                     .map(|s| spread(self.rows.iter().filter(|r| r.0 .0 == s).map(|r| r.1[k]))),
+                refused: false,
             })
             .collect()
     }
@@ -220,6 +233,7 @@ impl CategoryRows {
                     let of_side = self.rows.iter().filter(|(w, _)| w.0 == s);
                     spread(of_side.map(|(_, v)| Some(v[c] as f64 * 1e-6)))
                 }),
+                refused: false,
             })
             .collect()
     }

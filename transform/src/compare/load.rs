@@ -9,6 +9,7 @@ use polars::prelude::*;
 use crate::collectives::Job;
 use crate::dataset;
 use crate::overlap::{self, OverlapTables};
+use crate::steps;
 
 use super::{CompareError, Side};
 
@@ -68,7 +69,14 @@ impl SideData {
                     source,
                 })
         };
+        // Step statistics read real steps only (`steps`): the activity outside every step
+        // enters neither the operators' per-window times nor the step rows.
+        let polars = |table: &str| {
+            let path = root.join(table);
+            move |source| CompareError::Polars { path, source }
+        };
         let acts = read("gpu_activities", wanted.clone(), &ACTS)?;
+        let acts = steps::drop_outside(&acts).map_err(polars("gpu_activities"))?;
         let cpu_cat = col("category")
             .eq(lit("cpu_op"))
             .or(col("category").eq(lit("runtime")));
@@ -89,7 +97,10 @@ impl SideData {
             .iter()
             .map(|r| Job::analyze(root, r))
             .collect::<Result<Vec<_>, _>>()?;
-        let overlap = overlap::from_dataset_with(root, &side.runs, &jobs)?;
+        let mut overlap = overlap::from_dataset_with(root, &side.runs, &jobs)?;
+        overlap.steps = steps::drop_outside(&overlap.steps).map_err(polars("overlap_steps"))?;
+        overlap.collectives = steps::drop_outside_steps_level(&overlap.collectives)
+            .map_err(polars("overlap_collectives"))?;
         if acts.height() == 0 && overlap.steps.height() == 0 {
             return Err(CompareError::Empty {
                 root: root.to_path_buf(),

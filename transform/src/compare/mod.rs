@@ -14,6 +14,7 @@ mod levels;
 mod load;
 mod operators;
 mod output;
+mod pairs;
 mod select;
 mod summary_json;
 
@@ -24,7 +25,8 @@ use polars::prelude::*;
 use crate::dataset::DatasetError;
 
 pub use gate::{regressions, Check, Regression, GATED};
-pub use select::Side;
+pub use pairs::{PairEntry, PairsSummary, MIN_MATCHED_SHARE};
+pub use select::{RunInfo, Side};
 pub use summary_json::{
     ComparisonSummary, DatasetSummary, LevelEntry, Levels, OperatorEntry, OperatorsSummary,
     SpreadSummary, Summary,
@@ -50,6 +52,14 @@ pub enum CompareError {
     },
     #[error("{path}: {source}")]
     Polars { path: PathBuf, source: PolarsError },
+    #[error("{root}: no run of `{reference}` pairs with a run of `{candidate}` (runs pair by their last label component, e.g. `bert-small`; reference: {reference_runs}; candidate: {candidate_runs})")]
+    NoPairs {
+        root: PathBuf,
+        reference: String,
+        candidate: String,
+        reference_runs: String,
+        candidate_runs: String,
+    },
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -88,21 +98,61 @@ impl Comparison {
     }
 }
 
+/// Which step rows summary.json's Python aorta keys (`datasets`) are computed from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PythonSource {
+    /// The JSONL log's iterations when the side has one (the Python tool's own numbers), else
+    /// the trace's steps.
+    #[default]
+    Auto,
+    /// The JSONL log's iterations (the trace's steps when there is no log).
+    Jsonl,
+    /// The trace's steps (the log's iterations when there is no trace).
+    Trace,
+}
+
+/// How to compare, beyond the two selectors.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Device peaks for the operators' % of each side's own peak.
+    pub peaks: crate::perf::Peaks,
+    /// The source of summary.json's Python aorta keys.
+    pub python_source: PythonSource,
+    /// Compute the ratios even when the comparability check fails (`--force`).
+    pub force: bool,
+}
+
 /// Compares the runs `reference` selects with the runs `candidate` selects (a selector is a
 /// run label, else a platform: `cuda`, `rocm`), with the shipped device peaks.
 pub fn compare(root: &Path, reference: &str, candidate: &str) -> Result<Comparison, CompareError> {
-    compare_with(root, reference, candidate, &crate::perf::Peaks::default())
+    compare_with(root, reference, candidate, &Options::default())
 }
 
-/// `compare` with these device peaks (the operators' % of each side's own peak).
+/// `compare` with these options.
 pub fn compare_with(
     root: &Path,
     reference: &str,
     candidate: &str,
-    peaks: &crate::perf::Peaks,
+    opts: &Options,
 ) -> Result<Comparison, CompareError> {
-    let reference = select::select(root, reference)?;
-    let candidate = select::select(root, candidate)?;
+    let peaks = &opts.peaks;
+    let mut reference = select::select(root, reference)?;
+    let mut candidate = select::select(root, candidate)?;
+    let pairing = pairs::pair(&reference, &candidate);
+    if pairing.pairs.is_empty() {
+        return Err(CompareError::NoPairs {
+            root: root.to_path_buf(),
+            reference: reference.selector,
+            candidate: candidate.selector,
+            reference_runs: reference.runs.join(", "),
+            candidate_runs: candidate.runs.join(", "),
+        });
+    }
+    // Only paired runs are compared; the rest are listed in `pairs`.
+    reference.runs = pairing.pairs.iter().map(|p| p.1.clone()).collect();
+    candidate.runs = pairing.pairs.iter().map(|p| p.2.clone()).collect();
+    reference.runs.sort();
+    candidate.runs.sort();
     let sides = [
         load::SideData::load(root, &reference)?,
         load::SideData::load(root, &candidate)?,
@@ -120,10 +170,20 @@ pub fn compare_with(
     ];
     operators::add_rates(&mut ops, &perf);
     let colls = collectives::of(&sides);
+    let verdict = pairs::summarize(
+        [&reference, &candidate],
+        &pairing,
+        &step_rows,
+        &ops,
+        opts.force,
+    );
     let mut level_rows = step_rows.levels();
     level_rows.extend(category_rows.levels());
     level_rows.extend(collectives::levels(&colls));
-    let summary = summary_json::build(&sides, &level_rows, &ops);
+    let refused = !verdict.comparable && !opts.force;
+    level_rows.iter_mut().for_each(|r| r.refused = refused);
+    let mut summary = summary_json::build(&sides, &level_rows, &ops, opts.python_source);
+    summary.pairs = Some(verdict);
     Ok(Comparison {
         levels: levels::frame(&level_rows).map_err(polars("compare_levels"))?,
         steps: step_rows.frame().map_err(polars("compare_steps"))?,

@@ -1,11 +1,13 @@
-//! Selectors: a run label first, then a platform, so that `aorta ingest traces/` over
-//! `traces/cuda/…` and `traces/rocm/…` followed by `--reference cuda --candidate rocm` works
-//! whichever way the runs were labelled.
+//! Selectors: a run label first, then a label prefix (`h100_models` selects the runs
+//! `h100_models/<model>` that job identity split it into), then a platform, so that
+//! `aorta ingest traces/` over `traces/cuda/…` and `traces/rocm/…` followed by
+//! `--reference cuda --candidate rocm` works whichever way the runs were labelled.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use crate::dataset;
+use crate::rows::{ints, strs};
 
 use super::CompareError;
 
@@ -14,6 +16,18 @@ use super::CompareError;
 pub struct Side {
     pub selector: String,
     pub runs: Vec<String>,
+    /// Per run: its platform, device names and world size (from `runs`), for the page and
+    /// the comparability check.
+    pub info: BTreeMap<String, RunInfo>,
+}
+
+/// What the `runs` table says about one run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunInfo {
+    pub platform: String,
+    pub devices: BTreeSet<String>,
+    pub world_size: Option<i64>,
+    pub files: usize,
 }
 
 impl Side {
@@ -49,7 +63,11 @@ pub(super) fn select(root: &Path, selector: &str) -> Result<Side, CompareError> 
             .map(|p| p.0.to_string())
             .collect()
     };
+    let prefix = format!("{selector}/");
     let mut chosen = by(&|p| p.0 == selector);
+    if chosen.is_empty() {
+        chosen = by(&|p| p.0.starts_with(&prefix));
+    }
     if chosen.is_empty() {
         chosen = by(&|p| p.1 == selector);
     }
@@ -64,8 +82,22 @@ pub(super) fn select(root: &Path, selector: &str) -> Result<Side, CompareError> 
             platforms: list(platforms),
         });
     }
+    let mut info: BTreeMap<String, RunInfo> = BTreeMap::new();
+    let (device, world) = (strs(&runs, "device_name"), ints(&runs, "world_size"));
+    for (i, p) in pairs
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| chosen.contains(p.0))
+    {
+        let e = info.entry(p.0.to_string()).or_default();
+        e.platform = p.1.to_string();
+        e.devices.extend(device[i].map(str::to_string));
+        e.world_size = e.world_size.max(world[i]);
+        e.files += 1;
+    }
     Ok(Side {
         selector: selector.to_string(),
         runs: chosen.into_iter().collect(),
+        info,
     })
 }

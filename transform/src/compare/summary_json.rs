@@ -10,9 +10,10 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::gate::Regression;
-use super::levels::{step_source, LevelRow, SIDES};
+use super::levels::{LevelRow, SIDES};
 use super::load::{ints, strs, SideData};
 use super::operators::OpRow;
+use super::PythonSource;
 
 /// The whole summary.json document.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -25,6 +26,10 @@ pub struct Summary {
     pub levels: Levels,
     /// The operator level: how many matched, and the largest differences.
     pub operators: OperatorsSummary,
+    /// Which runs were paired, each pair's step ratio, their geometric mean, and whether the
+    /// two sides are comparable at all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pairs: Option<super::pairs::PairsSummary>,
     /// The `--fail-if-regressed` checks, when the gate was asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub regression: Option<Regression>,
@@ -133,9 +138,22 @@ fn mean(v: &[f64]) -> Option<f64> {
     (!v.is_empty()).then(|| v.iter().fold(0.0, |a, b| a + b) / v.len() as f64)
 }
 
-/// Per-iteration means as the Python report computes them: over every (rank, step) row.
-fn dataset(d: &SideData) -> DatasetSummary {
-    let source = step_source(d);
+/// The source of one side's Python keys: the asked one when the side has it, else the other.
+fn python_source(d: &SideData, want: PythonSource) -> &'static str {
+    let src = strs(&d.overlap.steps, "source");
+    let has = |s: &str| src.contains(&Some(s));
+    match want {
+        PythonSource::Trace if has("trace") => "trace",
+        PythonSource::Trace => "jsonl",
+        _ if has("jsonl") => "jsonl",
+        _ => "trace",
+    }
+}
+
+/// Per-iteration means as the Python report computes them: over every (rank, step) row of
+/// the chosen source (by default the JSONL log, whose numbers are the Python tool's own).
+fn dataset(d: &SideData, want: PythonSource) -> DatasetSummary {
+    let source = python_source(d, want);
     let steps = &d.overlap.steps;
     let src = strs(steps, "source");
     let rows: Vec<usize> = (0..steps.height())
@@ -229,11 +247,16 @@ fn op_entry(r: &OpRow) -> OperatorEntry {
     }
 }
 
-pub(super) fn build(sides: &[SideData; 2], levels: &[LevelRow], ops: &[OpRow]) -> Summary {
+pub(super) fn build(
+    sides: &[SideData; 2],
+    levels: &[LevelRow],
+    ops: &[OpRow],
+    want: PythonSource,
+) -> Summary {
     let mut datasets = BTreeMap::new();
     let mut ratios = [None, None];
     for (s, d) in sides.iter().enumerate() {
-        let v = dataset(d);
+        let v = dataset(d, want);
         ratios[s] = v.overlap_ratio;
         let label = d.side.label().to_string();
         // Both sides under one label (a run compared with itself) keep both entries.
@@ -272,6 +295,7 @@ pub(super) fn build(sides: &[SideData; 2], levels: &[LevelRow], ops: &[OpRow]) -
             candidate_only: count("candidate_only"),
             top: ops.iter().take(20).map(op_entry).collect(),
         },
+        pairs: None,
         regression: None,
     }
 }

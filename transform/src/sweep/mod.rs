@@ -164,11 +164,11 @@ impl Metrics {
         self.comm_ns - self.compute_comm_overlap_ns
     }
     /// TP-overlap-tuner: gemm∩comm / min(gemm, comm).
-    pub fn overlap_ratio(&self) -> Option<f64> {
+    pub fn tp_overlap_ratio(&self) -> Option<f64> {
         ratio(self.gemm_comm_overlap_ns, self.gemm_ns.min(self.comm_ns))
     }
     /// Holistic Trace Analysis: 100 × compute∩comm / comm.
-    pub fn comm_overlap_pct(&self) -> Option<f64> {
+    pub fn comm_hidden_pct(&self) -> Option<f64> {
         ratio(100 * self.compute_comm_overlap_ns, self.comm_ns)
     }
     /// The Python aorta report: compute∩comm / compute.
