@@ -168,11 +168,14 @@ impl Classifier {
             })?;
             let user = parse_file(&text, &path)?;
             files.insert(0, (path, user));
-            version.push_str("+user");
+            version.push_str(&user_version(&text));
         }
         compile(files, version)
     }
 
+    /// `rules_version`: the shipped table's version, plus `+user.` and a hash of the user's
+    /// rules file when there is one, so that editing the file re-reads the inputs on the next
+    /// ingest (the manifest compares versions).
     pub fn version(&self) -> &str {
         &self.version
     }
@@ -225,6 +228,12 @@ impl Classifier {
             .next()
             .map(|i| self.colls[i])
     }
+}
+
+/// `+user.` and the first 16 hex digits of the xxh3-128 of the user's rules text.
+fn user_version(text: &str) -> String {
+    let h = xxhash_rust::xxh3::xxh3_128(text.as_bytes());
+    format!("+user.{:016x}", (h >> 64) as u64)
 }
 
 fn parse_file(text: &str, path: &str) -> Result<RuleFile, RulesError> {
@@ -444,7 +453,11 @@ mod tests {
         )
         .unwrap();
         let c = Classifier::with_user_rules(Some(&p)).unwrap();
-        assert_eq!(c.version(), "1.1+user");
+        let v = c.version().to_string();
+        assert!(
+            v.starts_with("1.1+user.") && v.len() == "1.1+user.".len() + 16,
+            "{v}"
+        );
         assert_eq!(
             c.classify(Kind::Kernel, "my_fused_allreduce_gemm").0,
             Category::Comm
@@ -459,6 +472,18 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(err.contains("unknown category `gpu`"), "{err}");
+        // Another file, another version; the same file, the same version.
+        std::fs::write(
+            &p,
+            "[[rule]]\nkind = \"kernel\"\npattern = '^my_fused_allreduce'\ncategory = \"gemm\"\n",
+        )
+        .unwrap();
+        let edited = Classifier::with_user_rules(Some(&p)).unwrap();
+        assert_ne!(edited.version(), v);
+        assert_eq!(
+            Classifier::with_user_rules(Some(&p)).unwrap().version(),
+            edited.version()
+        );
         std::fs::write(
             &p,
             "[[rule]]\nkind = \"kernel\"\npattern = '('\ncategory = \"comm\"\n",

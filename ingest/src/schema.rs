@@ -134,7 +134,7 @@ pub const RUNS: Table = Table {
         req("diagnostic_count", I64, "Total findings counted in `diagnostics`."),
         req("file_bytes", I64, "Size of the input file on disk."),
         req("content_hash", S, "xxh3-128 of the file's bytes on disk; unchanged files are skipped on re-ingest."),
-        req("rules_version", S, "Version of the classification rule table (plus `+user` with `--rules`)."),
+        req("rules_version", S, "Version of the classification rule table, plus `+user.` and a hash of the `--rules` file with one."),
         req("aorta_version", S, "Version of aorta that wrote the row."),
         req("schema_version", I64, "Dataset schema version (this document)."),
     ],
