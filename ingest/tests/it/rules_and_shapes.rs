@@ -1,5 +1,5 @@
-//! Re-ingest follows the rules file (finding 9): a small Kineto trace, values written by
-//! hand.
+//! Re-ingest follows the rules file (finding 9) and shapes are stored in one layout
+//! (finding 10): a small Kineto trace, values written by hand.
 
 use std::path::{Path, PathBuf};
 
@@ -67,4 +67,38 @@ fn editing_the_rules_file_re_reads_the_inputs_on_re_ingest() {
     let versions = column(&out, "runs", "rules_version");
     let v = versions[0].as_deref().unwrap();
     assert!(v.starts_with("1.1+user.") && v.len() == 25, "{v}");
+}
+
+#[test]
+fn shapes_are_stored_in_one_layout_whatever_the_traces_whitespace() {
+    let dir = tempfile::tempdir().unwrap();
+    let compact = dir.path().join("compact/rank0.pt.trace.json");
+    let pretty = dir.path().join("pretty/rank0.pt.trace.json");
+    std::fs::create_dir_all(compact.parent().unwrap()).unwrap();
+    std::fs::create_dir_all(pretty.parent().unwrap()).unwrap();
+    std::fs::write(
+        &compact,
+        trace(
+            "[[8944,1024],[1024,2816]]",
+            r#"["c10::BFloat16","c10::BFloat16"]"#,
+        ),
+    )
+    .unwrap();
+    let pretty_dims = "[\n      [\n        8944,\n        1024\n      ],\n      [\n        1024,\n        2816\n      ]\n    ]";
+    let pretty_types = "[\n      \"c10::BFloat16\",\n      \"c10::BFloat16\"\n    ]";
+    std::fs::write(&pretty, trace(pretty_dims, pretty_types)).unwrap();
+    let out = dir.path().join("out");
+    ingest(&[compact, pretty], &out, None);
+    let dims = column(&out, "cpu_ops", "input_dims");
+    let types = column(&out, "cpu_ops", "input_types");
+    let mm: Vec<_> = dims
+        .iter()
+        .zip(&types)
+        .filter(|(d, _)| d.is_some())
+        .collect();
+    assert_eq!(mm.len(), 2, "{dims:?}");
+    for (d, t) in mm {
+        assert_eq!(d.as_deref(), Some("[[8944, 1024], [1024, 2816]]"));
+        assert_eq!(t.as_deref(), Some(r#"["c10::BFloat16", "c10::BFloat16"]"#));
+    }
 }
