@@ -106,11 +106,22 @@ struct RuleFile {
 #[derive(Deserialize)]
 struct RuleRow {
     kind: String,
-    pattern: String,
+    /// A regex matched anywhere in the name.
+    pattern: Option<String>,
+    /// A regex matched at the start of the function name (see `FUNCTION_PREFIX`).
+    function: Option<String>,
     category: String,
     #[allow(dead_code)]
     why: Option<String>,
 }
+
+/// What may stand before a kernel's function name in a demangled signature: return-type
+/// words (`void `, `std::enable_if<true, void>::type `) and namespaces, anonymous ones
+/// included. Neither `(` (a parameter list) nor an unclosed `<` (a template argument) is
+/// crossed, so a `function` rule never matches a name that only appears as a type inside
+/// another kernel's signature.
+const FUNCTION_PREFIX: &str =
+    r"^(?:[\w:]+(?:<[^()<>]*>)?(?:::\w+)*[*&]* )*(?:(?:\w+|\(anonymous namespace\))::)*";
 
 #[derive(Deserialize)]
 struct OpRow {
@@ -157,11 +168,14 @@ impl Classifier {
             })?;
             let user = parse_file(&text, &path)?;
             files.insert(0, (path, user));
-            version.push_str("+user");
+            version.push_str(&user_version(&text));
         }
         compile(files, version)
     }
 
+    /// `rules_version`: the shipped table's version, plus `+user.` and a hash of the user's
+    /// rules file when there is one, so that editing the file re-reads the inputs on the next
+    /// ingest (the manifest compares versions).
     pub fn version(&self) -> &str {
         &self.version
     }
@@ -216,6 +230,12 @@ impl Classifier {
     }
 }
 
+/// `+user.` and the first 16 hex digits of the xxh3-128 of the user's rules text.
+fn user_version(text: &str) -> String {
+    let h = xxhash_rust::xxh3::xxh3_128(text.as_bytes());
+    format!("+user.{:016x}", (h >> 64) as u64)
+}
+
 fn parse_file(text: &str, path: &str) -> Result<RuleFile, RulesError> {
     toml::from_str(text).map_err(|e| {
         let line = e.span().map(|s| text[..s.start].matches('\n').count() + 1);
@@ -263,7 +283,16 @@ fn compile(files: Vec<(String, RuleFile)>, version: String) -> Result<Classifier
             };
             let cat = Category::parse(&r.category)
                 .ok_or_else(|| invalid(format!("unknown category `{}`", r.category)))?;
-            patterns.push(pattern(&path, r.pattern)?);
+            let p = match (r.pattern, r.function) {
+                (Some(p), None) => p,
+                (None, Some(f)) => format!("{FUNCTION_PREFIX}(?:{})", pattern(&path, f)?),
+                _ => {
+                    return Err(invalid(
+                        "a [[rule]] has either `pattern` or `function`".to_string(),
+                    ))
+                }
+            };
+            patterns.push(pattern(&path, p)?);
             rules.push((filter, cat));
         }
         for (rows, pats, out) in [
@@ -363,6 +392,57 @@ mod tests {
         assert_eq!(c.collective_op("wait"), None);
     }
 
+    /// `function` rules look past return types and namespaces, never into template
+    /// arguments or parameters (hand-written names around one real kernel name).
+    #[test]
+    fn function_rules_match_the_function_name_only() {
+        let c = Classifier::builtin();
+        let k = |n| c.classify(Kind::Kernel, n);
+        let comm = Some("all_reduce");
+        for name in [
+            "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+            "void ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+            "void ncclx::ncclDevKernel_AllReduce_Sum_f32_RING_LL(int)",
+            "std::enable_if<true, void>::type (anonymous namespace)::one_shot_all_reduce_kernel<float, 16, 8>(float**)",
+            "void at::(anonymous namespace)::multimem_all_reduce_kernel<float, 4>(float*)",
+        ] {
+            assert_eq!(k(name), (Category::Comm, comm), "{name}");
+        }
+        for name in [
+            "void at::native::vectorized_elementwise_kernel<4, ncclAllReduceFunctor>(int)",
+            "void my_kernel<foo<bar>, ncclDevKernel_AllReduce>(int)",
+            "void copy_kernel(ncclDevComm*, one_shot_all_reduce_kernel*)",
+            "void fused<multimem_all_reduce_kernel>(int)",
+        ] {
+            assert_eq!(k(name), (Category::OtherCompute, None), "{name}");
+        }
+    }
+
+    #[test]
+    fn a_rule_has_pattern_or_function() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.toml");
+        for body in ["", "pattern = 'a'\nfunction = 'b'\n"] {
+            let rule = format!("[[rule]]\nkind = \"kernel\"\n{body}category = \"comm\"\n");
+            std::fs::write(&p, rule).unwrap();
+            let err = Classifier::with_user_rules(Some(&p))
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(err.contains("either `pattern` or `function`"), "{err}");
+        }
+        std::fs::write(
+            &p,
+            "[[rule]]\nkind = \"kernel\"\nfunction = '('\ncategory = \"comm\"\n",
+        )
+        .unwrap();
+        let err = Classifier::with_user_rules(Some(&p))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("pattern `(`: unclosed group"), "{err}");
+    }
+
     #[test]
     fn user_rules_come_first() {
         let dir = tempfile::tempdir().unwrap();
@@ -373,7 +453,11 @@ mod tests {
         )
         .unwrap();
         let c = Classifier::with_user_rules(Some(&p)).unwrap();
-        assert_eq!(c.version(), "1.0+user");
+        let v = c.version().to_string();
+        assert!(
+            v.starts_with("1.1+user.") && v.len() == "1.1+user.".len() + 16,
+            "{v}"
+        );
         assert_eq!(
             c.classify(Kind::Kernel, "my_fused_allreduce_gemm").0,
             Category::Comm
@@ -388,6 +472,18 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(err.contains("unknown category `gpu`"), "{err}");
+        // Another file, another version; the same file, the same version.
+        std::fs::write(
+            &p,
+            "[[rule]]\nkind = \"kernel\"\npattern = '^my_fused_allreduce'\ncategory = \"gemm\"\n",
+        )
+        .unwrap();
+        let edited = Classifier::with_user_rules(Some(&p)).unwrap();
+        assert_ne!(edited.version(), v);
+        assert_eq!(
+            Classifier::with_user_rules(Some(&p)).unwrap().version(),
+            edited.version()
+        );
         std::fs::write(
             &p,
             "[[rule]]\nkind = \"kernel\"\npattern = '('\ncategory = \"comm\"\n",

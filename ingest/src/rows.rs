@@ -14,6 +14,8 @@ pub struct Interner {
     pub strings: Vec<String>,
     /// Keyed by bytes, so a reader can look a raw JSON string up before validating it.
     map: FxHashMap<Box<[u8]>, u32>,
+    /// Shape texts seen in another layout than the canonical one → the canonical text's id.
+    shape_layouts: FxHashMap<Box<[u8]>, u32>,
 }
 
 impl Interner {
@@ -31,6 +33,28 @@ impl Interner {
     #[inline]
     pub fn find(&self, s: &[u8]) -> Option<u32> {
         self.map.get(s).copied()
+    }
+
+    /// The id of a shape column's raw JSON text (`Input Dims`…), interned in its canonical
+    /// layout (`json::canonical`); `None` when it is not UTF-8. A raw text met before is
+    /// one hash lookup, whatever its layout.
+    #[inline]
+    pub fn shape(&mut self, raw: &[u8]) -> Option<u32> {
+        if let Some(i) = self
+            .find(raw)
+            .or_else(|| self.shape_layouts.get(raw).copied())
+        {
+            return Some(i);
+        }
+        let text = std::str::from_utf8(raw).ok()?;
+        match crate::json::canonical::canonical(text) {
+            std::borrow::Cow::Borrowed(t) => Some(self.id(t)),
+            std::borrow::Cow::Owned(t) => {
+                let i = self.id(&t);
+                self.shape_layouts.insert(raw.into(), i);
+                Some(i)
+            }
+        }
     }
 
     pub fn get(&self, i: u32) -> &str {

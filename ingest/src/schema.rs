@@ -134,7 +134,7 @@ pub const RUNS: Table = Table {
         req("diagnostic_count", I64, "Total findings counted in `diagnostics`."),
         req("file_bytes", I64, "Size of the input file on disk."),
         req("content_hash", S, "xxh3-128 of the file's bytes on disk; unchanged files are skipped on re-ingest."),
-        req("rules_version", S, "Version of the classification rule table (plus `+user` with `--rules`)."),
+        req("rules_version", S, "Version of the classification rule table, plus `+user.` and a hash of the `--rules` file with one."),
         req("aorta_version", S, "Version of aorta that wrote the row."),
         req("schema_version", I64, "Dataset schema version (this document)."),
     ],
@@ -207,18 +207,18 @@ pub const CPU_OPS: Table = Table {
         opt(
             "input_dims",
             S,
-            "`args[\"Input Dims\"]` as JSON text, e.g. `[[8192, 4096], [4096, 4096]]`.",
+            "`args[\"Input Dims\"]` as JSON text in one layout whatever the trace's whitespace (Kineto's: one space after each `,` and `:`, no other blank outside strings), e.g. `[[8192, 4096], [4096, 4096]]`.",
         ),
-        opt("input_types", S, "`args[\"Input type\"]` as JSON text."),
+        opt("input_types", S, "`args[\"Input type\"]` as JSON text, laid out as `input_dims`."),
         opt(
             "concrete_inputs",
             S,
-            "`args[\"Concrete Inputs\"]` as JSON text: the scalar arguments as strings, `\"\"` for tensors, e.g. `[\"\", \"\", \"\", \"0.\", \"True\"]` (SDPA's `is_causal`, a convolution's stride, padding and groups).",
+            "`args[\"Concrete Inputs\"]` as JSON text laid out as `input_dims`: the scalar arguments as strings, `\"\"` for tensors, e.g. `[\"\", \"\", \"\", \"0.\", \"True\"]` (SDPA's `is_causal`, a convolution's stride, padding and groups).",
         ),
         opt(
             "input_strides",
             S,
-            "`args[\"Input Strides\"]` as JSON text, one list per argument, e.g. `[[512, 1], [1, 512]]` (a transposed operand has its unit stride first).",
+            "`args[\"Input Strides\"]` as JSON text laid out as `input_dims`, one list per argument, e.g. `[[512, 1], [1, 512]]` (a transposed operand has its unit stride first).",
         ),
     ],
 };

@@ -9,6 +9,7 @@
 use std::borrow::Cow;
 
 mod blocks;
+pub(crate) mod canonical;
 mod short;
 
 /// Why a read stopped.

@@ -311,14 +311,9 @@ impl Worker<'_, '_, '_> {
             pid_key: key,
             off: self.off,
         });
-        // A shape seen before is found by its bytes, without checking them for UTF-8 again.
-        let mut raw_text = |v: Option<&[u8]>| {
-            let v = v?;
-            let strings = &mut self.b.strings;
-            strings
-                .find(v)
-                .or_else(|| std::str::from_utf8(v).ok().map(|t| strings.id(t)))
-        };
+        // A shape seen before is found by its bytes, without checking them for UTF-8 again;
+        // a new one is stored in the canonical layout whatever the trace's whitespace.
+        let mut raw_text = |v: Option<&[u8]>| self.b.strings.shape(v?);
         let input_dims = raw_text(dims);
         let input_types = raw_text(types);
         let concrete_inputs = raw_text(concrete);

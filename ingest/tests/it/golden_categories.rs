@@ -6,10 +6,25 @@ use aorta_ingest::classify::{Classifier, Kind};
 
 #[test]
 fn every_corpus_kernel_name_gets_its_reviewed_category() {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../tests/golden/kernel_categories.csv"
-    );
+    let rows = misclassified("kernel_categories.csv");
+    assert!(rows.0 > 500, "golden table has {} rows", rows.0);
+    assert_eq!(rows.1, "", "of {} names, these are misclassified", rows.0);
+}
+
+/// Communication libraries the corpus has no trace of (PyTorch symmetric memory, DeepEP,
+/// NVSHMEM, MSCCL++): names written from each library's kernel source as the profiler
+/// prints them (tests/golden/README.md), each with the source file and the reason for its
+/// category and kind.
+#[test]
+fn library_comm_kernels_get_their_reviewed_category_and_kind() {
+    let rows = misclassified("library_comm_kernels.csv");
+    assert!(rows.0 >= 29, "golden table has {} rows", rows.0);
+    assert_eq!(rows.1, "", "of {} names, these are misclassified", rows.0);
+}
+
+/// (rows, one line per name whose category or kind differs from the golden table's).
+fn misclassified(file: &str) -> (usize, String) {
+    let path = format!("{}/../tests/golden/{file}", env!("CARGO_MANIFEST_DIR"));
     let mut rdr = csv::Reader::from_path(path).expect("golden table present");
     let c = Classifier::builtin();
     let (mut rows, mut wrong) = (0, Vec::new());
@@ -33,13 +48,7 @@ fn every_corpus_kernel_name_gets_its_reviewed_category() {
             ));
         }
     }
-    assert!(rows > 500, "golden table has {rows} rows");
-    assert!(
-        wrong.is_empty(),
-        "{} of {rows} names misclassified:\n{}",
-        wrong.len(),
-        wrong.join("\n")
-    );
+    (rows, wrong.join("\n"))
 }
 
 #[test]
@@ -53,7 +62,8 @@ fn classification_md_lists_every_rule_of_the_shipped_table() {
     let table: toml::Table = aorta_ingest::classify::DEFAULT_RULES.parse().unwrap();
     let rules = table["rule"].as_array().unwrap();
     for r in rules {
-        let pattern = r["pattern"].as_str().unwrap();
+        let pattern = r.get("pattern").or(r.get("function"));
+        let pattern = pattern.and_then(|p| p.as_str()).unwrap();
         assert!(
             doc.contains(&format!("`{pattern}`")),
             "docs/CLASSIFICATION.md lacks rule `{pattern}`"

@@ -13,3 +13,4 @@ mod robustness;
 mod rocprof;
 mod rocprof_csv;
 mod rocprof_robustness;
+mod rules_and_shapes;
