@@ -24,6 +24,8 @@ pub(crate) fn run(args: CompareArgs) -> Result<ExitCode> {
         c.summary.regression = Some(compare::regressions(&c.summary, pct));
     }
     c.write_dir(&args.out)?;
+    let runs = [&c.reference.runs[..], &c.candidate.runs[..]].concat();
+    crate::notes::print_job_notes(&args.dataset, &runs)?;
     // The page names the directory it was drawn from: draw it from its final place (it is
     // written to a temporary file and renamed too).
     aorta_reports::compare_report(&args.out, &args.out.join("report.html"))?;

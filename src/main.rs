@@ -5,6 +5,7 @@ mod collectives_cmd;
 mod compare_cmd;
 mod frame_out;
 mod ingest_cmd;
+mod notes;
 mod overlap_cmd;
 mod overlap_table;
 mod perf_cmd;

@@ -20,6 +20,7 @@ pub(crate) fn run(args: OverlapArgs) -> Result<ExitCode> {
     let root = args.dataset.as_path();
     let runs = select_runs(root, args.run.as_deref())?;
     let tables = overlap::compute_and_store(root, &runs)?;
+    crate::notes::print_job_notes(root, &runs)?;
     let format = if args.json { Format::Json } else { args.format };
     print(root, &tables, &runs, args.by, format)?;
     Ok(ExitCode::SUCCESS)

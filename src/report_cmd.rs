@@ -16,6 +16,7 @@ pub(crate) fn run(args: ReportArgs) -> Result<ExitCode> {
         device_peaks: args.device_peaks,
     };
     let r = run_report(&args.dataset, &opts, &args.out)?;
+    crate::notes::print_job_notes(&args.dataset, &r.runs)?;
     let ranks: Vec<String> = r.ranks.iter().map(i64::to_string).collect();
     println!("runs:     {}", r.runs.join(", "));
     println!("ranks:    {}", ranks.join(", "));

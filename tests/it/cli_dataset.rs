@@ -258,6 +258,45 @@ fn files_that_cannot_be_one_job_become_runs_of_their_own() {
         "{got:?}"
     );
     assert!(!got.iter().any(|(r, _)| r == "models"), "{got:?}");
+    // Commands that read the dataset repeat the note (the ingest's terminal may be long gone).
+    let note = |all: bool| {
+        let runs = if all {
+            "models/bert-small, models/qwen"
+        } else {
+            "models/qwen"
+        };
+        format!("note: `models` was split into runs {runs} (its files cannot be one job: 2 traces name no rank")
+    };
+    let html = tmp.path().join("r.html");
+    for args in [
+        vec!["overlap".as_ref(), ds.as_os_str()],
+        vec![
+            "report".as_ref(),
+            ds.as_os_str(),
+            "--run".as_ref(),
+            "models/qwen".as_ref(),
+            "-o".as_ref(),
+            html.as_os_str(),
+        ],
+    ] {
+        let o = aorta(&args);
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+        let all = args[0] == "overlap";
+        assert!(
+            stderr(&o).contains(&note(all)),
+            "{:?}: {}",
+            args,
+            stderr(&o)
+        );
+    }
+    // Not for a run that was not split.
+    let o = aorta(&[
+        "overlap".as_ref(),
+        ds.as_os_str(),
+        "--run".as_ref(),
+        "fsdp".as_ref(),
+    ]);
+    assert!(!stderr(&o).contains("note:"), "{}", stderr(&o));
     // Re-ingesting nothing new reads nothing and keeps the split.
     let o = ingest(&[&root], &ds, &[]);
     assert!(

@@ -221,6 +221,36 @@ pub fn of_runs(runs: &[String]) -> Expr {
         .unwrap_or(lit(false))
 }
 
+/// What ingest said about the identity of `runs` (all runs when empty): one line per run
+/// label that was split because its files could not be one job, naming the runs it became
+/// and why. Commands that read the dataset repeat these, so the warning is not lost with the
+/// ingest's terminal.
+pub fn job_notes(root: &Path, runs: &[String]) -> Result<Vec<String>, DatasetError> {
+    let manifest = aorta_ingest::dataset::Manifest::load(root)?;
+    let mut split: std::collections::BTreeMap<&str, (Vec<&str>, &str)> = Default::default();
+    for e in &manifest.inputs {
+        let (Some(why), false) = (e.job_note.as_deref(), e.base_label.is_empty()) else {
+            continue;
+        };
+        if !runs.is_empty() && !runs.contains(&e.label) {
+            continue;
+        }
+        let entry = split.entry(e.base_label.as_str()).or_insert((vec![], why));
+        if !entry.0.contains(&e.label.as_str()) {
+            entry.0.push(&e.label);
+        }
+    }
+    Ok(split
+        .into_iter()
+        .map(|(base, (labels, why))| {
+            format!(
+                "`{base}` was split into runs {} (its files cannot be one job: {why})",
+                labels.join(", ")
+            )
+        })
+        .collect())
+}
+
 /// The partition directory of one run and rank of a table.
 pub fn partition_dir(root: &Path, table: &str, run: &str, rank: i64) -> PathBuf {
     root.join(schema::partition_dir(table, run, rank))
