@@ -106,8 +106,29 @@ fn print_summary(s: &Summary, opts: &Options, took: Duration) {
     }
     if s.warnings() > 0 {
         eprintln!(
-            "data-quality findings: {} (see the diagnostics table)",
-            s.warnings()
+            "data-quality findings: {} (the diagnostics table)",
+            findings_text(s)
         );
+    }
+}
+
+/// Findings by severity: the ones to check first, then the expected ones (`diag::NOISE`).
+fn findings_text(s: &Summary) -> String {
+    let all = s.findings();
+    let part = |trouble: bool| {
+        let codes: Vec<(&&str, &u64)> = all
+            .iter()
+            .filter(|(c, _)| aorta_ingest::diag::is_trouble(c) == trouble)
+            .collect();
+        let total: u64 = codes.iter().map(|c| *c.1).sum();
+        let list: Vec<String> = codes.iter().map(|(c, n)| format!("{c} {n}")).collect();
+        (total, list.join(", "))
+    };
+    let (t, tl) = part(true);
+    let (n, nl) = part(false);
+    match (t, n) {
+        (0, _) => format!("none to check; {n} expected ({nl})"),
+        (_, 0) => format!("{t} to check ({tl})"),
+        _ => format!("{t} to check ({tl}); {n} expected ({nl})"),
     }
 }

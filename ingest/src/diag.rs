@@ -22,6 +22,20 @@ pub const CODES: &[(&str, &str)] = &[
     ("jsonl_non_numeric", "JSONL fields that are not numbers (strings, nulls); not written to `metrics`."),
 ];
 
+/// Codes that are expected in healthy traces (what aorta leaves out, on purpose): they are
+/// noise in a summary, where every other code is something to check.
+pub const NOISE: &[&str] = &[
+    "outside_steps",
+    "jsonl_non_numeric",
+    "skipped_category",
+    "rank_default",
+];
+
+/// Whether `code` is worth a look (not one of [`NOISE`]).
+pub fn is_trouble(code: &str) -> bool {
+    !NOISE.contains(&code)
+}
+
 #[derive(Debug, Clone)]
 pub struct Finding {
     pub count: u64,

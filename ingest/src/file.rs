@@ -64,6 +64,8 @@ pub struct FileOutcome {
     pub content_hash: String,
     /// What the file says about its job (`job::decide`).
     pub identity: crate::job::Identity,
+    /// Findings per diagnostic code.
+    pub findings: BTreeMap<&'static str, u64>,
 }
 
 /// Where a file's rank came from (`runs.rank_source`).
@@ -223,6 +225,12 @@ impl RunInfo {
             diag_batch(&self.diag),
         )?);
         outcome.warnings = diag_rows;
+        outcome.findings = self
+            .diag
+            .findings
+            .iter()
+            .map(|(k, f)| (*k, f.count))
+            .collect();
         for (path, rows) in written {
             let rel = path
                 .strip_prefix(&parts.root)

@@ -68,6 +68,17 @@ impl Summary {
         self.ingested.iter().map(|(_, o)| o.events).sum()
     }
 
+    /// Findings per code over every file ingested.
+    pub fn findings(&self) -> BTreeMap<&'static str, u64> {
+        let mut m = BTreeMap::new();
+        for (_, o) in &self.ingested {
+            for (code, n) in &o.findings {
+                *m.entry(*code).or_default() += n;
+            }
+        }
+        m
+    }
+
     pub fn warnings(&self) -> u64 {
         self.ingested.iter().map(|(_, o)| o.warnings).sum()
     }

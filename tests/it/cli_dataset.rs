@@ -306,3 +306,76 @@ fn files_that_cannot_be_one_job_become_runs_of_their_own() {
     );
     assert_eq!(runs(&ds), got);
 }
+
+/// The closing line sorts findings by severity: what to check (a kernel with an unreadable
+/// `ts`) before what is expected (no rank named anywhere).
+#[test]
+fn findings_are_summed_by_severity() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = tmp.path().join("t.json");
+    std::fs::write(
+        &trace,
+        r#"{"traceEvents": [
+  {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": "abc", "dur": 1, "args": {"stream": 7}},
+  {"ph": "X", "cat": "kernel", "name": "k2", "pid": 0, "tid": 7, "ts": 10, "dur": 1, "args": {"stream": 7}}
+]}"#,
+    )
+    .unwrap();
+    let o = ingest(&[&trace], &tmp.path().join("D"), &[]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(
+            "data-quality findings: 1 to check (missing_timestamp 1); 1 expected (rank_default 1)"
+        ),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// README's first command runs on data inside the repository, and prints what README shows:
+/// the command is read from README.md, run against a fresh directory, and its overlap table
+/// must appear in README verbatim. No run of the bundled data spans an absurd window.
+#[test]
+fn readme_first_command_runs_on_bundled_data_and_prints_what_readme_shows() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let line = readme
+        .lines()
+        .find(|l| l.starts_with("cargo build && target/debug/aorta ingest"))
+        .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("aorta-data");
+    let mut outputs = vec![];
+    for cmd in line.split(" && ").skip(1) {
+        let words: Vec<&str> = cmd.split_whitespace().skip(1).collect();
+        assert!(
+            !words.iter().any(|w| w.contains("shared")),
+            "{cmd}: data outside the repository"
+        );
+        let args: Vec<std::ffi::OsString> = words
+            .iter()
+            .map(|w| match *w {
+                "aorta-data" => data.clone().into_os_string(),
+                w if w.starts_with("workloads/") => root.join(w).into_os_string(),
+                w => w.into(),
+            })
+            .collect();
+        let refs: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+        let o = aorta(&refs);
+        assert_eq!(code(&o), 0, "{cmd}: {}", stderr(&o));
+        outputs.push(String::from_utf8(o.stdout).unwrap());
+    }
+    let table = outputs.last().unwrap();
+    assert!(table.starts_with("run fsdp/fsdp_default"), "{table}");
+    assert!(
+        readme.contains(table.trim_end()),
+        "README shows another output:\n{table}"
+    );
+    let doc = overlap_json(&data, "rank");
+    for run in doc["runs"].as_array().unwrap() {
+        for r in run["rows"].as_array().unwrap() {
+            let w = r["window_ns"].as_i64().unwrap_or(0);
+            assert!(w < 60_000_000_000, "{}: window {w} ns", run["run"]);
+        }
+    }
+}

@@ -99,7 +99,7 @@ fn overlap_numbers_on_the_page_are_those_of_aorta_overlap() {
             cell(row, "tp_overlap_ratio"),
             dec(&w["tp_overlap_ratio"], 3)
         );
-        assert_eq!(cell(row, "comm_overlap_%"), dec(&w["comm_hidden_pct"], 1));
+        assert_eq!(cell(row, "comm_hidden_pct"), dec(&w["comm_hidden_pct"], 1));
     }
     // The same numbers appear in `aorta overlap`'s own text table.
     let text = aorta(&["overlap".as_ref(), ds.as_os_str()]);

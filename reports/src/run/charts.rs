@@ -151,8 +151,8 @@ pub(crate) fn overlap_per_step(page: &mut Page, rows: &[StepRow]) {
             "compute∩comm",
             "gemm∩comm",
             "tp_overlap_ratio",
-            "comm_overlap_%",
-            "compute_ovl",
+            "comm_hidden_pct",
+            "compute_overlap_ratio",
         ],
         &rows.iter().map(step_cells).collect::<Vec<_>>(),
     );
