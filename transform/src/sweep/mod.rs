@@ -10,6 +10,9 @@
 
 mod layout;
 mod merge;
+// The sweep against a brute-force marking of every nanosecond (property tests).
+#[cfg(test)]
+mod brute_force;
 
 use rayon::prelude::*;
 

@@ -1,7 +1,7 @@
 //! The sweep against the definition itself: on small ranges every nanosecond is marked with
 //! the classes and streams running in it, and every metric is a count of marked nanoseconds.
 
-use aorta_transform::sweep::{self, Act, Class, COMM_OPS};
+use crate::sweep::{self, Act, Class, COMM_OPS};
 use proptest::prelude::*;
 
 const SPAN: i64 = 80;
