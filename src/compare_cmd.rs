@@ -14,6 +14,7 @@ use crate::cli::CompareArgs;
 
 pub(crate) fn run(args: CompareArgs) -> Result<ExitCode> {
     let peaks = aorta_transform::perf::Peaks::load(args.device_peaks.as_deref())?;
+    let _lock = crate::dataset_lock::for_read(&args.dataset, "aorta compare")?;
     let mut c = compare::compare_with(&args.dataset, &args.reference, &args.candidate, &peaks)?;
     let gate = args
         .fail_if_regressed

@@ -80,7 +80,13 @@ pub(crate) fn run(a: RunArgs) -> Result<ExitCode> {
     };
     let label = label.unwrap_or_else(|| "run".into());
     let data = a.out.join("data");
-    ingest(&traces, &data, &label)?;
+    let findings = ingest(&traces, &data, &label)?;
+    let violations = a
+        .strict
+        .as_ref()
+        .map(|s| s.check(&findings))
+        .unwrap_or_default();
+    let _lock = crate::dataset_lock::for_write(&data, "aorta run")?;
     let runs = [label.clone()];
     let tables = aorta_transform::overlap::compute_and_store(&data, &runs)?;
     crate::overlap_cmd::print(&data, &tables, &runs, By::Rank, Format::Table)?;
@@ -96,7 +102,14 @@ pub(crate) fn run(a: RunArgs) -> Result<ExitCode> {
         data.display(),
         traces.display()
     );
-    Ok(ExitCode::SUCCESS)
+    for v in &violations {
+        eprintln!("aorta: {v}");
+    }
+    Ok(if violations.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 /// Starts the named workload writing into `traces` and waits for it.
@@ -222,8 +235,13 @@ fn find_executable(name: &str) -> Result<PathBuf> {
         })
 }
 
-/// `aorta ingest TRACES -o DATA --label LABEL`, quietly, failing on the first broken file.
-fn ingest(traces: &Path, data: &Path, label: &str) -> Result<()> {
+/// `aorta ingest TRACES -o DATA --label LABEL`, quietly, failing on the first broken file;
+/// the findings per diagnostic code.
+fn ingest(
+    traces: &Path,
+    data: &Path,
+    label: &str,
+) -> Result<std::collections::BTreeMap<String, u64>> {
     let opts = aorta_ingest::Options {
         out: data.to_path_buf(),
         label: Some(label.to_string()),
@@ -239,5 +257,5 @@ fn ingest(traces: &Path, data: &Path, label: &str) -> Result<()> {
         traces.display(),
         data.display()
     );
-    Ok(())
+    Ok(s.findings())
 }

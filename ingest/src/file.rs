@@ -56,6 +56,8 @@ pub struct FileOutcome {
     pub rows: BTreeMap<&'static str, u64>,
     pub events: u64,
     pub warnings: u64,
+    /// `warnings` per diagnostic code (what `--strict` checks).
+    pub findings: BTreeMap<&'static str, u64>,
     pub run: String,
     pub rank: i64,
     /// `runs.rank_source` (`Default`: the file said nothing about its rank).
@@ -212,6 +214,12 @@ impl RunInfo {
             diag_batch(&self.diag),
         )?);
         outcome.warnings = diag_rows;
+        outcome.findings = self
+            .diag
+            .findings
+            .iter()
+            .map(|(c, f)| (*c, f.count))
+            .collect();
         for (path, rows) in written {
             let rel = path
                 .strip_prefix(&parts.root)
