@@ -42,12 +42,16 @@ pub(crate) fn for_read(root: &Path, command: &str) -> Result<Option<DatasetLock>
 }
 
 /// The dataset checked first where it is not one (a missing directory gets "not an aorta
-/// dataset", not a lock file error), then locked, then checked whole (damaged parts).
+/// dataset", not a lock error), then locked, a commit a killed ingest left finished (by a
+/// writer), then checked whole (damaged parts).
 fn take(root: &Path, mode: Mode, command: &str) -> Result<Acquired> {
     if !root.join(aorta_ingest::dataset::MANIFEST).is_file() {
         dataset::check(root)?;
     }
     let got = lock::acquire(root, mode, command, &mut lock::say_waiting(root))?;
+    if matches!(got, Acquired::Locked(_)) && mode == Mode::Exclusive {
+        aorta_ingest::commit::recover(root)?;
+    }
     dataset::check(root)?;
     Ok(got)
 }

@@ -366,31 +366,3 @@ pub fn staging_dir(out: &Path) -> Result<PathBuf> {
     std::fs::create_dir_all(&s).map_err(|e| IngestError::io(&s, e))?;
     Ok(s)
 }
-
-/// Moves one input's parts from staging into the dataset and removes its previous parts.
-pub fn commit(out: &Path, staging: &Path, new: &Entry, old: Option<&Entry>) -> Result<()> {
-    for rel in &new.parts {
-        let (from, to) = (staging.join(rel), out.join(rel));
-        if let Some(dir) = to.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| IngestError::io(dir, e))?;
-        }
-        std::fs::rename(&from, &to).map_err(|e| IngestError::io(&to, e))?;
-    }
-    for rel in old.map(|o| o.parts.as_slice()).unwrap_or_default() {
-        if !new.parts.contains(rel) {
-            let p = out.join(rel);
-            let _ = std::fs::remove_file(&p);
-            prune_empty(out, p.parent());
-        }
-    }
-    Ok(())
-}
-
-fn prune_empty(out: &Path, mut dir: Option<&Path>) {
-    while let Some(d) = dir {
-        if d == out || std::fs::remove_dir(d).is_err() {
-            return;
-        }
-        dir = d.parent();
-    }
-}

@@ -11,6 +11,7 @@ pub mod alloc;
 pub mod atomic;
 pub mod chrome;
 pub mod classify;
+pub mod commit;
 pub mod dataset;
 pub mod detect;
 pub mod diag;

@@ -12,7 +12,7 @@ use crate::classify::Classifier;
 use crate::dataset::{self, Entry, Format, Input, Manifest};
 use crate::error::{IngestError, Result};
 use crate::file::{self, FileJob, FileOutcome, RankSource};
-use crate::{chrome, detect, jsonl, kineto, lock, nsys, rocprof};
+use crate::{chrome, commit, detect, jsonl, kineto, lock, nsys, rocprof};
 
 /// How `aorta ingest` was asked to run.
 #[derive(Debug, Clone, Default)]
@@ -162,6 +162,7 @@ fn ingest_locked(
     opts: &Options,
     shared: &Shared,
 ) -> Result<Summary> {
+    commit::recover(&opts.out)?;
     let mut manifest = Manifest::load(&opts.out)?;
     let mut summary = Summary::default();
     let todo = plan(inputs, opts, shared, &manifest, &mut summary)?;
@@ -354,6 +355,7 @@ fn commit_results(
             Err(e) => return Err(e),
         }
     }
+    let mut entries = Vec::new();
     for (p, (format, outcome)) in ok {
         if format == Format::NotATrace {
             summary.not_traces.push(p.input.path);
@@ -398,13 +400,12 @@ fn commit_results(
                 .relabelled
                 .push((p.input.path.clone(), o.label.clone(), entry.label.clone()));
         }
-        dataset::commit(&opts.out, staging, &entry, old.as_ref())?;
-        manifest.inputs.retain(|e| e.source != p.key);
-        manifest.inputs.push(entry);
+        entries.push((entry, old));
         summary.bytes += p.bytes;
         summary.ingested.push((p.input.path, outcome));
     }
-    manifest.save(&opts.out)
+    *manifest = commit::Journal::new(staging, manifest, &entries).commit(&opts.out)?;
+    Ok(())
 }
 
 #[cfg(test)]

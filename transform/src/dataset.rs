@@ -13,6 +13,8 @@ pub enum DatasetError {
     OldSchema { path: PathBuf, found: u64 },
     #[error("{0}: empty dataset (manifest.json lists no inputs): nothing to analyse; ingest traces into it first: `aorta ingest TRACES -o DIR`")]
     Empty(PathBuf),
+    #[error("{0}: an ingest was killed while it committed (.commit.json): `aorta overlap {0}`, or any `aorta ingest` into it, finishes that commit first")]
+    Unfinished(PathBuf),
     #[error("{path}: damaged: {msg}")]
     Damaged { path: PathBuf, msg: String },
     #[error("unknown table `{0}`")]
@@ -115,6 +117,9 @@ pub fn check(root: &Path) -> Result<(), DatasetError> {
             path: path.clone(),
             msg: format!("not an aorta manifest: {e}"),
         })?;
+    if aorta_ingest::commit::pending(root) {
+        return Err(DatasetError::Unfinished(root.to_path_buf()));
+    }
     if manifest.inputs.is_empty() {
         return Err(DatasetError::Empty(root.to_path_buf()));
     }

@@ -168,3 +168,35 @@ fn a_damaged_dataset_names_the_file_and_keeps_earlier_outputs() {
         assert_eq!(snapshot(&ds), dataset, "{}: the dataset changed", case.name);
     }
 }
+
+/// A commit left unfinished (its journal there, as after a kill among its renames): the
+/// readers stop with one line saying so; `aorta overlap`, a writer, finishes it and goes on.
+#[test]
+fn an_unfinished_commit_stops_readers_and_a_writer_finishes_it() {
+    use aorta_ingest::commit::{Journal, JOURNAL};
+    let dir = tempfile::tempdir().unwrap();
+    let a = two_ranks(dir.path(), "a", 50);
+    let ds = dir.path().join("ds");
+    run_ok(&["ingest", s(&a), "-o", s(&ds), "-q"]);
+    // The second rank's parts still in staging, its entry only in the journal.
+    let mut m = aorta_ingest::dataset::Manifest::load(&ds).unwrap();
+    let moved = m.inputs.pop().unwrap();
+    m.save(&ds).unwrap();
+    let staging = ds.join(".staging-99");
+    for p in &moved.parts {
+        std::fs::create_dir_all(staging.join(p).parent().unwrap()).unwrap();
+        std::fs::rename(ds.join(p), staging.join(p)).unwrap();
+    }
+    let j = Journal::new(&staging, &m, &[(moved.clone(), None)]);
+    std::fs::write(ds.join(JOURNAL), serde_json::to_vec(&j).unwrap()).unwrap();
+    let html = dir.path().join("r.html");
+    let o = run(&["report", s(&ds), "-o", s(&html)], &[]);
+    assert_one_error(&o, "an ingest was killed while it committed");
+    run_ok(&["overlap", s(&ds)]);
+    assert!(!ds.join(JOURNAL).exists() && !staging.exists());
+    assert_eq!(super::manifest_inputs(&ds).len(), 2);
+    for p in &moved.parts {
+        assert!(ds.join(p).exists(), "{}", p.display());
+    }
+    run_ok(&["report", s(&ds), "-o", s(&html)]);
+}

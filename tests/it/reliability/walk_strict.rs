@@ -221,3 +221,16 @@ fn run_strict_writes_the_report_and_exits_1() {
     );
     assert_eq!(code(&o), 0, "{}", stderr(&o));
 }
+
+#[test]
+fn an_empty_label_is_refused_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("rank0.pt.trace.json");
+    write_trace(&t, 0, 10, "t");
+    let ds = dir.path().join("ds");
+    for label in ["", "  "] {
+        let o = run(&["ingest", s(&t), "-o", s(&ds), "--label", label], &[]);
+        super::assert_one_error(&o, "--label: a run label cannot be empty");
+        assert!(!ds.exists());
+    }
+}
