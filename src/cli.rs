@@ -50,6 +50,7 @@ Examples:
   aorta run copy-overlap -o out -- --direction both --copy-bytes 268435456
   aorta run fsdp --ranks 2 -o out -- --no-forward-prefetch --batch-size 4
   aorta run workloads/traces/overlap-bench/allreduce_overlap -o out   # existing output
+  aorta run overlap-bench -o out --strict=negative_duration   # exit 1 on that finding (CI)
 
 WORKLOAD is a workload name or a path to traces already written. Workloads:
   overlap-bench  aorta-overlap-bench: GEMMs + NCCL collectives on two streams (found next to
@@ -77,6 +78,11 @@ pub(crate) struct RunArgs {
     /// Run label in the dataset (default: the workload or directory name).
     #[arg(long)]
     pub label: Option<String>,
+    /// Exit 1 on data-quality findings of the ingest, as `aorta ingest --strict[=SPEC]`
+    /// (the overlap and the report are still written).
+    #[arg(long, value_name = "SPEC", num_args = 0..=1, require_equals = true,
+          default_missing_value = "all")]
+    pub strict: Option<aorta_ingest::strict::Strict>,
     /// Arguments for the workload (after `--`).
     #[arg(last = true)]
     pub args: Vec<String>,
@@ -361,7 +367,20 @@ the file name (rank3, rank-3, worker3), else --rank. A rank map has one `PID RAN
 `PID=RANK`) pair per line, `#` comments; an Nsight Systems export of several processes
 without one numbers them in pid order (docs/INPUTS.md).
 Unchanged inputs (same content hash) are skipped; --force re-reads them. A failed run leaves
-the previous dataset untouched. Exit status: 0 ok, 1 some files failed (--keep-going), 2 error.";
+the previous dataset untouched. Files a directory walk passes over (other names, hidden
+files, Nsight reports, JSON without traceEvents) are counted; --verbose lists each with why.
+
+Data-quality findings (the diagnostics table) warn; --strict makes them fail the run:
+  aorta ingest traces/ --strict                       # any finding fails
+  aorta ingest traces/ --strict=negative_duration,missing_timestamp   # these codes only
+  aorta ingest traces/ --strict=all:100               # more than 100 findings in total
+  aorta ingest traces/ --strict=same_stream_overlap:50,rank_default   # per code
+Each item is CODE[:MAX] or all[:MAX]: at most MAX (default 0) of those findings, summed over
+the inputs named (unchanged ones too). Codes: docs/SCHEMA.md (diagnostics).
+
+One process writes a dataset at a time: another ingest (or overlap, collectives, perf) waits
+for its lock up to AORTA_LOCK_WAIT seconds (default 300; 0: fail at once), saying who holds it.
+Exit status: 0 ok, 1 some files failed (--keep-going) or --strict findings, 2 error.";
 
 #[derive(Args, Debug)]
 pub(crate) struct IngestArgs {
@@ -394,8 +413,16 @@ pub(crate) struct IngestArgs {
     #[arg(long, value_name = "FILE")]
     pub rules: Option<PathBuf>,
     /// No progress bar and no summary.
-    #[arg(short, long)]
+    #[arg(short, long, conflicts_with = "verbose")]
     pub quiet: bool,
+    /// List every file skipped, with its reason (the summary counts them).
+    #[arg(short, long)]
+    pub verbose: bool,
+    /// Make data-quality findings fatal (exit 1): all of them, or `CODE[:MAX]` / `all[:MAX]`
+    /// items, comma-separated (see the examples). The rows are written either way.
+    #[arg(long, value_name = "SPEC", num_args = 0..=1, require_equals = true,
+          default_missing_value = "all")]
+    pub strict: Option<aorta_ingest::strict::Strict>,
 }
 
 #[derive(Args, Debug)]

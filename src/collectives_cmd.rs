@@ -17,6 +17,7 @@ use crate::overlap_table::{render, Col, Show};
 
 pub(crate) fn run(args: CollectivesArgs) -> Result<ExitCode> {
     let root = args.dataset.as_path();
+    let access = crate::dataset_lock::for_write(root, "aorta collectives")?;
     let runs = crate::overlap_cmd::select_runs(root, args.run.as_deref())?;
     let mut jobs = Vec::with_capacity(runs.len());
     for run in &runs {
@@ -24,7 +25,11 @@ pub(crate) fn run(args: CollectivesArgs) -> Result<ExitCode> {
         job.explain(root)?;
         jobs.push(job);
     }
-    collectives::write(root, &jobs)?;
+    if access.writable() {
+        collectives::write(root, &jobs)?;
+    } else {
+        crate::dataset_lock::not_saved(root, "collective tables and clock offsets");
+    }
     let format = if args.json { Format::Json } else { args.format };
     let mut out = std::io::stdout().lock();
     let rows = jobs

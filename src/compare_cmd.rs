@@ -19,6 +19,7 @@ pub(crate) fn run(args: CompareArgs) -> Result<ExitCode> {
         },
         force: args.force,
     };
+    let _lock = crate::dataset_lock::for_read(&args.dataset, "aorta compare")?;
     let mut c = compare::compare_with(&args.dataset, &args.reference, &args.candidate, &opts)?;
     if let Some(pct) = args.fail_if_regressed {
         c.summary.regression = Some(compare::regressions(&c.summary, pct));

@@ -31,6 +31,7 @@ pub(crate) fn run(a: IngestArgs) -> anyhow::Result<ExitCode> {
     let summary = res?;
     if !a.quiet {
         print_summary(&summary, &opts, t0.elapsed());
+        print_skipped(&summary, a.verbose);
     }
     // Job identity is never noise: said even with --quiet.
     for note in &summary.job_notes {
@@ -39,11 +40,53 @@ pub(crate) fn run(a: IngestArgs) -> anyhow::Result<ExitCode> {
     for f in &summary.failed {
         eprintln!("aorta: failed: {f}");
     }
-    Ok(if summary.failed.is_empty() {
+    let violations = a
+        .strict
+        .map(|s| s.check(&summary.findings()))
+        .unwrap_or_default();
+    for v in &violations {
+        eprintln!("aorta: {v}");
+    }
+    Ok(if summary.failed.is_empty() && violations.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     })
+}
+
+/// The files not read, counted by reason (each listed with `verbose`).
+fn print_skipped(s: &Summary, verbose: bool) {
+    let mut all: Vec<(&std::path::Path, &str)> = s
+        .skipped_files
+        .iter()
+        .map(|(p, why)| (p.as_path(), why.as_str()))
+        .collect();
+    all.extend(
+        s.not_traces
+            .iter()
+            .map(|p| (p.as_path(), "JSON without traceEvents, not a trace")),
+    );
+    if all.is_empty() {
+        return;
+    }
+    let mut by_reason: std::collections::BTreeMap<&str, usize> = Default::default();
+    for (_, why) in &all {
+        *by_reason.entry(why).or_default() += 1;
+    }
+    let hint = if verbose {
+        ""
+    } else {
+        " (--verbose lists them)"
+    };
+    eprintln!("skipped {} files{hint}:", all.len());
+    for (why, n) in by_reason {
+        eprintln!("  {n} × {why}");
+    }
+    if verbose {
+        for (path, why) in all {
+            eprintln!("skipped {}: {why}", path.display());
+        }
+    }
 }
 
 fn spawn_bar(
@@ -95,14 +138,19 @@ fn print_summary(s: &Summary, opts: &Options, took: Duration) {
             rows.join(", ")
         }
     );
-    if !s.not_traces.is_empty() {
-        eprintln!(
-            "skipped {} JSON files that are not traces (no traceEvents)",
-            s.not_traces.len()
-        );
+    for (path, from, to) in &s.relabelled {
+        eprintln!("moved {} from run `{from}` to run `{to}`", path.display());
     }
-    for (path, why) in &s.skipped_files {
-        eprintln!("skipped {}: {why}", path.display());
+    if let Some(h) = &s.stale_lock {
+        eprintln!(
+            "note: took over the dataset lock left by {}{}",
+            h.describe(),
+            if h.is_dead() {
+                ", a process that is gone"
+            } else {
+                ""
+            }
+        );
     }
     if s.warnings() > 0 {
         eprintln!(
@@ -114,7 +162,7 @@ fn print_summary(s: &Summary, opts: &Options, took: Duration) {
 
 /// Findings by severity: the ones to check first, then the expected ones (`diag::NOISE`).
 fn findings_text(s: &Summary) -> String {
-    let all = s.findings();
+    let all = s.fresh_findings();
     let part = |trouble: bool| {
         let codes: Vec<(&&str, &u64)> = all
             .iter()

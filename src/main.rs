@@ -3,6 +3,7 @@
 mod cli;
 mod collectives_cmd;
 mod compare_cmd;
+mod dataset_lock;
 mod frame_out;
 mod ingest_cmd;
 mod notes;
@@ -18,6 +19,7 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     aorta_ingest::tune_allocator();
+    aorta_ingest::atomic::file_size_limit_is_an_error();
     let args = cli::Cli::parse();
     match run(args) {
         Ok(code) => code,

@@ -18,8 +18,14 @@ use crate::cli::{By, Format, OverlapArgs};
 
 pub(crate) fn run(args: OverlapArgs) -> Result<ExitCode> {
     let root = args.dataset.as_path();
+    let access = crate::dataset_lock::for_write(root, "aorta overlap")?;
     let runs = select_runs(root, args.run.as_deref())?;
-    let tables = overlap::compute_and_store(root, &runs)?;
+    let tables = if access.writable() {
+        overlap::compute_and_store(root, &runs)?
+    } else {
+        crate::dataset_lock::not_saved(root, "overlap tables");
+        overlap::from_dataset(root, &runs)?
+    };
     crate::notes::print_job_notes(root, &runs)?;
     let format = if args.json { Format::Json } else { args.format };
     print(root, &tables, &runs, args.by, format)?;

@@ -19,9 +19,14 @@ use crate::overlap_table::{render, Col, Show};
 pub(crate) fn run(args: PerfArgs) -> Result<ExitCode> {
     let root = args.dataset.as_path();
     let peaks = Peaks::load(args.device_peaks.as_deref())?;
+    let access = crate::dataset_lock::for_write(root, "aorta perf")?;
     let runs = crate::overlap_cmd::select_runs(root, args.run.as_deref())?;
     let perf = perf::compute(root, &runs, &peaks)?;
-    perf::write(root, &perf)?;
+    if access.writable() {
+        perf::write(root, &perf)?;
+    } else {
+        crate::dataset_lock::not_saved(root, "op_perf and perf_steps tables");
+    }
     let rows = perf
         .iter()
         .map(|p| view(p, args.by, args.top))

@@ -15,6 +15,7 @@ pub(crate) fn run(args: ReportArgs) -> Result<ExitCode> {
         step: args.step,
         device_peaks: args.device_peaks,
     };
+    let _lock = crate::dataset_lock::for_read(&args.dataset, "aorta report")?;
     let r = run_report(&args.dataset, &opts, &args.out)?;
     crate::notes::print_job_notes(&args.dataset, &r.runs)?;
     let ranks: Vec<String> = r.ranks.iter().map(i64::to_string).collect();

@@ -78,7 +78,13 @@ pub(crate) fn run(a: RunArgs) -> Result<ExitCode> {
         (traces, a.label.clone().or(Some(a.workload.clone())))
     };
     let data = a.out.join("data");
-    let runs = ingest(&traces, &data, label.as_deref())?;
+    let (runs, findings) = ingest(&traces, &data, label.as_deref())?;
+    let violations = a
+        .strict
+        .as_ref()
+        .map(|s| s.check(&findings))
+        .unwrap_or_default();
+    let _lock = crate::dataset_lock::for_write(&data, "aorta run")?;
     let tables = aorta_transform::overlap::compute_and_store(&data, &runs)?;
     crate::overlap_cmd::print(&data, &tables, &runs, By::Rank, Format::Table)?;
     let html = a.out.join("report.html");
@@ -93,7 +99,14 @@ pub(crate) fn run(a: RunArgs) -> Result<ExitCode> {
         data.display(),
         traces.display()
     );
-    Ok(ExitCode::SUCCESS)
+    for v in &violations {
+        eprintln!("aorta: {v}");
+    }
+    Ok(if violations.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 /// Starts the named workload writing into `traces` and waits for it.
@@ -219,9 +232,11 @@ fn find_executable(name: &str) -> Result<PathBuf> {
         })
 }
 
-/// `aorta ingest TRACES -o DATA [--label LABEL]`, quietly, failing on the first broken file;
-/// the runs that hold the traces, as ingest labelled them.
-fn ingest(traces: &Path, data: &Path, label: Option<&str>) -> Result<Vec<String>> {
+/// The runs that hold the traces, as ingest labelled them, and the findings per code.
+type Ingested = (Vec<String>, std::collections::BTreeMap<String, u64>);
+
+/// `aorta ingest TRACES -o DATA [--label LABEL]`, quietly, failing on the first broken file.
+fn ingest(traces: &Path, data: &Path, label: Option<&str>) -> Result<Ingested> {
     let opts = aorta_ingest::Options {
         out: data.to_path_buf(),
         label: label.map(str::to_string),
@@ -251,5 +266,5 @@ fn ingest(traces: &Path, data: &Path, label: Option<&str>) -> Result<Vec<String>
     for note in &s.job_notes {
         eprintln!("note: {note}");
     }
-    Ok(runs)
+    Ok((runs, s.findings()))
 }

@@ -6,6 +6,17 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+/// Makes a write past the file-size limit (`ulimit -f`, RLIMIT_FSIZE) fail with EFBIG, like a
+/// full disk, instead of killing the process with SIGXFSZ: the error names the file and the
+/// staged output is removed, where a kill would leave it for the next run to clean.
+pub fn file_size_limit_is_an_error() {
+    // SAFETY: setting a signal's disposition to SIG_IGN installs no handler code; it is
+    // called once at start-up, before any thread that could race on the disposition.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
+}
+
 /// The temporary sibling `path` is written through: `.<name>.tmp-<pid>` in the same
 /// directory (a rename within one file system is atomic).
 pub fn temp_sibling(path: &Path) -> PathBuf {

@@ -84,8 +84,17 @@ pub fn discover(roots: &[PathBuf], label: Option<&str>, skip: &Path) -> Result<V
             });
             continue;
         }
-        let mut files = Vec::new();
-        walk(root, skip, &mut files)?;
+        let mut found = Found::default();
+        walk(root, skip, &mut found)?;
+        found.passed.sort_by(|a, b| a.0.cmp(&b.0));
+        out.extend(found.passed.into_iter().map(|(path, why)| Input {
+            path,
+            label: String::new(),
+            explicit: false,
+            siblings: vec![],
+            skip: Some(why.reason().to_string()),
+        }));
+        let mut files = found.files;
         files.sort();
         for f in files {
             let rel = f.strip_prefix(root).unwrap_or(&f);
@@ -110,10 +119,11 @@ pub fn discover(roots: &[PathBuf], label: Option<&str>, skip: &Path) -> Result<V
 /// Replaces the rocprofv3 CSV inputs by their jobs (see `rocprof::csv::group`).
 fn group_csv(inputs: Vec<Input>) -> Result<Vec<Input>> {
     let is_csv = |i: &Input| {
-        i.path
-            .to_string_lossy()
-            .to_ascii_lowercase()
-            .ends_with(".csv")
+        i.skip.is_none()
+            && i.path
+                .to_string_lossy()
+                .to_ascii_lowercase()
+                .ends_with(".csv")
     };
     let csvs: Vec<PathBuf> = inputs
         .iter()
@@ -191,20 +201,75 @@ fn dir_name(p: Option<&Path>) -> String {
         .unwrap_or_else(|| "run".into())
 }
 
-fn walk(dir: &Path, skip: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+/// Why a walk passes over an entry without reading it: every such entry is reported, so a
+/// trace under an unexpected name is never dropped without a word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pass {
+    Hidden,
+    HiddenDir,
+    NotByName,
+    DirLink,
+    NotRegular,
+    Output,
+}
+
+impl Pass {
+    fn reason(self) -> &'static str {
+        match self {
+            Pass::Hidden => "hidden file",
+            Pass::HiddenDir => "hidden directory, not walked",
+            Pass::NotByName => "not a trace file name (*.json, *.jsonl, compressed or not, *.sqlite, *.db, *.csv); name it to read it anyway",
+            Pass::DirLink => "symbolic link to a directory, not followed",
+            Pass::NotRegular => "not a regular file",
+            Pass::Output => "the output dataset, not walked",
+        }
+    }
+}
+
+/// What a walk found: candidate files, and the entries it passed over with the reason.
+#[derive(Default)]
+struct Found {
+    files: Vec<PathBuf>,
+    passed: Vec<(PathBuf, Pass)>,
+}
+
+fn walk(dir: &Path, skip: &Path, out: &mut Found) -> Result<()> {
     let rd = std::fs::read_dir(dir).map_err(|e| IngestError::io(dir, e))?;
     for entry in rd {
         let entry = entry.map_err(|e| IngestError::io(dir, e))?;
         let p = entry.path();
         let hidden = entry.file_name().to_string_lossy().starts_with('.');
         let ft = entry.file_type().map_err(|e| IngestError::io(&p, e))?;
-        if hidden || same_path(&p, skip) {
-            continue;
-        }
-        if ft.is_dir() {
+        // A link is judged by what it points to (a dangling one is not a regular file).
+        let target = if ft.is_symlink() {
+            std::fs::metadata(&p).map(|m| m.file_type()).ok()
+        } else {
+            Some(ft)
+        };
+        let is_dir = target.is_some_and(|t| t.is_dir());
+        let pass = if same_path(&p, skip) {
+            Some(Pass::Output)
+        } else if hidden {
+            Some(if is_dir {
+                Pass::HiddenDir
+            } else {
+                Pass::Hidden
+            })
+        } else if is_dir && ft.is_symlink() {
+            Some(Pass::DirLink)
+        } else if is_dir {
             walk(&p, skip, out)?;
-        } else if is_candidate(&p) {
-            out.push(p);
+            None
+        } else if !target.is_some_and(|t| t.is_file()) {
+            Some(Pass::NotRegular)
+        } else if !is_candidate(&p) {
+            Some(Pass::NotByName)
+        } else {
+            out.files.push(p.clone());
+            None
+        };
+        if let Some(why) = pass {
+            out.passed.push((p, why));
         }
     }
     Ok(())
@@ -247,6 +312,21 @@ pub struct Entry {
     pub rank_map: String,
     pub parts: Vec<PathBuf>,
     pub rows: BTreeMap<String, u64>,
+    /// Each part's `checksum` (size and content hash), so a reader names a damaged part
+    /// (truncated, bit-flipped) instead of reading wrong numbers. Absent in datasets written
+    /// before it existed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub checksums: BTreeMap<String, String>,
+    /// Data-quality findings per diagnostic code, for `--strict` on a re-run that finds the
+    /// input unchanged.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub findings: BTreeMap<String, u64>,
+}
+
+/// A part's checksum as the manifest records it: `<bytes>:<xxh3-128 hex>`.
+pub fn checksum(path: &Path) -> Result<String> {
+    let (hash, bytes) = crate::source::content_hash(path)?;
+    Ok(format!("{bytes}:{hash}"))
 }
 
 impl Entry {
@@ -323,33 +403,4 @@ pub fn staging_dir(out: &Path) -> Result<PathBuf> {
     let s = out.join(format!(".staging-{}", std::process::id()));
     std::fs::create_dir_all(&s).map_err(|e| IngestError::io(&s, e))?;
     Ok(s)
-}
-
-/// Moves one input's parts from staging into the dataset and removes its previous parts.
-pub fn commit(out: &Path, staging: &Path, new: &Entry, old: Option<&Entry>) -> Result<()> {
-    for rel in &new.parts {
-        let (from, to) = (staging.join(rel), out.join(rel));
-        if let Some(dir) = to.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| IngestError::io(dir, e))?;
-        }
-        std::fs::rename(&from, &to).map_err(|e| IngestError::io(&to, e))?;
-    }
-    for rel in old.map(|o| o.parts.as_slice()).unwrap_or_default() {
-        if !new.parts.contains(rel) {
-            let p = out.join(rel);
-            let _ = std::fs::remove_file(&p);
-            prune_empty(out, p.parent());
-        }
-    }
-    Ok(())
-}
-
-/// Removes `dir` and its parents up to `out` while they are empty.
-pub(crate) fn prune_empty(out: &Path, mut dir: Option<&Path>) {
-    while let Some(d) = dir {
-        if d == out || std::fs::remove_dir(d).is_err() {
-            return;
-        }
-        dir = d.parent();
-    }
 }

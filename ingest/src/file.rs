@@ -56,6 +56,8 @@ pub struct FileOutcome {
     pub rows: BTreeMap<&'static str, u64>,
     pub events: u64,
     pub warnings: u64,
+    /// `warnings` per diagnostic code (what `--strict` checks).
+    pub findings: BTreeMap<&'static str, u64>,
     pub run: String,
     pub rank: i64,
     /// `runs.rank_source` (`Default`: the file said nothing about its rank).
@@ -64,8 +66,6 @@ pub struct FileOutcome {
     pub content_hash: String,
     /// What the file says about its job (`job::decide`).
     pub identity: crate::job::Identity,
-    /// Findings per diagnostic code.
-    pub findings: BTreeMap<&'static str, u64>,
 }
 
 /// Where a file's rank came from (`runs.rank_source`).
@@ -229,7 +229,7 @@ impl RunInfo {
             .diag
             .findings
             .iter()
-            .map(|(k, f)| (*k, f.count))
+            .map(|(c, f)| (*c, f.count))
             .collect();
         for (path, rows) in written {
             let rel = path

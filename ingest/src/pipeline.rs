@@ -12,7 +12,7 @@ use crate::classify::Classifier;
 use crate::dataset::{self, Entry, Format, Input, Manifest};
 use crate::error::{IngestError, Result};
 use crate::file::{self, FileJob, FileOutcome};
-use crate::{chrome, detect, jsonl, kineto, nsys, rocprof};
+use crate::{chrome, commit, detect, jsonl, kineto, lock, nsys, rocprof};
 
 /// How `aorta ingest` was asked to run.
 #[derive(Debug, Clone, Default)]
@@ -51,6 +51,13 @@ pub struct Summary {
     pub bytes: u64,
     /// Run labels whose files could not be one job, and how they were split (`job`).
     pub job_notes: Vec<String>,
+    /// Inputs that moved to another run (a new `--label`, or moved directories): path,
+    /// old run, new run.
+    pub relabelled: Vec<(PathBuf, String, String)>,
+    /// Findings per code of the inputs found unchanged (from the manifest).
+    pub unchanged_findings: BTreeMap<String, u64>,
+    /// The holder recorded in a lock file left by a process that died holding it.
+    pub stale_lock: Option<lock::Holder>,
 }
 
 impl Summary {
@@ -68,8 +75,8 @@ impl Summary {
         self.ingested.iter().map(|(_, o)| o.events).sum()
     }
 
-    /// Findings per code over every file ingested.
-    pub fn findings(&self) -> BTreeMap<&'static str, u64> {
+    /// Findings per code over the files read now (not the unchanged ones).
+    pub fn fresh_findings(&self) -> BTreeMap<&'static str, u64> {
         let mut m = BTreeMap::new();
         for (_, o) in &self.ingested {
             for (code, n) in &o.findings {
@@ -81,6 +88,18 @@ impl Summary {
 
     pub fn warnings(&self) -> u64 {
         self.ingested.iter().map(|(_, o)| o.warnings).sum()
+    }
+
+    /// Data-quality findings per code over every input of this ingest, the unchanged ones
+    /// included (what `--strict` checks).
+    pub fn findings(&self) -> BTreeMap<String, u64> {
+        let mut m = self.unchanged_findings.clone();
+        for (_, o) in &self.ingested {
+            for (c, n) in &o.findings {
+                *m.entry(c.to_string()).or_default() += n;
+            }
+        }
+        m
     }
 }
 
@@ -94,7 +113,9 @@ struct Planned {
 }
 
 /// Ingests `paths` into `opts.out`. Fails on the first broken file unless `keep_going`, in
-/// which case the broken files are listed in the summary and the rest land.
+/// which case the broken files are listed in the summary and the rest land. The dataset is
+/// locked (`lock`) from the manifest's first read to its last write; a dataset that did not
+/// exist before is removed again when the ingest fails.
 pub fn ingest(paths: &[PathBuf], opts: &Options, progress: &Progress) -> Result<Summary> {
     let classifier = Arc::new(Classifier::with_user_rules(opts.rules.as_deref())?);
     let rank_map = Arc::new(match &opts.rank_map {
@@ -102,17 +123,87 @@ pub fn ingest(paths: &[PathBuf], opts: &Options, progress: &Progress) -> Result<
         None => file::RankMap::default(),
     });
     let inputs = dataset::discover(paths, opts.label.as_deref(), &opts.out)?;
+    let existed = opts.out.exists();
+    std::fs::create_dir_all(&opts.out).map_err(|e| IngestError::io(&opts.out, e))?;
+    let lock =
+        lock::acquire_for_write(&opts.out, "aorta ingest", &mut lock::say_waiting(&opts.out));
+    let res = lock.and_then(|lock| {
+        let shared = Shared {
+            classifier: &classifier,
+            rank_map: &rank_map,
+            progress,
+        };
+        let mut s = ingest_locked(paths, inputs, opts, &shared)?;
+        s.stale_lock = lock.stale.clone();
+        drop(lock);
+        Ok(s)
+    });
+    let nothing = res
+        .as_ref()
+        .is_ok_and(|s| s.ingested.is_empty() && s.skipped.is_empty() && s.failed.is_empty());
+    if !existed && (res.is_err() || nothing) {
+        let _ = std::fs::remove_dir_all(&opts.out);
+    }
+    match res {
+        // Every file found was something else (JSON that is no trace): no dataset either.
+        Ok(s) if nothing => Err(nothing_to_ingest(paths, &s)),
+        r => r,
+    }
+}
+
+/// `ingest` once the dataset is locked.
+fn ingest_locked(
+    paths: &[PathBuf],
+    inputs: Vec<Input>,
+    opts: &Options,
+    shared: &Shared,
+) -> Result<Summary> {
+    commit::recover(&opts.out)?;
     let mut manifest = Manifest::load(&opts.out)?;
-    let mut summary = Summary {
-        found: inputs.len(),
-        ..Summary::default()
-    };
+    let mut summary = Summary::default();
+    let todo = plan(inputs, opts, shared, &manifest, &mut summary)?;
+    if todo.is_empty() && summary.skipped.is_empty() {
+        return Err(nothing_to_ingest(paths, &summary));
+    }
+    let total: u64 = todo.iter().map(|p| p.bytes).sum();
+    shared
+        .progress
+        .total
+        .store(total, std::sync::atomic::Ordering::Relaxed);
+    let staging = dataset::staging_dir(&opts.out)?;
+    let results = run_jobs(&todo, opts, &staging, shared);
+    let res = commit_results(
+        todo,
+        results,
+        opts,
+        &staging,
+        shared,
+        &mut manifest,
+        &mut summary,
+    );
+    let _ = std::fs::remove_dir_all(&staging);
+    res?;
+    // JSON found to be no trace is reported as skipped, not as a file of the ingest.
+    summary.found -= summary.not_traces.len();
+    Ok(summary)
+}
+
+/// Sorts the inputs into skipped (with the reason), unchanged (same content hash as
+/// ingested, counted in `summary`) and to be read.
+fn plan(
+    inputs: Vec<Input>,
+    opts: &Options,
+    shared: &Shared,
+    manifest: &Manifest,
+    summary: &mut Summary,
+) -> Result<Vec<Planned>> {
     let mut todo = Vec::new();
     for input in inputs {
         if let Some(why) = input.skip {
             summary.skipped_files.push((input.path, why));
             continue;
         }
+        summary.found += 1;
         let key = std::fs::canonicalize(&input.path)
             .map_err(|e| IngestError::io(&input.path, e))?
             .display()
@@ -122,8 +213,8 @@ pub fn ingest(paths: &[PathBuf], opts: &Options, progress: &Progress) -> Result<
             e.file_bytes == bytes
                 && e.mtime_ns == mtime_ns
                 && e.base() == input.label
-                && e.rules_version == classifier.version()
-                && e.rank_map == rank_map.fingerprint()
+                && e.rules_version == shared.classifier.version()
+                && e.rank_map == shared.rank_map.fingerprint()
                 && e.parts.iter().all(|p| opts.out.join(p).exists())
         });
         // Same size and mtime: confirm with the content hash before skipping.
@@ -131,52 +222,23 @@ pub fn ingest(paths: &[PathBuf], opts: &Options, progress: &Progress) -> Result<
             Some(_) if !opts.force => Some(dataset::hash_input(&input)?),
             _ => None,
         };
-        if hash.is_some() && known.map(|e| &e.content_hash) == hash.as_ref() {
-            summary.skipped.push(input.path);
-        } else {
-            todo.push(Planned {
+        match known {
+            Some(e) if hash.as_ref() == Some(&e.content_hash) => {
+                for (code, n) in &e.findings {
+                    *summary.unchanged_findings.entry(code.clone()).or_default() += n;
+                }
+                summary.skipped.push(input.path);
+            }
+            _ => todo.push(Planned {
                 input,
                 key,
                 hash,
                 bytes,
                 mtime_ns,
-            });
+            }),
         }
     }
-    if todo.is_empty() && summary.skipped.is_empty() {
-        return Err(nothing_to_ingest(paths, &summary));
-    }
-    let existed = opts.out.exists();
-    let total: u64 = todo.iter().map(|p| p.bytes).sum();
-    progress
-        .total
-        .store(total, std::sync::atomic::Ordering::Relaxed);
-    let staging = dataset::staging_dir(&opts.out)?;
-    let shared = Shared {
-        classifier: &classifier,
-        rank_map: &rank_map,
-        progress,
-    };
-    let results = run_jobs(&todo, opts, &staging, &shared);
-    let res = commit_results(
-        todo,
-        results,
-        opts,
-        &staging,
-        &shared,
-        &mut manifest,
-        &mut summary,
-    );
-    let _ = std::fs::remove_dir_all(&staging);
-    res?;
-    if summary.ingested.is_empty() && summary.skipped.is_empty() && summary.failed.is_empty() {
-        // Every file found was something else (JSON that is no trace): no dataset either.
-        if !existed {
-            let _ = std::fs::remove_dir_all(&opts.out);
-        }
-        return Err(nothing_to_ingest(paths, &summary));
-    }
-    Ok(summary)
+    Ok(todo)
 }
 
 /// The error of an ingest that found no trace to read: what it found instead.
@@ -295,12 +357,29 @@ fn commit_results(
             summary.job_notes.push(note.clone());
         }
     }
+    let mut entries = Vec::new();
     for (p, (format, outcome)) in ok {
         if format == Format::NotATrace {
             summary.not_traces.push(p.input.path);
             continue;
         }
+        let checksums = outcome
+            .parts
+            .iter()
+            .map(|rel| {
+                Ok((
+                    rel.display().to_string(),
+                    dataset::checksum(&staging.join(rel))?,
+                ))
+            })
+            .collect::<Result<_>>()?;
         let entry = Entry {
+            checksums,
+            findings: outcome
+                .findings
+                .iter()
+                .map(|(c, n)| (c.to_string(), *n))
+                .collect(),
             source: p.key.clone(),
             content_hash: outcome.content_hash.clone(),
             file_bytes: p.bytes,
@@ -325,13 +404,17 @@ fn commit_results(
                 .collect(),
         };
         let old = manifest.get(&p.key).cloned();
-        dataset::commit(&opts.out, staging, &entry, old.as_ref())?;
-        manifest.inputs.retain(|e| e.source != p.key);
-        manifest.inputs.push(entry);
+        if let Some(o) = old.as_ref().filter(|o| o.label != entry.label) {
+            summary
+                .relabelled
+                .push((p.input.path.clone(), o.label.clone(), entry.label.clone()));
+        }
+        entries.push((entry, old));
         summary.bytes += p.bytes;
         summary.ingested.push((p.input.path, outcome));
     }
-    manifest.save(&opts.out)
+    *manifest = commit::Journal::new(staging, manifest, &entries).commit(&opts.out)?;
+    Ok(())
 }
 
 /// One file of a run label being settled: read now (index into `ok`) or already in the
@@ -405,7 +488,11 @@ fn settle_jobs(
                 Who::Kept(j) => {
                     let e = &mut manifest.inputs[j];
                     if e.label != *label {
-                        move_parts(&mut e.parts, label, out)?;
+                        for (old, new) in move_parts(&mut e.parts, label, out)? {
+                            if let Some(sum) = e.checksums.remove(&old) {
+                                e.checksums.insert(new, sum);
+                            }
+                        }
                         e.base_label = base.clone();
                         e.label = label.clone();
                     }
@@ -417,8 +504,14 @@ fn settle_jobs(
     Ok(notes)
 }
 
-/// Moves the part files under `root` to run `label` (`schema::relabel_part`).
-fn move_parts(parts: &mut [PathBuf], label: &str, root: &std::path::Path) -> Result<()> {
+/// Moves the part files under `root` to run `label` (`schema::relabel_part`); the (old, new)
+/// relative paths, as the manifest's checksums key them.
+fn move_parts(
+    parts: &mut [PathBuf],
+    label: &str,
+    root: &std::path::Path,
+) -> Result<Vec<(String, String)>> {
+    let mut moved = Vec::new();
     for rel in parts.iter_mut() {
         let new = crate::schema::relabel_part(rel, label);
         let (from, to) = (root.join(&*rel), root.join(&new));
@@ -426,10 +519,11 @@ fn move_parts(parts: &mut [PathBuf], label: &str, root: &std::path::Path) -> Res
             std::fs::create_dir_all(dir).map_err(|e| IngestError::io(dir, e))?;
         }
         std::fs::rename(&from, &to).map_err(|e| IngestError::io(&from, e))?;
-        dataset::prune_empty(root, from.parent());
+        commit::prune_empty(root, from.parent());
+        moved.push((rel.display().to_string(), new.display().to_string()));
         *rel = new;
     }
-    Ok(())
+    Ok(moved)
 }
 
 #[cfg(test)]

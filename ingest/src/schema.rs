@@ -533,7 +533,8 @@ pub fn markdown() -> String {
          this file drifts.\n\n\
          Layout: `<out>/<table>/run=<label>/rank=<r>/part-<hash>.parquet`, one part per input \
          file and table, zstd-compressed, string columns dictionary-encoded. `<out>/manifest.json` \
-         records the schema version and every input (path, hash, label, rank, parts). The label \
+         records the schema version and every input (path, hash, label, rank, parts and each part's \
+         size and content hash, its findings per diagnostic code). The label \
          is percent-encoded in the path as Hive writes partition values (`a/b` is `run=a%2Fb`): \
          any label is one directory, and readers decode it back into the `run` column.\n\n\
          Partition columns (in the path, not in the files; every reader adds them with hive \

@@ -16,6 +16,12 @@ use crate::window::Window;
 /// Below twice this many bytes a window is parsed by one worker.
 pub const SUB_WINDOW: usize = 256 << 10;
 
+/// The longest single event (or top-level metadata value) read. Profilers write events of a
+/// few hundred bytes; a longer one is no event aorta could use, and each window that ends
+/// inside it is parsed again from its start, so without a limit a 1 GB string made ingest
+/// quadratic (52 s and 8 GB for one event in a debug build).
+pub const MAX_EVENT: usize = 64 << 20;
+
 pub trait Visitor: Sync + Send {
     /// What a worker accumulates from a run of events.
     type Part: Send + Default;
@@ -83,6 +89,7 @@ impl Driver {
                 Ok(v) => return Ok((v, c.i)),
                 Err(JsonError::Syntax { offset, msg }) => return Err(self.err(offset, msg)),
                 Err(JsonError::Incomplete) => {
+                    self.within_limit(pos, what)?;
                     if !self.fill()? {
                         let len = self.win.bytes().len();
                         return Err(self.err(len, format!("unexpected end of file in {what}")));
@@ -90,6 +97,25 @@ impl Driver {
                 }
             }
         }
+    }
+
+    /// An error when the value starting at `pos` is still incomplete after `MAX_EVENT` bytes.
+    fn within_limit(&self, pos: usize, what: &str) -> Result<(), ParseErr> {
+        let rest = &self.win.bytes()[pos..];
+        if rest.len() > MAX_EVENT && rest.iter().all(|b| is_json_blank(*b)) {
+            let mib = MAX_EVENT >> 20;
+            return Err(self.err(pos, format!("{mib} MiB of blanks and no JSON: not a trace")));
+        }
+        if rest.len() > MAX_EVENT {
+            return Err(self.err(
+                pos,
+                format!(
+                    "a value in {what} longer than {} MiB (the most aorta reads in one event)",
+                    MAX_EVENT >> 20
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Forgets the bytes before `pos`; returns the new position of `pos`.
@@ -100,11 +126,19 @@ impl Driver {
     }
 
     pub fn run<V: Visitor>(mut self, v: &mut V) -> Result<Shape, ParseErr> {
+        // Only JSON's four blanks may come first: a file of NUL bytes (a sparse file) is
+        // refused at its first byte, not read to its end as blanks.
         let (first, mut pos) = self.complete(0, "the file", |c| {
             if c.b.starts_with(b"\xEF\xBB\xBF") && c.i == 0 {
                 c.i = 3;
             }
-            c.peek()
+            match c.b[c.i..].iter().position(|b| !is_json_blank(*b)) {
+                Some(k) => {
+                    c.i += k;
+                    Ok(c.b[c.i])
+                }
+                None => Err(JsonError::Incomplete),
+            }
         })?;
         let mut shape = Shape::default();
         match first {
@@ -187,6 +221,7 @@ impl Driver {
             }
             // Drop the parsed bytes first, so only the unparsed tail moves, not the new chunk.
             pos = self.consume(last);
+            self.within_limit(pos, "traceEvents")?;
             self.win.append_ahead(more).map_err(|e| self.read_err(e))?;
             if !more {
                 let buf = self.win.bytes();
@@ -201,6 +236,10 @@ impl Driver {
             }
         }
     }
+}
+
+fn is_json_blank(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r')
 }
 
 /// How a run of events ended.

@@ -153,7 +153,13 @@ fn ingest_help_shows_examples() {
     assert!(out.contains("\nExamples:\n"), "{out}");
     assert!(out.contains("aorta ingest traces/ --keep-going"), "{out}");
     assert!(
-        out.contains("Exit status: 0 ok, 1 some files failed (--keep-going), 2 error."),
+        out.contains("aorta ingest traces/ --strict=all:100"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "Exit status: 0 ok, 1 some files failed (--keep-going) or --strict findings, 2 error."
+        ),
         "{out}"
     );
 }

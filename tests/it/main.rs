@@ -21,6 +21,7 @@ mod nsys_chrome_corpus;
 mod overlap_cli;
 mod overlap_corpus;
 mod perf;
+mod reliability;
 mod report_browser;
 mod report_cli;
 mod report_compare;

@@ -11,6 +11,12 @@ pub enum DatasetError {
     NotADataset(PathBuf),
     #[error("{path}: dataset written with schema v{found}, this aorta reads v{SCHEMA_VERSION} (docs/SCHEMA.md); ingest the traces again into a new directory: `aorta ingest TRACES -o NEW_DIR`")]
     OldSchema { path: PathBuf, found: u64 },
+    #[error("{0}: empty dataset (manifest.json lists no inputs): nothing to analyse; ingest traces into it first: `aorta ingest TRACES -o DIR`")]
+    Empty(PathBuf),
+    #[error("{0}: an ingest was killed while it committed (.commit.json): `aorta overlap {0}`, or any `aorta ingest` into it, finishes that commit first")]
+    Unfinished(PathBuf),
+    #[error("{path}: damaged: {msg}")]
+    Damaged { path: PathBuf, msg: String },
     #[error("unknown table `{0}`")]
     UnknownTable(String),
     #[error("{path}: {source}")]
@@ -79,9 +85,12 @@ pub fn scan(root: &Path, table: &str) -> Result<LazyFrame, DatasetError> {
     Ok(lf.select(cols))
 }
 
-/// A dataset at `root`, of this aorta's schema version: a dataset of an older version lacks
-/// columns the transforms read, and would fail later with a polars error naming one of them.
-/// Checked once per root and process.
+/// A dataset at `root`, of this aorta's schema version, with inputs, and every part its
+/// manifest lists present and intact (size and content hash, where the manifest records
+/// them). A dataset of an older version lacks columns the transforms read, and would fail
+/// later with a polars error naming one of them; a damaged part would fail with an error
+/// naming its table, or not at all (a flipped bit in a value). Checked once per root and
+/// process.
 pub fn check(root: &Path) -> Result<(), DatasetError> {
     static CHECKED: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
     let mut checked = CHECKED.lock().unwrap_or_else(|e| e.into_inner());
@@ -99,13 +108,68 @@ pub fn check(root: &Path) -> Result<(), DatasetError> {
         .ok()
         .and_then(|v| v.get("schema_version")?.as_u64());
     match found {
-        Some(v) if v == u64::from(SCHEMA_VERSION) => {
-            checked.push(root.to_path_buf());
-            Ok(())
-        }
-        Some(found) => Err(DatasetError::OldSchema { path, found }),
-        None => Err(DatasetError::NotADataset(root.to_path_buf())),
+        Some(v) if v == u64::from(SCHEMA_VERSION) => {}
+        Some(found) => return Err(DatasetError::OldSchema { path, found }),
+        None => return Err(DatasetError::NotADataset(root.to_path_buf())),
     }
+    let manifest: aorta_ingest::dataset::Manifest =
+        serde_json::from_slice(&bytes).map_err(|e| DatasetError::Damaged {
+            path: path.clone(),
+            msg: format!("not an aorta manifest: {e}"),
+        })?;
+    if aorta_ingest::commit::pending(root) {
+        return Err(DatasetError::Unfinished(root.to_path_buf()));
+    }
+    if manifest.inputs.is_empty() {
+        return Err(DatasetError::Empty(root.to_path_buf()));
+    }
+    verify_parts(root, &manifest)?;
+    checked.push(root.to_path_buf());
+    Ok(())
+}
+
+/// Every part the manifest lists exists, with the size and content hash it records.
+fn verify_parts(root: &Path, m: &aorta_ingest::dataset::Manifest) -> Result<(), DatasetError> {
+    let parts: Vec<(&PathBuf, Option<&String>, &str)> = m
+        .inputs
+        .iter()
+        .flat_map(|e| {
+            e.parts.iter().map(|p| {
+                let sum = e.checksums.get(&p.display().to_string());
+                (p, sum, e.source.as_str())
+            })
+        })
+        .collect();
+    crate::par::map(&parts, |&(rel, sum, source)| {
+        let path = root.join(rel);
+        let damaged = |msg: String| DatasetError::Damaged {
+            path: path.clone(),
+            msg: format!(
+                "{msg}; ingest its source again: aorta ingest {source} -o {} --force",
+                root.display()
+            ),
+        };
+        let meta = std::fs::metadata(&path)
+            .map_err(|e| damaged(format!("listed in manifest.json but unreadable ({e})")))?;
+        let Some(sum) = sum else { return Ok(()) };
+        let size = sum.split(':').next().and_then(|n| n.parse::<u64>().ok());
+        if size.is_some_and(|n| n != meta.len()) {
+            return Err(damaged(format!(
+                "{} bytes, manifest.json says {} (truncated or rewritten)",
+                meta.len(),
+                size.unwrap_or(0)
+            )));
+        }
+        let now = aorta_ingest::dataset::checksum(&path).map_err(|e| damaged(e.to_string()))?;
+        if &now != sum {
+            return Err(damaged(
+                "content differs from its checksum in manifest.json (a changed or flipped byte)"
+                    .into(),
+            ));
+        }
+        Ok(())
+    })?;
+    Ok(())
 }
 
 fn has_parquet(dir: &Path) -> bool {
@@ -303,17 +367,19 @@ pub fn read_partition(
 }
 
 /// Sets `columns` of every `runs` part of one (run, rank) to the given values (one value for
-/// every row), each file rewritten to a temporary name and renamed over the old one.
+/// every row), each file rewritten to a temporary name and renamed over the old one. The
+/// files rewritten (for `record_checksums`).
 pub fn update_runs_partition(
     root: &Path,
     run: &str,
     rank: i64,
     columns: Vec<Column>,
-) -> Result<(), DatasetError> {
+) -> Result<Vec<PathBuf>, DatasetError> {
     let dir = partition_dir(root, "runs", run, rank);
     let Ok(rd) = std::fs::read_dir(&dir) else {
-        return Ok(());
+        return Ok(vec![]);
     };
+    let mut rewritten = vec![];
     for f in rd.flatten().map(|e| e.path()) {
         if f.extension().is_none_or(|x| x != "parquet") {
             continue;
@@ -338,8 +404,28 @@ pub fn update_runs_partition(
             continue;
         }
         aorta_ingest::atomic::write_file(&f, |w| write_parquet(w, &mut df)).map_err(io_err(&f))?;
+        rewritten.push(f);
     }
-    Ok(())
+    Ok(rewritten)
+}
+
+/// Records the new checksums of ingested parts a command rewrote in place (the `runs`
+/// parts' clock columns) in the manifest, so `check` does not take them for damaged ones.
+/// The caller holds the dataset's lock.
+pub fn record_checksums(root: &Path, files: &[PathBuf]) -> Result<(), DatasetError> {
+    if files.is_empty() {
+        return Ok(());
+    }
+    let mut m = aorta_ingest::dataset::Manifest::load(root)?;
+    for f in files {
+        let rel = f.strip_prefix(root).unwrap_or(f).display().to_string();
+        for e in &mut m.inputs {
+            if let Some(sum) = e.checksums.get_mut(&rel) {
+                *sum = aorta_ingest::dataset::checksum(f)?;
+            }
+        }
+    }
+    Ok(m.save(root)?)
 }
 
 /// One derived-table file, zstd-compressed, through a buffer: polars writes page headers

@@ -268,6 +268,7 @@ pub fn write(root: &Path, jobs: &[Job]) -> Result<Vec<CollectiveTables>, Dataset
         COLLECTIVE_RANKS.name,
     ];
     staging.commit(&runs, &names)?;
+    let mut rewritten = vec![];
     for job in jobs {
         let ranks: Vec<(i64, &super::Clock)> =
             job.ranks.iter().map(|r| r.rank).zip(&job.clocks).collect();
@@ -279,7 +280,10 @@ pub fn write(root: &Path, jobs: &[Job]) -> Result<Vec<CollectiveTables>, Dataset
                 Column::new("clock_source".into(), [Some(c.source.as_str())]),
             ];
             dataset::update_runs_partition(root, &job.run, rank, cols)
-        })?;
+        })?
+        .into_iter()
+        .for_each(|files| rewritten.extend(files));
     }
+    dataset::record_checksums(root, &rewritten)?;
     Ok(out)
 }

@@ -1,0 +1,180 @@
+//! The commit of an ingest: staged parts moved into the dataset, replaced parts removed, the
+//! manifest replaced last, all written down first in a journal (`<dataset>/.commit.json`).
+//!
+//! The moves are many renames, not one: a process killed among them would leave parts the
+//! manifest does not list beside parts it lists that are gone. The journal makes such a
+//! commit one that is finished, not one that is lost: the next process that locks the dataset
+//! to write it (`recover`) replays the journal (a rename already done is skipped) and only
+//! then does its own work; a reader that finds a journal stops with a line saying so. What
+//! the journal cannot do is hide the renames from a reader that globs the table directories
+//! itself while they happen (milliseconds) or after such a kill: docs/RELIABILITY.md.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::dataset::{Entry, Manifest};
+use crate::error::{IngestError, Result};
+
+/// The journal's name inside the dataset (hidden: table globs never reach it).
+pub const JOURNAL: &str = ".commit.json";
+
+/// One commit, as written before its first rename.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Journal {
+    /// The staging directory's name inside the dataset.
+    pub staging: PathBuf,
+    /// Parts to move from the staging directory to the same relative path in the dataset.
+    pub moves: Vec<PathBuf>,
+    /// Parts of the replaced entries that no new entry keeps.
+    pub removes: Vec<PathBuf>,
+    /// The manifest after the commit.
+    pub manifest: Manifest,
+}
+
+impl Journal {
+    /// A commit of `new` entries (each with the entry it replaces) onto `manifest`.
+    pub fn new(staging: &Path, manifest: &Manifest, new: &[(Entry, Option<Entry>)]) -> Journal {
+        let kept: Vec<&PathBuf> = new.iter().flat_map(|(e, _)| &e.parts).collect();
+        let mut m = manifest.clone();
+        for (e, _) in new {
+            m.inputs.retain(|x| x.source != e.source);
+            m.inputs.push(e.clone());
+        }
+        Journal {
+            staging: staging.file_name().map(PathBuf::from).unwrap_or_default(),
+            moves: kept.iter().map(|p| p.to_path_buf()).collect(),
+            removes: new
+                .iter()
+                .filter_map(|(_, old)| old.as_ref())
+                .flat_map(|o| &o.parts)
+                .filter(|p| !kept.contains(p))
+                .cloned()
+                .collect(),
+            manifest: m,
+        }
+    }
+
+    /// Writes the journal, then applies it. A failure before the journal is written leaves
+    /// the dataset as it was; one after, a journal that `recover` finishes.
+    pub fn commit(self, out: &Path) -> Result<Manifest> {
+        let path = out.join(JOURNAL);
+        let text = serde_json::to_vec(&self).expect("journal serializes");
+        crate::atomic::write_bytes(&path, &text).map_err(|e| IngestError::io(&path, e))?;
+        self.apply(out)
+    }
+
+    fn apply(mut self, out: &Path) -> Result<Manifest> {
+        let staging = out.join(&self.staging);
+        for rel in &self.moves {
+            let (from, to) = (staging.join(rel), out.join(rel));
+            if !from.exists() && to.exists() {
+                continue; // moved before a kill
+            }
+            if let Some(dir) = to.parent() {
+                std::fs::create_dir_all(dir).map_err(|e| IngestError::io(dir, e))?;
+            }
+            std::fs::rename(&from, &to).map_err(|e| IngestError::io(&to, e))?;
+        }
+        for rel in &self.removes {
+            let p = out.join(rel);
+            match std::fs::remove_file(&p) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(IngestError::io(&p, e))
+                }
+                _ => prune_empty(out, p.parent()),
+            }
+        }
+        self.manifest.save(out)?;
+        let path = out.join(JOURNAL);
+        std::fs::remove_file(&path).map_err(|e| IngestError::io(&path, e))?;
+        Ok(self.manifest)
+    }
+}
+
+/// Finishes a commit a killed process left (its journal); true when there was one. Call it
+/// holding the dataset's lock for writing, before reading the manifest.
+pub fn recover(out: &Path) -> Result<bool> {
+    let path = out.join(JOURNAL);
+    let bytes = match std::fs::read(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        other => other.map_err(|e| IngestError::io(&path, e))?,
+    };
+    let j: Journal = serde_json::from_slice(&bytes)
+        .map_err(|e| IngestError::file(&path, format!("not a commit journal: {e}")))?;
+    let staging = out.join(&j.staging);
+    j.apply(out)?;
+    let _ = std::fs::remove_dir_all(staging);
+    Ok(true)
+}
+
+/// Whether a commit was left unfinished (readers stop on it).
+pub fn pending(out: &Path) -> bool {
+    out.join(JOURNAL).exists()
+}
+
+/// Removes `dir` and its parents up to `out` while they are empty.
+pub(crate) fn prune_empty(out: &Path, mut dir: Option<&Path>) {
+    while let Some(d) = dir {
+        if d == out || std::fs::remove_dir(d).is_err() {
+            return;
+        }
+        dir = d.parent();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(source: &str, parts: &[&str]) -> Entry {
+        serde_json::from_value(serde_json::json!({
+            "source": source, "content_hash": "h", "label": "l", "rank": 0,
+            "format": "kineto", "rules_version": "1", "parts": parts, "rows": {}
+        }))
+        .unwrap()
+    }
+
+    /// A commit killed after its first rename: `recover` moves the rest, removes the replaced
+    /// part, writes the journal's manifest and removes the journal and the staging directory.
+    #[test]
+    fn a_commit_killed_among_its_renames_is_finished_by_recover() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path();
+        let old = entry("a", &["t/run=l/rank=0/part-old.parquet"]);
+        let mut m = Manifest::load(out).unwrap();
+        m.inputs.push(old.clone());
+        m.save(out).unwrap();
+        std::fs::create_dir_all(out.join("t/run=l/rank=0")).unwrap();
+        std::fs::write(out.join("t/run=l/rank=0/part-old.parquet"), "old").unwrap();
+        let staging = out.join(".staging-1");
+        let new = entry(
+            "a",
+            &[
+                "t/run=l/rank=0/part-1.parquet",
+                "u/run=l/rank=0/part-1.parquet",
+            ],
+        );
+        for p in &new.parts {
+            std::fs::create_dir_all(staging.join(p).parent().unwrap()).unwrap();
+            std::fs::write(staging.join(p), "new").unwrap();
+        }
+        let j = Journal::new(&staging, &m, &[(new.clone(), Some(old))]);
+        assert_eq!(
+            j.removes,
+            [PathBuf::from("t/run=l/rank=0/part-old.parquet")]
+        );
+        // Killed after the journal and one rename.
+        std::fs::write(out.join(JOURNAL), serde_json::to_vec(&j).unwrap()).unwrap();
+        std::fs::rename(staging.join(&new.parts[0]), out.join(&new.parts[0])).unwrap();
+        assert!(pending(out));
+        assert!(recover(out).unwrap());
+        assert!(!pending(out) && !staging.exists());
+        for p in &new.parts {
+            assert_eq!(std::fs::read_to_string(out.join(p)).unwrap(), "new");
+        }
+        assert!(!out.join("t/run=l/rank=0/part-old.parquet").exists());
+        assert_eq!(Manifest::load(out).unwrap().inputs, [new]);
+        assert!(!recover(out).unwrap(), "nothing left to do");
+    }
+}
