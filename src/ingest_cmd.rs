@@ -19,6 +19,7 @@ pub(crate) fn run(a: IngestArgs) -> anyhow::Result<ExitCode> {
         force: a.force,
         rules: a.rules,
         rank_map: a.rank_map,
+        step_marker: a.step_marker.unwrap_or_default(),
     };
     let progress = Progress::default();
     let bar = (!a.quiet && std::io::stderr().is_terminal()).then(|| spawn_bar(&progress));

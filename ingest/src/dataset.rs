@@ -310,6 +310,10 @@ pub struct Entry {
     /// under another map is read again, its ranks may differ.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub rank_map: String,
+    /// The `--step-marker` pattern ("" for `ProfilerStep#N`): a file read with another marker
+    /// is read again, its steps may differ.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub step_marker: String,
     pub parts: Vec<PathBuf>,
     pub rows: BTreeMap<String, u64>,
     /// Each part's `checksum` (size and content hash), so a reader names a damaged part

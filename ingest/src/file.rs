@@ -34,6 +34,8 @@ pub struct FileJob {
     pub file_bytes: u64,
     pub staging: PathBuf,
     pub classifier: Arc<Classifier>,
+    /// Which annotation ranges are steps (`--step-marker`).
+    pub step_marker: Arc<crate::step_span::StepMarker>,
     /// Bytes read from disk so far (both passes), for progress.
     pub progress: Arc<AtomicU64>,
 }

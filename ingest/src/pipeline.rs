@@ -26,6 +26,8 @@ pub struct Options {
     pub rules: Option<PathBuf>,
     /// `--rank-map`: a file of `PID RANK` lines (see `rank_map`).
     pub rank_map: Option<PathBuf>,
+    /// `--step-marker`: which annotation ranges are steps.
+    pub step_marker: crate::step_span::StepMarker,
 }
 
 /// Shared counters a front end can poll for a progress bar.
@@ -215,6 +217,7 @@ fn plan(
                 && e.base() == input.label
                 && e.rules_version == shared.classifier.version()
                 && e.rank_map == shared.rank_map.fingerprint()
+                && e.step_marker == opts.step_marker.fingerprint()
                 && e.parts.iter().all(|p| opts.out.join(p).exists())
         });
         // Same size and mtime: confirm with the content hash before skipping.
@@ -289,6 +292,7 @@ fn run_jobs(
                     file_bytes: p.bytes,
                     staging: staging.to_path_buf(),
                     classifier: shared.classifier.clone(),
+                    step_marker: Arc::new(opts.step_marker.clone()),
                     progress: shared.progress.read.clone(),
                 };
                 let format = detect::detect(&job.path)?;
@@ -396,6 +400,7 @@ fn commit_results(
             format,
             rules_version: shared.classifier.version().to_string(),
             rank_map: shared.rank_map.fingerprint(),
+            step_marker: opts.step_marker.fingerprint(),
             parts: outcome.parts.clone(),
             rows: outcome
                 .rows

@@ -102,7 +102,8 @@ pub fn parse_if<'a>(
     Ok((ev, true))
 }
 
-fn unquote(v: &[u8]) -> &[u8] {
+/// A raw JSON string value without its quotes (escapes kept).
+pub fn unquote(v: &[u8]) -> &[u8] {
     if v.len() >= 2 && v[0] == b'"' && v[v.len() - 1] == b'"' {
         &v[1..v.len() - 1]
     } else {

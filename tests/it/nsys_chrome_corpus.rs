@@ -190,7 +190,7 @@ fn gtid(pid: i64, tid: i64) -> i64 {
 }
 
 /// A two-process export in the 2022 schema generation (`EXPORT_META_DATA`), with NVTX steps.
-fn two_process_export(path: &Path) {
+pub(crate) fn two_process_export(path: &Path) {
     let c = Connection::open(path).unwrap();
     c.execute_batch(
         "CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
@@ -259,10 +259,10 @@ fn two_process_export(path: &Path) {
     .unwrap();
 }
 
-type GpuRow = (i64, String, String, i64, Option<i64>, String);
+pub(crate) type GpuRow = (i64, String, String, i64, Option<i64>, String);
 
 /// (rank, name, category, start - base, step, step_source) of every GPU row, sorted.
-fn gpu_rows(out: &Path, run: &str, base: i64) -> Vec<GpuRow> {
+pub(crate) fn gpu_rows(out: &Path, run: &str, base: i64) -> Vec<GpuRow> {
     let g = table(out, "gpu_activities", run);
     let mut v: Vec<GpuRow> = (0..g.height())
         .map(|i| {

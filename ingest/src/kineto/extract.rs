@@ -10,12 +10,13 @@ use super::pending::{CpuWait, Waits};
 use crate::classify::{Category, Class, Classifier, Kind};
 use crate::json::{Cursor, JsonError};
 use crate::rows::{Batch, CollArgs, CpuCategory, CpuRow, GpuRow, StepSource};
-use crate::step_span::Span;
+use crate::step_span::{Span, StepMarker};
 use crate::trace_event::{self, pid_key, Cat, Ev};
 
 /// What every worker shares.
 pub struct Ctx<'a> {
     pub classifier: &'a Classifier,
+    pub step_marker: &'a StepMarker,
 }
 
 /// Phases that are valid trace events but not slices aorta tabulates.
@@ -147,7 +148,7 @@ impl Worker<'_, '_, '_> {
             Cat::Driver => Some(CpuCategory::Driver),
             Cat::PythonFunction => Some(CpuCategory::PythonFunction),
             Cat::GpuUserAnnotation => {
-                note(self.links, ev);
+                note(self.links, ev, self.ctx.step_marker);
                 return;
             }
             Cat::Other => {
@@ -291,8 +292,9 @@ impl Worker<'_, '_, '_> {
         let key = pid_key(ev.pid);
         let correlation = corr.and_then(trace_event::int);
         let end = raw_end.max(start);
-        // A `ProfilerStep#N` annotation is its own step; other rows wait for the spans.
-        let step = match ev.name.and_then(trace_event::profiler_step) {
+        // A step annotation (`ProfilerStep#N`, or `--step-marker`) is its own step; other rows
+        // wait for the spans.
+        let step = match ev.name.and_then(|n| self.ctx.step_marker.step(n)) {
             Some(n) if category == CpuCategory::UserAnnotation => {
                 let span = Span {
                     start,

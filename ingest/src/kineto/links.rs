@@ -13,7 +13,7 @@ use rustc_hash::FxHashMap;
 
 use crate::error::ParseErr;
 use crate::json::{Cursor, JsonError};
-use crate::step_span::Span;
+use crate::step_span::{Span, StepMarker};
 use crate::trace_event::{self, pid_key, Cat, Ev};
 use crate::walk::Visitor;
 
@@ -253,6 +253,8 @@ fn lookup(spans: &[Span], ts: i64) -> Option<i64> {
 #[derive(Default)]
 pub struct LinkPass {
     pub links: Links,
+    /// Which annotation ranges are steps.
+    pub marker: StepMarker,
 }
 
 impl LinkPass {
@@ -279,7 +281,7 @@ impl Visitor for LinkPass {
                 )
         })?;
         if read && ev.ph == b"X" {
-            note(part, &ev);
+            note(part, &ev, &self.marker);
         }
         Ok(())
     }
@@ -291,14 +293,14 @@ impl Visitor for LinkPass {
 }
 
 /// Notes the span or launch a slice event is, if it is one.
-pub fn note(p: &mut Partial, ev: &Ev) {
+pub fn note(p: &mut Partial, ev: &Ev, marker: &StepMarker) {
     let cat = Cat::of(ev.cat);
     let Some(ts) = ev.ts.and_then(trace_event::micros) else {
         return;
     };
     match cat {
         Cat::UserAnnotation | Cat::GpuUserAnnotation => {
-            let Some(step) = ev.name.and_then(trace_event::profiler_step) else {
+            let Some(step) = ev.name.and_then(|n| marker.step(n)) else {
                 return;
             };
             let end = ts + ev.dur.and_then(trace_event::micros).unwrap_or(0).max(0);

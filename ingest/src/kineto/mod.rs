@@ -82,6 +82,7 @@ pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
     let mut walk = RowPass {
         ctx: Ctx {
             classifier: &job.classifier,
+            step_marker: &job.step_marker,
         },
         links: Links::default(),
         tx: Some(tx),
@@ -136,7 +137,10 @@ pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
 /// strict re-read keeps every error line as it was, and costs a re-read only of files that
 /// fail.
 fn first_error(job: &FileJob, e: IngestError) -> IngestError {
-    let mut strict = LinkPass::default();
+    let mut strict = LinkPass {
+        marker: (*job.step_marker).clone(),
+        ..LinkPass::default()
+    };
     drive(job, &mut strict, None).err().unwrap_or(e)
 }
 
@@ -263,6 +267,7 @@ mod tests {
             let mut rows = RowPass {
                 ctx: Ctx {
                     classifier: &classifier,
+                    step_marker: &Default::default(),
                 },
                 links: Links::default(),
                 tx: Some(tx),

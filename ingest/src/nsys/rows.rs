@@ -14,7 +14,6 @@ use crate::error::IngestError;
 use crate::file::{FileJob, FileOutcome};
 use crate::rows::{Batch, CpuCategory, CpuRow, GpuRow, StepSource};
 use crate::sink::{Parts, Sink};
-use crate::trace_event::profiler_step;
 
 /// Rows gathered per rank before they go to its sink.
 const BATCH_ROWS: usize = 1 << 16;
@@ -308,7 +307,7 @@ impl<'j> Router<'j> {
     ) -> (CpuRow, i64) {
         let pid = pid_of(global_tid);
         let name = name.unwrap_or_default();
-        let step = match profiler_step(name.as_bytes()) {
+        let step = match self.job.step_marker.step(name.as_bytes()) {
             Some(n) if category == CpuCategory::UserAnnotation => Some(n),
             _ => self.steps.at(pid, start),
         };

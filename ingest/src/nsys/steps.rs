@@ -7,8 +7,7 @@ use rustc_hash::FxHashMap;
 
 use super::has_table;
 use super::ranks::{pid_of, pid_sql};
-use crate::step_span::Span;
-use crate::trace_event::profiler_step;
+use crate::step_span::{Span, StepMarker};
 
 /// NVTX event types aorta reads: marks (34), push/pop ranges (59), start/end ranges (60),
 /// as the export's own `ENUM_NSYS_EVENT_TYPE` numbers them (2024.5 sample).
@@ -25,10 +24,10 @@ pub(super) struct Steps {
 }
 
 impl Steps {
-    pub(super) fn load(conn: &Connection) -> rusqlite::Result<Steps> {
+    pub(super) fn load(conn: &Connection, marker: &StepMarker) -> rusqlite::Result<Steps> {
         let mut s = Steps::default();
         if has_table(conn, "NVTX_EVENTS") {
-            s.load_spans(conn)?;
+            s.load_spans(conn, marker)?;
         }
         if has_table(conn, "CUPTI_ACTIVITY_KIND_RUNTIME") {
             s.load_launches(conn)?;
@@ -36,17 +35,23 @@ impl Steps {
         Ok(s)
     }
 
-    fn load_spans(&mut self, conn: &Connection) -> rusqlite::Result<()> {
+    fn load_spans(&mut self, conn: &Connection, marker: &StepMarker) -> rusqlite::Result<()> {
+        // SQLite picks `ProfilerStep#` ranges by prefix; a `--step-marker` regex sees them all.
+        let prefix = if marker.is_profiler_step() {
+            " AND COALESCE(n.text, s.value) LIKE 'ProfilerStep#%'"
+        } else {
+            ""
+        };
         let q = format!(
             "SELECT n.start, n.end, n.globalTid, COALESCE(n.text, s.value) FROM NVTX_EVENTS n \
              LEFT JOIN StringIds s ON s.id = n.textId \
-             WHERE n.eventType IN {NVTX_TYPES} AND COALESCE(n.text, s.value) LIKE 'ProfilerStep#%'"
+             WHERE n.eventType IN {NVTX_TYPES}{prefix}"
         );
         let mut st = conn.prepare(&q)?;
         let mut rows = st.query([])?;
         while let Some(r) = rows.next()? {
             let name: Option<String> = r.get(3)?;
-            let Some(step) = name.and_then(|n| profiler_step(n.as_bytes())) else {
+            let Some(step) = name.and_then(|n| marker.step(n.as_bytes())) else {
                 continue;
             };
             let start: i64 = r.get(0)?;
