@@ -162,6 +162,13 @@ impl Classifier {
         compile(files, version)
     }
 
+    /// The rules of one file alone, without the shipped table (for the fuzzer, which would
+    /// otherwise spend every run compiling the shipped table).
+    #[cfg(feature = "fuzzing")]
+    pub fn from_rules_text(text: &str, path: &str) -> Result<Classifier, RulesError> {
+        compile(vec![(path.to_string(), parse_file(text, path)?)], "0".into())
+    }
+
     pub fn version(&self) -> &str {
         &self.version
     }

@@ -18,6 +18,8 @@ mod dict;
 pub mod error;
 pub mod file;
 pub mod format;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 pub mod json;
 pub mod jsonl;
 pub mod kineto;
