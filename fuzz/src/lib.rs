@@ -11,7 +11,9 @@ use aorta_ingest::fuzzing::Scratch;
 pub fn read(reader: Reader, data: &[u8]) {
     static SCRATCH: OnceLock<Scratch> = OnceLock::new();
     let scratch = SCRATCH.get_or_init(|| {
-        let _ = rayon::ThreadPoolBuilder::new().num_threads(1).build_global();
+        let _ = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build_global();
         aorta_ingest::fuzzing::discard_parquet();
         Scratch::new().expect("a scratch directory")
     });

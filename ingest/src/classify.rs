@@ -166,7 +166,10 @@ impl Classifier {
     /// otherwise spend every run compiling the shipped table).
     #[cfg(feature = "fuzzing")]
     pub fn from_rules_text(text: &str, path: &str) -> Result<Classifier, RulesError> {
-        compile(vec![(path.to_string(), parse_file(text, path)?)], "0".into())
+        compile(
+            vec![(path.to_string(), parse_file(text, path)?)],
+            "0".into(),
+        )
     }
 
     pub fn version(&self) -> &str {
