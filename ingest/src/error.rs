@@ -4,19 +4,21 @@ use std::path::Path;
 
 #[derive(Debug, thiserror::Error)]
 pub enum IngestError {
-    #[error("{path}: byte {offset}: {msg}")]
+    // Messages may quote the input (a key, an SQLite error naming a damaged table): control
+    // characters are escaped so that every error stays one line (`one_line`).
+    #[error("{path}: byte {offset}: {}", one_line(msg))]
     Parse {
         path: String,
         offset: u64,
         msg: String,
     },
-    #[error("{path}: line {line}: {msg}")]
+    #[error("{path}: line {line}: {}", one_line(msg))]
     Line {
         path: String,
         line: u64,
         msg: String,
     },
-    #[error("{path}: {msg}")]
+    #[error("{path}: {}", one_line(msg))]
     File { path: String, msg: String },
     #[error("{path}: {source}")]
     Io {
@@ -51,6 +53,20 @@ impl IngestError {
     }
 }
 
+/// `msg` with control characters (newlines above all) escaped as in Rust string literals.
+fn one_line(msg: &str) -> std::borrow::Cow<'_, str> {
+    if !msg.chars().any(char::is_control) {
+        return msg.into();
+    }
+    msg.chars()
+        .map(|c| match c.is_control() {
+            true => c.escape_default().to_string(),
+            false => c.to_string(),
+        })
+        .collect::<String>()
+        .into()
+}
+
 /// A parse failure before the file name is attached: offset in the decompressed stream.
 #[derive(Debug, Clone)]
 pub struct ParseErr {
@@ -76,3 +92,24 @@ impl ParseErr {
 }
 
 pub type Result<T, E = IngestError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by the fuzzer (docs/FUZZING.md): a key or an SQLite table name quoted in a
+    /// message put a newline into the error line.
+    #[test]
+    fn errors_quoting_the_input_stay_one_line() {
+        let p = Path::new("t.json");
+        let e = IngestError::file(p, "no such table: a\nb\u{1}");
+        assert_eq!(e.to_string(), "t.json: no such table: a\\nb\\u{1}");
+        let e = ParseErr::new(7, "unexpected end of file in ag\nts").at(p);
+        assert_eq!(
+            e.to_string(),
+            "t.json: byte 7: unexpected end of file in ag\\nts"
+        );
+        let e = IngestError::file(p, "plain, ünïcode");
+        assert_eq!(e.to_string(), "t.json: plain, ünïcode");
+    }
+}

@@ -19,6 +19,8 @@ mod dict;
 pub mod error;
 pub mod file;
 pub mod format;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 pub mod job;
 pub mod json;
 pub mod jsonl;

@@ -179,8 +179,12 @@ pub fn event(ev: &Ev, part: &mut Part, off: u64) {
                 return;
             };
             let dur = duration(ev, diag, at);
+            let Some(end) = ts.checked_add(dur) else {
+                diag.add("time_overflow", at, || format!("ts {ts} ns + dur {dur} ns"));
+                return;
+            };
             let n = name(ev);
-            let slice = slice(ev, &n, ts, ts + dur, off);
+            let slice = slice(ev, &n, ts, end, off);
             push(&mut part.batch, slice);
         }
         b"i" | b"I" => {

@@ -474,7 +474,10 @@ fn us_text_to_ns_any(t: &[u8]) -> Option<i64> {
     }
     if t.iter().any(|&c| c == b'e' || c == b'E') {
         let v: f64 = std::str::from_utf8(t).ok()?.parse().ok()?;
-        let ns = (v * 1000.0).round() as i64;
+        // Out of the int64 ns range (`1e90`) is unusable, like a too-long integer below; an
+        // `as` cast would saturate it to i64::MAX, a time that was never in the trace.
+        let ns = (v * 1000.0).round();
+        let ns = (ns.abs() < i64::MAX as f64).then_some(ns as i64)?;
         return Some(if neg { -ns } else { ns });
     }
     let dot = t.iter().position(|&c| c == b'.');
@@ -587,6 +590,18 @@ mod tests {
         assert_eq!(us_text_to_ns(b"1.5e3"), Some(1_500_000));
         assert_eq!(us_text_to_ns(b"abc"), None);
         assert_eq!(us_text_to_ns(b""), None);
+    }
+
+    /// Found by the fuzzer (docs/FUZZING.md): `1e90` µs was cast to i64::MAX ns, a time that
+    /// is not in the trace. Out of range is unusable, with an exponent or without one.
+    #[test]
+    fn exponents_past_the_int64_range_are_unusable() {
+        assert_eq!(us_text_to_ns(b"1e90"), None);
+        assert_eq!(us_text_to_ns(b"-1e90"), None);
+        assert_eq!(us_text_to_ns(b"1e400"), None);
+        assert_eq!(us_text_to_ns(b"9223372036854775808"), None);
+        // 9.2e15 µs = 9.2e18 ns: just inside.
+        assert_eq!(us_text_to_ns(b"9.2e15"), Some(9_200_000_000_000_000_000));
     }
 
     proptest::proptest! {

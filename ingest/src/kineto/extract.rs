@@ -200,7 +200,13 @@ impl Worker<'_, '_, '_> {
                 .diag
                 .add("negative_duration", off, || format!("dur {dur} ns"));
         }
-        Some((ts, ts + dur))
+        let end = ts.checked_add(dur);
+        if end.is_none() {
+            self.b.diag.add("time_overflow", off, || {
+                format!("ts {ts} ns + dur {dur} ns")
+            });
+        }
+        Some((ts, end?))
     }
 
     fn gpu(&mut self, ev: &Ev, cat: Cat, start: i64, raw_end: i64) {

@@ -78,12 +78,14 @@ fn meta(conn: &Connection) -> rusqlite::Result<Meta> {
     }
     for table in ["META_DATA_EXPORT", "EXPORT_META_DATA"] {
         if has_table(conn, table) {
-            // (name, value) in both generations; read by position.
+            // (name, value) in both generations; read by position, as raw values: a typed
+            // `get` that fails names the column in its error, and rusqlite panics on a
+            // column name that is not UTF-8 (a damaged schema; found by the fuzzer).
             let mut st = conn.prepare(&format!("SELECT * FROM {table}"))?;
             let kv: BTreeMap<String, String> = st
-                .query_map([], |r| Ok((r.get(0)?, r.get::<_, Option<String>>(1)?)))?
+                .query_map([], |r| Ok((text(r.get_ref(0)?), text(r.get_ref(1)?))))?
                 .filter_map(|r| r.ok())
-                .filter_map(|(k, v)| Some((k, v?)))
+                .filter_map(|(k, v)| Some((k?, v?)))
                 .collect();
             let product = kv.get("EXPORT_PRODUCT_VERSION");
             let schema = kv.get("EXPORT_SCHEMA_VERSION");
@@ -104,6 +106,14 @@ fn meta(conn: &Connection) -> rusqlite::Result<Meta> {
             .collect();
     }
     Ok(m)
+}
+
+/// A TEXT value that is UTF-8, else `None` (what `get::<String>` accepts).
+fn text(v: rusqlite::types::ValueRef<'_>) -> Option<String> {
+    match v {
+        rusqlite::types::ValueRef::Text(t) => std::str::from_utf8(t).ok().map(str::to_string),
+        _ => None,
+    }
 }
 
 pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
