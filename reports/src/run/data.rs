@@ -58,6 +58,9 @@ pub struct TimelineTarget {
     pub step: Option<i64>,
     /// `--step` or `median-duration step`.
     pub chosen_by: &'static str,
+    /// The rank has no steps (a capture without ProfilerStep: rocprofv3, nsys, Chrome), so
+    /// the timeline is the whole capture.
+    pub whole_capture: bool,
 }
 
 pub(crate) struct RunData {
@@ -128,51 +131,53 @@ impl RunData {
         })
     }
 
-    /// The timeline's run, rank and step: the first run and rank with GPU activities, and
-    /// `step` or else the step whose window is the median of that rank's step windows. `None`
-    /// when the reported ranks have no GPU activities (JSONL logs only) and no step was asked.
-    pub(super) fn timeline_target(
+    /// Each run's timeline: its first rank with GPU activities, at `step` or else the step
+    /// whose window is the median of that rank's step windows. `step` must exist in the first
+    /// such run; the others fall back to their median step without it. Empty when the
+    /// reported ranks have no GPU activities (JSONL logs only) and no step was asked.
+    pub(super) fn timeline_targets(
         &self,
         root: &Path,
         step: Option<i64>,
-    ) -> Result<Option<TimelineTarget>, ReportError> {
+    ) -> Result<Vec<TimelineTarget>, ReportError> {
         let trace: Vec<&StepRow> = self.steps.iter().filter(|s| s.source == "trace").collect();
-        let Some(first) = trace.first() else {
-            return match step {
-                Some(_) => Err(ReportError::NoActivities(root.to_path_buf())),
-                None => Ok(None),
+        if trace.is_empty() && step.is_some() {
+            return Err(ReportError::NoActivities(root.to_path_buf()));
+        }
+        let mut out = Vec::new();
+        for run in &self.runs {
+            let Some(first) = trace.iter().find(|s| &s.run == run) else {
+                continue;
             };
-        };
-        let (run, rank) = (first.run.clone(), first.rank);
-        let mine: Vec<&StepRow> = trace
-            .into_iter()
-            .filter(|s| s.run == run && s.rank == rank)
-            .collect();
-        let chosen = match step {
-            Some(n) => {
-                mine.iter()
-                    .find(|s| s.step == Some(n))
-                    .ok_or_else(|| ReportError::UnknownStep {
-                        dataset: root.to_path_buf(),
-                        run: run.clone(),
-                        rank,
-                        step: n,
-                        known: join(&mine.iter().filter_map(|s| s.step).collect::<Vec<_>>()),
-                    })?
-                    .step
+            let rank = first.rank;
+            let mine: Vec<&StepRow> = trace
+                .iter()
+                .filter(|s| &s.run == run && s.rank == rank)
+                .copied()
+                .collect();
+            let asked = step.filter(|n| mine.iter().any(|s| s.step == Some(*n)));
+            if let (Some(n), None, true) = (step, asked, out.is_empty()) {
+                return Err(ReportError::UnknownStep {
+                    dataset: root.to_path_buf(),
+                    run: run.clone(),
+                    rank,
+                    step: n,
+                    known: join(&mine.iter().filter_map(|s| s.step).collect::<Vec<_>>()),
+                });
             }
-            None => median_step(&mine),
-        };
-        Ok(Some(TimelineTarget {
-            run,
-            rank,
-            step: chosen,
-            chosen_by: if step.is_some() {
-                "--step"
-            } else {
-                "median-duration step"
-            },
-        }))
+            out.push(TimelineTarget {
+                run: run.clone(),
+                rank,
+                step: asked.or_else(|| median_step(&mine)),
+                chosen_by: if asked.is_some() {
+                    "--step"
+                } else {
+                    "median-duration step"
+                },
+                whole_capture: mine.iter().all(|s| s.step.is_none()),
+            });
+        }
+        Ok(out)
     }
 }
 
