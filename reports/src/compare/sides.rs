@@ -146,7 +146,7 @@ pub(crate) fn verdict_and_pairs(page: &mut Page, p: Option<&PairsSummary>) {
     let spread = p.step_ratio_spread.as_ref();
     if p.step_ratio_geomean.is_some() {
         page.note(&format!(
-            "Geometric mean of the pairs' step ratios: {} (p10–p90 {} – {}, {} pairs).",
+            "Geometric mean of the pair step ratios: {} (p10–p90 {} – {}, {} pairs).",
             fmt::opt(p.step_ratio_geomean, fmt::ratio),
             fmt::opt(spread.map(|s| s.p10), fmt::ratio),
             fmt::opt(spread.map(|s| s.p90), fmt::ratio),

@@ -3,8 +3,9 @@
 //! The overlap tables are about communication; a run that moves data with copy engines
 //! (host-to-device prefetch, SDMA copies, offloading) asks the same question of its copies:
 //! copy time (the union of its memcpy activities, all streams), the part of it when a compute
-//! kernel (gemm, attention, other compute) runs, and the exposed rest. Drawn only when the
-//! reported ranks have memcpy activities.
+//! kernel (gemm, attention, other compute) runs, and the exposed rest. Drawn only for runs
+//! that copy: copy time at least `MIN_COPY_SHARE` of compute time (an FSDP step's few
+//! parameter copies are not worth a chart).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -24,6 +25,9 @@ use crate::fmt;
 use crate::frames::{i64_col, str_col};
 use crate::page::Page;
 
+/// The least copy time, as a share of compute time, that earns the chart.
+pub(crate) const MIN_COPY_SHARE: f64 = 0.01;
+
 /// Categories a copy can hide under.
 const COMPUTE: [&str; 3] = ["gemm", "attention", "other_compute"];
 
@@ -36,6 +40,8 @@ pub(crate) struct CopyRow {
     pub copies: usize,
     pub copy_ns: i64,
     pub hidden_ns: i64,
+    /// The time at least one compute kernel runs.
+    pub compute_ns: i64,
 }
 
 impl CopyRow {
@@ -50,6 +56,13 @@ impl CopyRow {
 
 /// One activity: (run, rank, step), category, start, end.
 pub(crate) type Act = ((String, i64, Option<i64>), String, i64, i64);
+
+/// Whether these rows copy enough to be charted (see `MIN_COPY_SHARE`).
+pub(crate) fn copies_enough(rows: &[CopyRow]) -> bool {
+    let sum = |f: fn(&CopyRow) -> i64| rows.iter().map(f).sum::<i64>() as f64;
+    let copy = sum(|r| r.copy_ns);
+    copy > 0.0 && copy >= MIN_COPY_SHARE * sum(|r| r.compute_ns)
+}
 
 /// Copy rows of the activities, in (run, rank, step) order; empty without any memcpy.
 pub(crate) fn copy_rows(acts: &[Act]) -> Vec<CopyRow> {
@@ -77,6 +90,7 @@ pub(crate) fn copy_rows(acts: &[Act]) -> Vec<CopyRow> {
                 copies: n,
                 copy_ns: length(&copy),
                 hidden_ns: intersection(&copy, &compute),
+                compute_ns: length(&compute),
             }
         })
         .collect()
@@ -123,7 +137,7 @@ pub(crate) fn chart(
     rank: Option<i64>,
 ) -> Result<(), ReportError> {
     let rows = copy_rows(&load(root, runs, rank)?);
-    if rows.is_empty() {
+    if !copies_enough(&rows) {
         return Ok(());
     }
     page.section("Copy overlap per step");
@@ -252,13 +266,18 @@ mod tests {
         assert_eq!(rows.len(), 2);
         let r = &rows[0];
         assert_eq!((r.copies, r.copy_ns, r.hidden_ns), (2, 20, 9));
+        assert_eq!(r.compute_ns, 4 + 15);
         assert_eq!(r.exposed_ns(), 11);
         assert_eq!(r.hidden_pct(), Some(45.0));
         assert_eq!((rows[1].copy_ns, rows[1].hidden_pct()), (0, None));
     }
 
     #[test]
-    fn no_copies_no_rows() {
+    fn no_copies_no_rows_and_a_few_copies_no_chart() {
         assert!(copy_rows(&[act(None, "gemm", 0, 5)]).is_empty());
+        // 1 ns of copy against 100 of compute is 1 %: charted; 1 against 101 is not.
+        let few = |end| copy_rows(&[act(None, "memcpy", 0, 1), act(None, "gemm", 0, end)]);
+        assert!(copies_enough(&few(100)));
+        assert!(!copies_enough(&few(101)));
     }
 }
