@@ -21,19 +21,21 @@ pub(super) const TOP_OPERATORS: usize = 20;
 /// One number of a step row.
 type StepValue = fn(&Step) -> Option<f64>;
 
+/// Per workload, its steps in order, each with a value.
+type ByWorkload = BTreeMap<String, Vec<(Option<i64>, f64)>>;
+
+/// (workload, step is null, step): null steps last.
+type StepOf<'a> = (&'a str, bool, Option<i64>);
+
 /// Per side, each workload's steps in order with the median over ranks of `value`.
-fn per_step(
-    steps: &[Step],
-    side: &str,
-    value: fn(&Step) -> Option<f64>,
-) -> BTreeMap<String, Vec<(Option<i64>, f64)>> {
-    let mut by: BTreeMap<(&str, bool, Option<i64>), Vec<Option<f64>>> = BTreeMap::new();
+fn per_step(steps: &[Step], side: &str, value: fn(&Step) -> Option<f64>) -> ByWorkload {
+    let mut by: BTreeMap<StepOf, Vec<Option<f64>>> = BTreeMap::new();
     for s in steps.iter().filter(|s| s.side == side) {
         by.entry((s.workload.as_str(), s.step.is_none(), s.step))
             .or_default()
             .push(value(s));
     }
-    let mut out: BTreeMap<String, Vec<(Option<i64>, f64)>> = BTreeMap::new();
+    let mut out = ByWorkload::new();
     for ((w, _, step), v) in by {
         if let Some(s) = spread(v) {
             out.entry(w.to_string()).or_default().push((step, s.median));
@@ -44,7 +46,7 @@ fn per_step(
 
 /// The slots of a per-step chart: per workload (both sides' steps of one workload side by
 /// side), the k-th step of each side; x labels and each side's values.
-fn step_slots(sides: &[BTreeMap<String, Vec<(Option<i64>, f64)>>; 2]) -> StepSlots {
+fn step_slots(sides: &[ByWorkload; 2]) -> StepSlots {
     let mut workloads: Vec<&String> = sides[0].keys().chain(sides[1].keys()).collect();
     workloads.sort();
     workloads.dedup();
