@@ -76,7 +76,8 @@ fn plotly_js() -> String {
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:24px auto;max-width:1300px;\
 color:#222}h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ddd}\
-table{border-collapse:collapse;font-size:13px;margin:8px 0}td,th{border:1px solid #ddd;\
+table{border-collapse:collapse;font-size:13px;margin:8px 0;display:block;max-width:100%;\
+overflow-x:auto}td,th{border:1px solid #ddd;\
 padding:3px 8px}td.n{text-align:right;font-variant-numeric:tabular-nums}th{background:#f4f4f4}\
 p.note{color:#555;font-size:13px}p.bad{color:#b00000;font-weight:600;font-size:15px}\
 p.good{color:#1a7f37;font-weight:600;font-size:15px}.chart{margin:8px 0}\

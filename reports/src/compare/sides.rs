@@ -143,15 +143,16 @@ pub(crate) fn verdict_and_pairs(page: &mut Page, p: Option<&PairsSummary>) {
         ],
         &rows,
     );
-    let spread = p.step_ratio_spread.as_ref();
-    if p.step_ratio_geomean.is_some() {
-        page.note(&format!(
+    match (p.step_ratio_geomean, p.step_ratio_spread.as_ref()) {
+        (Some(g), Some(s)) if s.n > 1 => page.note(&format!(
             "Geometric mean of the pair step ratios: {} (p10–p90 {} – {}, {} pairs).",
-            fmt::opt(p.step_ratio_geomean, fmt::ratio),
-            fmt::opt(spread.map(|s| s.p10), fmt::ratio),
-            fmt::opt(spread.map(|s| s.p90), fmt::ratio),
-            spread.map_or(0, |s| s.n),
-        ));
+            fmt::ratio(g),
+            fmt::ratio(s.p10),
+            fmt::ratio(s.p90),
+            s.n,
+        )),
+        (Some(g), _) => page.note(&format!("One pair: step ratio {}.", fmt::ratio(g))),
+        (None, _) => {}
     }
     for (side, runs) in [
         ("reference", &p.unpaired_reference),
