@@ -8,7 +8,7 @@ use plotly::layout::{Axis, BarMode, Margin};
 use plotly::{Bar, Plot, Scatter};
 use serde::Serialize;
 
-use super::data::{CategoryRow, CollectiveRow, StepRow};
+use super::data::{CategoryRow, CollectiveRow, StepKey, StepRow};
 use crate::fmt;
 use crate::page::{category_color, Page};
 
@@ -71,8 +71,10 @@ pub(crate) const SERIES_COLORS: [&str; 8] = [
 ];
 
 /// x label of a step row: `step N`, prefixed by run and rank when the page shows several.
+/// Activity outside every step never reaches the step tables, so a null step is a capture
+/// without steps: the whole capture.
 pub(crate) fn step_label(run: &str, rank: i64, step: Option<i64>, many: Many) -> String {
-    let s = step.map_or("step -".into(), |s| format!("step {s}"));
+    let s = step.map_or("whole capture".into(), |s| format!("step {s}"));
     many.label(run, rank, &s)
 }
 
@@ -216,9 +218,6 @@ fn step_cells(r: &StepRow) -> Vec<String> {
         fmt::opt(r.compute_overlap_ratio, fmt::ratio),
     ]
 }
-
-/// (run, rank, step).
-type StepKey = (String, i64, Option<i64>);
 
 /// GPU time per category per step, stacked: the sum of the activities' durations, so
 /// overlapping kernels count twice and a stack can exceed the step's window.

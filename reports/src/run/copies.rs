@@ -19,7 +19,7 @@ use plotly::{Bar, Plot, Scatter};
 use polars::prelude::*;
 
 use super::charts::{category_axis, step_label, Many, SERIES_COLORS};
-use super::data::keep;
+use super::data::{keep, RunData};
 use crate::error::ReportError;
 use crate::fmt;
 use crate::frames::{i64_col, str_col};
@@ -130,13 +130,11 @@ fn load(root: &Path, runs: &[String], rank: Option<i64>) -> Result<Vec<Act>, Rep
 }
 
 /// The copy-overlap chart and table, when the reported ranks copy at all.
-pub(crate) fn chart(
-    page: &mut Page,
-    root: &Path,
-    runs: &[String],
-    rank: Option<i64>,
-) -> Result<(), ReportError> {
-    let rows = copy_rows(&load(root, runs, rank)?);
+pub(crate) fn chart(page: &mut Page, root: &Path, d: &RunData) -> Result<(), ReportError> {
+    let rank = (d.ranks.len() == 1).then(|| d.ranks[0]);
+    let mut acts = load(root, &d.runs, rank)?;
+    acts.retain(|a| d.step_keys.contains(&a.0));
+    let rows = copy_rows(&acts);
     if !copies_enough(&rows) {
         return Ok(());
     }

@@ -63,7 +63,15 @@ pub struct TimelineTarget {
     pub whole_capture: bool,
 }
 
+/// (run, rank, step) of a trace step row: what the per-step charts may show.
+pub(crate) type StepKey = (String, i64, Option<i64>);
+
 pub(crate) struct RunData {
+    /// The trace steps: activity outside them (kernels before the profiler's first step)
+    /// is left out of every per-step chart, as of the step tables.
+    pub step_keys: std::collections::HashSet<StepKey>,
+    /// Per run and rank with steps, the GPU time (sum of durations) outside every step.
+    pub outside: Vec<(String, i64, i64)>,
     pub runs: Vec<String>,
     pub ranks: Vec<i64>,
     pub steps: Vec<StepRow>,
@@ -114,13 +122,46 @@ impl RunData {
             ranks = vec![k];
         }
         let in_rank = |r: i64| opts.rank.is_none_or(|k| k == r);
-        let steps: Vec<StepRow> = all_steps.into_iter().filter(|s| in_rank(s.rank)).collect();
+        // A null step is the whole capture of a rank without steps, and outside the steps of
+        // a rank with some: those rows stay out of every step chart and table.
+        let stepped: std::collections::HashSet<(String, i64)> = all_steps
+            .iter()
+            .filter(|s| s.source == "trace" && s.step.is_some())
+            .map(|s| (s.run.clone(), s.rank))
+            .collect();
+        let is_outside = |run: &str, rank: i64, step: Option<i64>| {
+            step.is_none() && stepped.contains(&(run.to_string(), rank))
+        };
+        let steps: Vec<StepRow> = all_steps
+            .into_iter()
+            .filter(|s| {
+                in_rank(s.rank) && !(s.source == "trace" && is_outside(&s.run, s.rank, s.step))
+            })
+            .collect();
         let collectives = collective_rows(&colls, &root.join("overlap_collectives"))?
             .into_iter()
             .filter(|c| in_rank(c.rank))
             .collect();
-        let categories = category_rows(root, &runs, opts.rank)?;
+        let step_keys: std::collections::HashSet<StepKey> = steps
+            .iter()
+            .filter(|s| s.source == "trace")
+            .map(|s| (s.run.clone(), s.rank, s.step))
+            .collect();
+        let mut categories = category_rows(root, &runs, opts.rank)?;
+        let mut outside: Vec<(String, i64, i64)> = Vec::new();
+        for c in categories
+            .iter()
+            .filter(|c| is_outside(&c.run, c.rank, c.step))
+        {
+            match outside.last_mut() {
+                Some(o) if o.0 == c.run && o.1 == c.rank => o.2 += c.gpu_ns,
+                _ => outside.push((c.run.clone(), c.rank, c.gpu_ns)),
+            }
+        }
+        categories.retain(|c| step_keys.contains(&(c.run.clone(), c.rank, c.step)));
         Ok(RunData {
+            step_keys,
+            outside,
             runs,
             ranks,
             steps,

@@ -81,6 +81,18 @@ pub fn run_report(
         }
     ));
     header::runs_table(&mut page, dataset, &d.runs)?;
+    if !d.outside.is_empty() {
+        let each: Vec<String> = d
+            .outside
+            .iter()
+            .map(|(run, rank, ns)| format!("{run} rank {rank}: {} ms", crate::fmt::ms_ns(*ns)))
+            .collect();
+        page.note(&format!(
+            "GPU time outside every step (kernels before the profiler's first step or after \
+             its last; sum of durations), left out of the step charts and tables: {}.",
+            each.join("; ")
+        ));
+    }
     for tl in &tls {
         tl.render(&mut page);
     }
@@ -94,7 +106,7 @@ pub fn run_report(
     }
     charts::overlap_per_step(&mut page, &d.steps);
     charts::categories_per_step(&mut page, &d.categories);
-    copies::chart(&mut page, dataset, &d.runs, opts.rank)?;
+    copies::chart(&mut page, dataset, &d)?;
     charts::collectives(&mut page, &d.collectives);
     cross_rank::charts(&mut page, &d.jobs).map_err(ReportError::polars(dataset))?;
     let peaks = aorta_transform::perf::Peaks::load(opts.device_peaks.as_deref())?;
