@@ -117,7 +117,14 @@ fn inspect(name: &str, page: &str, charts: &[serde_json::Value]) {
             assert!(page.contains("Capped: showing the 4000 longest of 43915 activities."));
             assert!(page.contains("`aorta report --from MS --to MS`"));
         }
-        "chrome" => assert!(page.contains("(a CPU-only trace?)")),
+        "chrome" => {
+            assert!(page.contains("(a CPU-only trace?)"));
+            assert!(page.contains("No step rows: nothing ran on a GPU"));
+            assert!(
+                !page.contains("<th>exposed_comm</th>"),
+                "no empty step table"
+            );
+        }
         // The qwen trace's kernels before its ProfilerStep are reported apart, not charted.
         "h100_models" => assert!(page.contains(
             "left out of the step charts and tables: h100_models/qwen1.5-0.5b-chat rank 0:"

@@ -95,6 +95,10 @@ pub(crate) fn overlap_per_step(page: &mut Page, rows: &[StepRow]) {
          right axis, one marker per rank and step. tp_overlap_ratio (gemm∩comm / min(gemm, \
          comm)) saturates at 1 while most of a step can be exposed, so it is only in the table.",
     );
+    if rows.is_empty() {
+        page.note("No step rows: nothing ran on a GPU and no JSONL log was read.");
+        return;
+    }
     for (source, what) in [("trace", "trace steps"), ("jsonl", "JSONL iterations")] {
         let of: Vec<&StepRow> = rows.iter().filter(|r| r.source == source).collect();
         if of.is_empty() {
