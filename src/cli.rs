@@ -155,11 +155,14 @@ Examples:
   aorta report                           # every run of ./aorta-data into report.html
   aorta report ds --run cuda -o cuda.html
   aorta report ds --rank 1 --step 7      # rank 1 only; the timeline shows step 7
-  aorta report ds --run cuda --run rocm  # two runs on one page
+  aorta report ds --run cuda --run rocm  # two runs on one page, a timeline each
+  aorta report ds --from 120 --to 180    # the timeline's 120-180 ms, every kernel in it
 
-The page embeds plotly.js and opens offline. Charts: the per-stream timeline of one step (by
-default the median-duration step of the first rank; at most 4000 kernels, the longest), comm,
-exposed comm and compute∩comm per step with tp_overlap_ratio, GPU time per category per step (sum
+The page embeds plotly.js and opens offline. It names each run's platform, GPU, world size and
+versions. Charts: per run, the per-stream timeline of one step (by default the median-duration
+step of its first rank, or the whole capture when it has no steps; at most 4000 kernels, the
+longest; --from/--to narrow it), exposed comm and compute∩comm per step with comm_hidden_pct
+per rank, GPU time per category per step (sum
 of kernel durations), exposed comm per collective kind, a roofline of the operators (by shape,
 sized by GPU time) and MFU per step. Numbers are those of `aorta overlap` and `aorta perf`
 (the overlap tables are read from the dataset, or computed when `aorta overlap` has not run).
@@ -179,6 +182,13 @@ pub(crate) struct ReportArgs {
     /// The timeline's step (default: the median-duration step).
     #[arg(long, value_name = "N")]
     pub step: Option<i64>,
+    /// Draw the timeline from MS milliseconds after the step's (or a stepless capture's)
+    /// first activity; with --to, every activity of the window up to the cap.
+    #[arg(long, value_name = "MS", requires = "to")]
+    pub from: Option<f64>,
+    /// Draw the timeline up to MS milliseconds after the first activity.
+    #[arg(long, value_name = "MS", requires = "from")]
+    pub to: Option<f64>,
     /// The HTML file to write.
     #[arg(short, long, default_value = "report.html")]
     pub out: PathBuf,

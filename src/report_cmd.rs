@@ -14,6 +14,7 @@ pub(crate) fn run(args: ReportArgs) -> Result<ExitCode> {
         rank: args.rank,
         step: args.step,
         device_peaks: args.device_peaks,
+        window: args.from.zip(args.to),
     };
     let _lock = crate::dataset_lock::for_read(&args.dataset, "aorta report")?;
     let r = run_report(&args.dataset, &opts, &args.out)?;
@@ -24,15 +25,27 @@ pub(crate) fn run(args: ReportArgs) -> Result<ExitCode> {
     println!("steps:    {} (rank × step rows)", r.step_rows);
     match &r.timeline {
         Some(t) => println!(
-            "timeline: run {} rank {} step {} ({}), {} of {} kernels drawn",
+            "timeline: run {} rank {} {}, {} of {} kernels drawn",
             t.run,
             t.rank,
-            t.step.map_or("null".into(), |s| s.to_string()),
-            t.chosen_by,
+            match (t.whole_capture, t.step) {
+                (true, _) => "the whole capture (no steps)".to_string(),
+                (false, s) => format!(
+                    "step {} ({})",
+                    s.map_or("null".into(), |s| s.to_string()),
+                    t.chosen_by
+                ),
+            },
             r.drawn,
             r.total
         ),
-        None => println!("timeline: none (no GPU activities: JSONL logs only)"),
+        None => println!("timeline: none (no GPU activities in the reported ranks)"),
+    }
+    if r.timelines > 1 {
+        println!(
+            "          and one timeline for each of the other {} runs",
+            r.timelines - 1
+        );
     }
     println!("overlap:  {}", overlap_origin(r.overlap_from_dataset));
     println!("wrote {} ({} charts)", r.out.display(), r.charts);

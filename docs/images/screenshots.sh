@@ -7,9 +7,10 @@ cd "$(dirname "$0")/../.."
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cargo build -q
-target/debug/aorta ingest workloads/traces workloads/samples -o "$work/data" -q
-target/debug/aorta report "$work/data" --run fsdp/fsdp_default -o "$work/report.html" >/dev/null
-target/debug/aorta compare "$work/data" --reference cuda --candidate rocm -o "$work/cmp" >/dev/null
+aorta=${CARGO_TARGET_DIR:-target}/debug/aorta
+$aorta ingest workloads/traces workloads/samples -o "$work/data" -q
+$aorta report "$work/data" --run fsdp/fsdp_default -o "$work/report.html" >/dev/null
+$aorta compare "$work/data" --reference cuda --candidate rocm -o "$work/cmp" >/dev/null
 cp "$work/cmp/report.html" "$work/compare.html"
 for page in report compare; do
   chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --user-data-dir="$work/profile" \

@@ -51,9 +51,45 @@ pub fn unit(x: f64, unit: &str) -> String {
     }
 }
 
+/// A byte count in binary units, as people read message sizes: `512 B`, `64 KiB`,
+/// `1.5 MiB`, `2 GiB` (at most 3 significant decimals, trailing zeros dropped).
+pub fn bytes(b: i64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut x = b as f64;
+    let mut u = 0;
+    while x.abs() >= 1024.0 && u + 1 < UNITS.len() {
+        x /= 1024.0;
+        u += 1;
+    }
+    let s = format!("{x:.2}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    format!("{s} {}", UNITS[u])
+}
+
+/// The time unit for an axis whose values reach `max_ms`: milliseconds up to 10 s, seconds
+/// beyond (a 15 s capture reads `15 s`, not `15000 ms`). Returns the divisor and the unit.
+pub fn time_axis(max_ms: f64) -> (f64, &'static str) {
+    if max_ms >= 10_000.0 {
+        (1000.0, "s")
+    } else {
+        (1.0, "ms")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn binary_byte_units_and_time_axis() {
+        assert_eq!(bytes(512), "512 B");
+        assert_eq!(bytes(67_108_864), "64 MiB");
+        assert_eq!(bytes(1536 * 1024), "1.5 MiB");
+        assert_eq!(bytes(3 * 1024 * 1024 * 1024), "3 GiB");
+        assert_eq!(bytes(1000), "1000 B");
+        assert_eq!(time_axis(9_999.0), (1.0, "ms"));
+        assert_eq!(time_axis(15_000.0), (1000.0, "s"));
+    }
 
     #[test]
     fn same_decimals_as_the_overlap_table() {

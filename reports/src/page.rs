@@ -34,6 +34,20 @@ pub(crate) fn layout(height: usize) -> Layout {
         .margin(Margin::new().top(30).bottom(60).left(70).right(30))
 }
 
+/// A legend above the plot area, in rows, for charts with many series (one per run and
+/// rank): a legend on the right would cover the right axis and squeeze the plot. Returns
+/// the legend and the top margin it needs.
+pub(crate) fn legend_on_top(series: usize) -> (plotly::layout::Legend, usize) {
+    use plotly::common::{Anchor, Orientation};
+    let rows = series.div_ceil(4);
+    let legend = plotly::layout::Legend::new()
+        .orientation(Orientation::Horizontal)
+        .x(0.0)
+        .y(1.02)
+        .y_anchor(Anchor::Bottom);
+    (legend, 30 + 22 * rows)
+}
+
 /// Escapes text for HTML element content and attribute values.
 pub(crate) fn esc(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
@@ -62,9 +76,11 @@ fn plotly_js() -> String {
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:24px auto;max-width:1300px;\
 color:#222}h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ddd}\
-table{border-collapse:collapse;font-size:13px;margin:8px 0}td,th{border:1px solid #ddd;\
+table{border-collapse:collapse;font-size:13px;margin:8px 0;display:block;max-width:100%;\
+overflow-x:auto}td,th{border:1px solid #ddd;\
 padding:3px 8px}td.n{text-align:right;font-variant-numeric:tabular-nums}th{background:#f4f4f4}\
-p.note{color:#555;font-size:13px}.chart{margin:8px 0}\
+p.note{color:#555;font-size:13px}p.bad{color:#b00000;font-weight:600;font-size:15px}\
+p.good{color:#1a7f37;font-weight:600;font-size:15px}.chart{margin:8px 0}\
 .row{display:grid;grid-template-columns:1fr 1fr;gap:16px}.row>.chart{min-width:0}";
 
 #[derive(Default)]
@@ -93,6 +109,12 @@ impl Page {
         let _ = writeln!(self.body, "<p class=\"note\">{}</p>", esc(text));
     }
 
+    /// A verdict line: green when `ok`, red and bold when not.
+    pub(crate) fn verdict(&mut self, ok: bool, text: &str) {
+        let class = if ok { "good" } else { "bad" };
+        let _ = writeln!(self.body, "<p class=\"{class}\">{}</p>", esc(text));
+    }
+
     /// A chart; its height comes from its layout.
     pub(crate) fn plot(&mut self, plot: &mut Plot) {
         plot.set_configuration(Configuration::new().display_logo(false).responsive(true));
@@ -102,6 +124,28 @@ impl Page {
             self.body,
             "<div class=\"chart\">{}</div>",
             plot.to_inline_html(Some(&id))
+        );
+    }
+
+    /// A chart given as plotly.js JSON (`{data, layout}`), for attributes the typed plotly
+    /// crate lacks (axis automargin, error bars on raw traces); written as the typed charts
+    /// are.
+    pub(crate) fn plot_json(&mut self, mut plot: serde_json::Value) {
+        plot["config"] = serde_json::json!({"displaylogo": false, "responsive": true});
+        self.plots += 1;
+        // As the plotly crate's template: `<`, `>`, `&` and `'` escaped inside the script.
+        let js = plot
+            .to_string()
+            .replace('<', "\\u003c")
+            .replace('>', "\\u003e")
+            .replace('&', "\\u0026")
+            .replace('\'', "\\u0027");
+        let _ = writeln!(
+            self.body,
+            "<div class=\"chart\"><div id=\"plot-{n}\" class=\"plotly-graph-div\" \
+             style=\"height:100%; width:100%;\"></div>\n<script type=\"text/javascript\">\n    \
+             Plotly.newPlot(\"plot-{n}\", {js});\n</script></div>",
+            n = self.plots
         );
     }
 

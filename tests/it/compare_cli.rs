@@ -542,6 +542,33 @@ fn models_pair_by_name_and_a_mismatched_pair_is_refused() {
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let doc: Summary =
         serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    // Both sides named for the page: each run's GPU (the traces' deviceProperties), runtime
+    // versions and files.
+    let sides: Vec<(&str, &str)> = doc
+        .sides
+        .iter()
+        .map(|s| (s.side.as_str(), s.selector.as_str()))
+        .collect();
+    assert_eq!(
+        sides,
+        [("reference", "h100_models"), ("candidate", "mi300x_models")]
+    );
+    let bert = &doc.sides[0].runs["h100_models/bert-small"];
+    assert_eq!(bert.platform, "cuda");
+    assert_eq!(bert.devices, ["NVIDIA H100 80GB HBM3".to_string()].into());
+    assert!(
+        bert.versions
+            .iter()
+            .any(|v| v.contains("cuda_runtime_version=12040")),
+        "{:?}",
+        bert.versions
+    );
+    assert_eq!(
+        bert.sources,
+        [cuda.join("bert-small.json.gz").display().to_string()]
+    );
+    let mi = &doc.sides[1].runs["mi300x_models/qwen1.5-0.5b-chat"];
+    assert_eq!(mi.devices, ["AMD Instinct MI300X VF".to_string()].into());
     let pairs = doc.pairs.unwrap();
     assert!(pairs.comparable, "{:?}", pairs.reasons);
     let names: Vec<&str> = pairs.pairs.iter().map(|p| p.workload.as_str()).collect();
@@ -592,6 +619,8 @@ fn models_pair_by_name_and_a_mismatched_pair_is_refused() {
         serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
     let pairs = doc.pairs.unwrap();
     assert!(!pairs.comparable && !pairs.forced);
+    let page = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(page.contains("<p class=\"bad\">NOT COMPARABLE: the step ratios are refused"));
     assert!(
         pairs
             .reasons

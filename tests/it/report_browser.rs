@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use crate::common::browser::{chromium, count, legend_texts, render, Rendered};
+use crate::common::browser::{chromium, count, legend_texts, open_and_check, render};
 use crate::common::cli::{aorta, code, ingest_ok, stderr};
 use crate::common::*;
 
@@ -24,29 +24,6 @@ fn report_of(root: &Path, traces: &str, page: &str) -> (tempfile::TempDir, PathB
     ]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     (dir, html, o)
-}
-
-/// Opens `html` and checks the console is silent and `plots` plotly charts rendered.
-fn open_and_check(browser: &Path, html: &Path, plots: usize) -> Rendered {
-    let page = std::fs::read_to_string(html).unwrap();
-    assert_eq!(
-        count(&page, "class=\"plotly-graph-div\""),
-        plots,
-        "chart divs in {}",
-        html.display()
-    );
-    let r = render(browser, html);
-    assert!(
-        r.console.is_empty(),
-        "console messages in {}:\n{}",
-        html.display(),
-        r.console.join("\n")
-    );
-    assert!(r.dom.contains("</html>"), "no DOM dumped:\n{}", r.stderr);
-    // plotly.js replaces each empty chart div with a plot container holding its SVG layers.
-    assert_eq!(count(&r.dom, "class=\"plot-container plotly\""), plots);
-    assert!(count(&r.dom, "class=\"main-svg\"") >= 2 * plots);
-    r
 }
 
 #[test]
@@ -82,7 +59,8 @@ fn run_report_renders_every_chart_without_console_errors() {
         "gemm",
         "exposed comm",
         "compute∩comm",
-        "tp_overlap_ratio",
+        "r0 comm_hidden_pct",
+        "r1 comm_hidden_pct",
         "waiting",
         "transfer",
         "h200_fsdp2",
@@ -224,5 +202,13 @@ fn a_run_without_steps_or_communication_renders() {
     assert!(r
         .dom
         .contains("No communication kernels in the reported ranks."));
+    assert!(r
+        .dom
+        .contains("No overlap chart for the trace steps: no communication time"));
+    assert_eq!(
+        count(&r.dom, "<h2>Timeline: run mi300x_models/"),
+        2,
+        "one per model"
+    );
     assert!(legend_texts(&r.dom).iter().any(|l| l == "gemm"));
 }

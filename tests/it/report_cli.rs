@@ -150,6 +150,72 @@ fn overlap_numbers_on_the_page_are_those_of_aorta_overlap() {
         .contains("computed from gpu_activities"));
 }
 
+/// The dataset's gpu_activities, read with polars directly.
+fn activities(ds: &Path) -> DataFrame {
+    LazyFrame::scan_parquet(
+        PlRefPath::new(format!("{}/gpu_activities/**/*.parquet", ds.display()).as_str()),
+        ScanArgsParquet::default(),
+    )
+    .unwrap()
+    .collect()
+    .unwrap()
+}
+
+/// `--from/--to`: only the activities overlapping the window (ms from the step's first
+/// activity) are drawn; the count is checked against the dataset's rows, filtered here.
+#[test]
+fn a_time_window_draws_the_activities_overlapping_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(ds) = fsdp2_dataset(dir.path()) else {
+        return;
+    };
+    let out = dir.path().join("w.html");
+    let o = report(&ds, &out, &["--step", "4", "--from", "10", "--to", "12.5"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let acts = activities(&ds);
+    let rank = acts.column("rank").unwrap().cast(&DataType::Int64).unwrap();
+    let (rank, step) = (
+        rank.i64().unwrap(),
+        acts.column("step").unwrap().i64().unwrap(),
+    );
+    let (s, e) = (
+        acts.column("start_ns").unwrap().i64().unwrap(),
+        acts.column("end_ns").unwrap().i64().unwrap(),
+    );
+    let mine: Vec<(i64, i64)> = (0..acts.height())
+        .filter(|&i| rank.get(i) == Some(0) && step.get(i) == Some(4))
+        .map(|i| (s.get(i).unwrap(), e.get(i).unwrap()))
+        .collect();
+    let origin = mine.iter().map(|k| k.0).min().unwrap();
+    let within = mine
+        .iter()
+        .filter(|(a, b)| *b >= origin + 10_000_000 && *a <= origin + 12_500_000)
+        .count();
+    assert!(
+        within > 0 && within < mine.len(),
+        "{within} of {}",
+        mine.len()
+    );
+    let html = std::fs::read_to_string(&out).unwrap();
+    let note = format!(
+        "Window --from 10 --to 12.5 (ms from the first activity): {within} of {} activities",
+        mine.len()
+    );
+    assert!(html.contains(&note), "want `{note}`");
+    // The timeline's bars are exactly those activities.
+    let timeline = &crate::common::browser::plots(&html)[0];
+    let bars: usize = timeline["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["x"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(bars, within);
+    // --from without --to is a usage error.
+    let o = report(&ds, &out, &["--from", "10"]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+}
+
 #[test]
 fn category_time_is_the_sum_of_durations_and_the_timeline_step_is_the_median() {
     let dir = tempfile::tempdir().unwrap();
@@ -161,13 +227,7 @@ fn category_time_is_the_sum_of_durations_and_the_timeline_step_is_the_median() {
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let stdout = String::from_utf8(o.stdout).unwrap();
     // Sum end_ns − start_ns per (rank, step, category), row by row.
-    let acts = LazyFrame::scan_parquet(
-        PlRefPath::new(format!("{}/gpu_activities/**/*.parquet", ds.display()).as_str()),
-        ScanArgsParquet::default(),
-    )
-    .unwrap()
-    .collect()
-    .unwrap();
+    let acts = activities(&ds);
     let rank = acts.column("rank").unwrap().cast(&DataType::Int64).unwrap();
     let rank = rank.i64().unwrap();
     let step = acts.column("step").unwrap().i64().unwrap();
@@ -331,7 +391,7 @@ fn a_step_over_the_kernel_cap_draws_the_longest_and_says_so() {
     assert_eq!((r.drawn, r.total), (4000, 5000));
     assert_eq!(r.timeline.map(|t| t.step), Some(None), "the null step");
     let html = std::fs::read_to_string(&out).unwrap();
-    assert!(html.contains("Capped: showing the 4000 longest of 5000 activities in this step."));
+    assert!(html.contains("Capped: showing the 4000 longest of 5000 activities."));
     // The timeline's bars: durations in ms, all 0.001.
     let re =
         regex::Regex::new(r#"(?s)Plotly\.newPlot\("plot-1", (\{.*?\})\);\s*</script>"#).unwrap();

@@ -2,34 +2,8 @@
 //! the values drawn and tabulated are the ones computed by hand there, the top 20 operators
 //! are chosen by |diff|, and a missing table is one error naming it, with no page written.
 
+use crate::common::browser::{nums, plots, trace};
 use crate::common::compare_fixture::{self, TABLES};
-use serde_json::Value;
-
-/// Each chart's `{data, layout, config}` as plotly.js receives it.
-fn plots(html: &str) -> Vec<Value> {
-    let re =
-        regex::Regex::new(r#"(?s)Plotly\.newPlot\("plot-\d+", (\{.*?\})\);\s*</script>"#).unwrap();
-    re.captures_iter(html)
-        .map(|c| serde_json::from_str(&c[1]).unwrap())
-        .collect()
-}
-
-fn trace<'a>(plot: &'a Value, name: &str) -> &'a Value {
-    plot["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["name"] == name)
-        .unwrap_or_else(|| panic!("no trace {name}"))
-}
-
-fn nums(v: &Value) -> Vec<f64> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_f64().unwrap())
-        .collect()
-}
 
 fn render() -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().unwrap();
@@ -140,6 +114,16 @@ fn operator_chart_shows_the_top_20_by_absolute_diff_and_marks_unmatched() {
         html.contains("<td class=\"n\">-</td><td class=\"n\">-</td><td>candidate_only</td>"),
         "op_24"
     );
+    // A log axis centred at 1; the one-sided operators at its edges, not at a fake 0.
+    let x = &p[3]["layout"]["xaxis"];
+    assert_eq!(x["type"], "log");
+    let r = nums(&x["range"]);
+    assert!((r[0] + r[1]).abs() < 1e-12 && r[1] > 0.0, "{r:?}");
+    let edge = |name: &str| trace(&p[3], name)["x"][0].as_f64().unwrap().log10();
+    assert!(edge("candidate only") > 0.9 * r[1] && edge("candidate only") < r[1]);
+    assert!(edge("reference only") < 0.9 * r[0] && edge("reference only") > r[0]);
+    // Long labels get the margin they need.
+    assert_eq!(p[3]["layout"]["yaxis"]["automargin"], true);
 }
 
 #[test]
@@ -161,9 +145,9 @@ fn tables_show_summary_levels_and_collective_bandwidths() {
     // Collectives: both sides side by side (transfer ms, skew ms, algbw, busbw), time ratio
     // 0.125 / 0.1.
     assert!(html.contains(
-        "<td>all_reduce 8388608 B BFloat16 x8</td><td class=\"n\">10</td><td class=\"n\">0.100</td><td class=\"n\">0.020</td><td class=\"n\">83.89</td><td class=\"n\">146.80</td><td class=\"n\">10</td><td class=\"n\">0.125</td><td class=\"n\">-</td><td class=\"n\">67.11</td><td class=\"n\">117.44</td><td class=\"n\">1.250</td>"
+        "<td>all_reduce 8 MiB BFloat16 x8</td><td class=\"n\">10</td><td class=\"n\">0.100</td><td class=\"n\">0.020</td><td class=\"n\">83.89</td><td class=\"n\">146.80</td><td class=\"n\">10</td><td class=\"n\">0.125</td><td class=\"n\">-</td><td class=\"n\">67.11</td><td class=\"n\">117.44</td><td class=\"n\">1.250</td>"
     ));
-    assert!(html.contains("<td>all_gather 4194304 B - x8</td><td class=\"n\">3</td><td class=\"n\">0.050</td><td class=\"n\">0.010</td><td class=\"n\">-</td><td class=\"n\">-</td><td class=\"n\">-</td>"));
+    assert!(html.contains("<td>all_gather 4 MiB - x8</td><td class=\"n\">3</td><td class=\"n\">0.050</td><td class=\"n\">0.010</td><td class=\"n\">-</td><td class=\"n\">-</td><td class=\"n\">-</td>"));
     let p = plots(&html);
     // Bus bandwidth bars: all_gather (no bandwidth on the reference, absent on the candidate)
     // then all_reduce.
@@ -198,13 +182,98 @@ fn a_missing_table_is_an_error_naming_it_and_no_page() {
             .collect();
         assert!(left.is_empty(), "no temporary page left");
     }
-    // Without summary.json the page still renders, without the overlap-ratio block.
+    // Without summary.json the page still renders, without the Python block, the sides and
+    // the verdict.
     let dir = tempfile::tempdir().unwrap();
     compare_fixture::write_all(dir.path());
     std::fs::remove_file(dir.path().join("summary.json")).unwrap();
     let out = dir.path().join("compare.html");
     aorta_reports::compare_report(dir.path(), &out).unwrap();
-    assert!(!std::fs::read_to_string(&out)
-        .unwrap()
-        .contains("Overlap ratio"));
+    let html = std::fs::read_to_string(&out).unwrap();
+    assert!(!html.contains("Python aorta keys") && !html.contains("COMPARABLE"));
+    assert!(html.contains("summary.json does not name the runs"));
+}
+
+/// Both sides named (run, platform, GPU, world size, versions, files) and the refused pair
+/// with its reason, before any chart, from the fixture's summary.json.
+#[test]
+fn the_page_names_both_sides_and_says_not_comparable() {
+    let (_d, html) = render();
+    assert!(html.contains("<title>aorta compare — ref (reference) vs cand (candidate)</title>"));
+    assert!(html.contains(
+        "<td>reference (cuda)</td><td>cuda/llama</td><td>cuda</td><td>NVIDIA H100 80GB HBM3</td>\
+         <td class=\"n\">8</td><td>cuda_runtime_version=1</td>\
+         <td>rank0.json, rank1.json, rank2.json, and 6 more</td>"
+    ));
+    assert!(html.contains("<td>candidate (rocm)</td><td>rocm/llama</td><td>rocm</td><td>AMD Instinct MI300X</td><td class=\"n\">4</td>"));
+    let verdict = html
+        .find("<p class=\"bad\">NOT COMPARABLE")
+        .expect("verdict");
+    assert!(
+        verdict < html.find("plotly-graph-div").unwrap(),
+        "before any chart"
+    );
+    assert!(html.contains("• llama: world sizes differ (8 vs 4)"));
+    assert!(html.contains("<td>llama</td><td>cuda/llama</td><td>rocm/llama</td><td class=\"n\">100.000</td><td class=\"n\">120.000</td><td class=\"n\">-</td><td>world sizes differ (8 vs 4)</td>"));
+    assert!(html.contains(
+        "Unpaired reference runs (no run of the same workload on the other side): cuda/bert."
+    ));
+    assert!(html.contains("No step ratio to chart"));
+}
+
+/// Comparable pairs: each pair's ratio and the geometric mean with its p10–p90 whisker on a
+/// log axis symmetric around 1 (ratios 2 and 0.5: geometric mean 1).
+#[test]
+fn pair_ratios_are_drawn_on_a_log_axis_centred_at_one() {
+    let dir = tempfile::tempdir().unwrap();
+    compare_fixture::write_all(dir.path());
+    let mut s = compare_fixture::summary();
+    let p = s.pairs.as_mut().unwrap();
+    let mut second = p.pairs[0].clone();
+    second.workload = "bert".into();
+    p.pairs.push(second);
+    (p.pairs[0].step_ratio, p.pairs[1].step_ratio) = (Some(2.0), Some(0.5));
+    p.pairs.iter_mut().for_each(|e| e.problems.clear());
+    p.step_ratio_geomean = Some(1.0);
+    p.step_ratio_spread = Some(aorta_transform::compare::SpreadSummary {
+        n: 2,
+        median: 1.25,
+        p10: 0.65,
+        p90: 1.85,
+    });
+    (p.comparable, p.reasons) = (true, vec![]);
+    std::fs::write(
+        dir.path().join("summary.json"),
+        serde_json::to_vec(&s).unwrap(),
+    )
+    .unwrap();
+    let out = dir.path().join("compare.html");
+    assert_eq!(aorta_reports::compare_report(dir.path(), &out).unwrap(), 6);
+    let html = std::fs::read_to_string(&out).unwrap();
+    assert!(html.contains("<p class=\"good\">Comparable"));
+    assert!(html.contains(
+        "Geometric mean of the pair step ratios: 1.000 (p10–p90 0.650 – 1.850, 2 pairs)."
+    ));
+    let p = plots(&html);
+    let chart = &p[0];
+    let m = trace(chart, "step_ms ratio");
+    assert_eq!(
+        m["y"],
+        serde_json::json!(["llama", "bert", "geometric mean"])
+    );
+    assert_eq!(nums(&m["x"]), [2.0, 0.5, 1.0]);
+    // Whiskers only on the geometric mean: up to p90, down to p10.
+    let (up, down) = (
+        nums(&m["error_x"]["array"]),
+        nums(&m["error_x"]["arrayminus"]),
+    );
+    assert_eq!((up[0], up[1], down[0], down[1]), (0.0, 0.0, 0.0, 0.0));
+    assert!((up[2] - 0.85).abs() < 1e-12 && (down[2] - 0.35).abs() < 1e-12);
+    let x = &chart["layout"]["xaxis"];
+    assert_eq!(x["type"], "log");
+    let r = nums(&x["range"]);
+    assert!((r[0] + r[1]).abs() < 1e-12, "centred at 1: {r:?}");
+    // 2× is log10(2) = 0.301 decades from 1, plus 15 %.
+    assert!((r[1] - 2f64.log10() * 1.15).abs() < 1e-12, "{r:?}");
+    assert!(nums(&x["tickvals"]).contains(&1.0));
 }

@@ -4,11 +4,12 @@
 use std::collections::BTreeMap;
 
 use aorta_transform::summary::{spread, Spread};
-use plotly::common::{ErrorData, ErrorType, Marker, Mode, Orientation};
-use plotly::layout::{Axis, BarMode, Margin, Shape, ShapeLine, ShapeType};
-use plotly::{Bar, Plot, Scatter};
+use plotly::common::{ErrorData, ErrorType, Marker};
+use plotly::layout::{Axis, BarMode, Margin};
+use plotly::{Bar, Plot};
 
 use super::load::{Category, Collective, Operator, Step};
+use super::ratio;
 use crate::fmt;
 use crate::page::Page;
 
@@ -20,30 +21,71 @@ pub(super) const TOP_OPERATORS: usize = 20;
 /// One number of a step row.
 type StepValue = fn(&Step) -> Option<f64>;
 
-/// Per side, the steps in order with the median over ranks (and runs) of `value`.
-fn per_step(
-    steps: &[Step],
-    side: &str,
-    value: fn(&Step) -> Option<f64>,
-) -> Vec<(Option<i64>, f64)> {
-    let mut by: BTreeMap<(bool, Option<i64>), Vec<Option<f64>>> = BTreeMap::new();
+/// Per workload, its steps in order, each with a value.
+type ByWorkload = BTreeMap<String, Vec<(Option<i64>, f64)>>;
+
+/// (workload, step is null, step): null steps last.
+type StepOf<'a> = (&'a str, bool, Option<i64>);
+
+/// Per side, each workload's steps in order with the median over ranks of `value`.
+fn per_step(steps: &[Step], side: &str, value: fn(&Step) -> Option<f64>) -> ByWorkload {
+    let mut by: BTreeMap<StepOf, Vec<Option<f64>>> = BTreeMap::new();
     for s in steps.iter().filter(|s| s.side == side) {
-        by.entry((s.step.is_none(), s.step))
+        by.entry((s.workload.as_str(), s.step.is_none(), s.step))
             .or_default()
             .push(value(s));
     }
-    by.into_iter()
-        .filter_map(|((_, step), v)| spread(v).map(|s| (step, s.median)))
-        .collect()
+    let mut out = ByWorkload::new();
+    for ((w, _, step), v) in by {
+        if let Some(s) = spread(v) {
+            out.entry(w.to_string()).or_default().push((step, s.median));
+        }
+    }
+    out
 }
 
-/// Step time and exposed comm, reference and candidate bars side by side: the k-th step of
-/// each side (by step number) share a slot, since two runs rarely number steps alike.
+/// The slots of a per-step chart: per workload (both sides' steps of one workload side by
+/// side), the k-th step of each side; x labels and each side's values.
+fn step_slots(sides: &[ByWorkload; 2]) -> StepSlots {
+    let mut workloads: Vec<&String> = sides[0].keys().chain(sides[1].keys()).collect();
+    workloads.sort();
+    workloads.dedup();
+    let prefix = workloads.len() > 1;
+    let mut out = StepSlots::default();
+    for w in workloads {
+        let of = |i: usize| sides[i].get(w).map_or(&[][..], Vec::as_slice);
+        let n = of(0).len().max(of(1).len());
+        for k in 0..n {
+            let num = |i: usize| of(i).get(k).and_then(|x| x.0);
+            let show = |s: Option<i64>| s.map_or("-".into(), |s| s.to_string());
+            let l = if num(0) == num(1) {
+                format!("step {}", show(num(0)))
+            } else {
+                format!("#{} (ref {} / cand {})", k + 1, show(num(0)), show(num(1)))
+            };
+            out.x.push(if prefix { format!("{w} {l}") } else { l });
+            for (i, y) in out.y.iter_mut().enumerate() {
+                y.push(of(i).get(k).map(|x| x.1));
+            }
+        }
+    }
+    out
+}
+
+#[derive(Default)]
+struct StepSlots {
+    x: Vec<String>,
+    y: [Vec<Option<f64>>; 2],
+}
+
+/// Step time and exposed comm, reference and candidate bars side by side: per workload, the
+/// k-th step of each side (by step number) share a slot, since two runs rarely number steps
+/// alike.
 pub(crate) fn steps(page: &mut Page, steps: &[Step]) {
     page.section("Per step: reference vs candidate");
     page.note(
-        "The k-th step of each side, by step number; each bar is the median over ranks. Exposed \
-         comm = communication time when no compute kernel runs.",
+        "Per workload, the k-th step of each side, by step number; each bar is the median over \
+         ranks. Exposed comm = communication time when no compute kernel runs.",
     );
     let charts: [(&str, StepValue); 2] = [
         ("step time (ms)", |s| s.step_ms),
@@ -51,37 +93,47 @@ pub(crate) fn steps(page: &mut Page, steps: &[Step]) {
     ];
     let mut plots = Vec::new();
     for (title, value) in charts {
-        let sides = SIDES.map(|side| per_step(steps, side, value));
-        let n = sides[0].len().max(sides[1].len());
-        let label = |k: usize| {
-            let num = |i: usize| sides[i].get(k).and_then(|x| x.0);
-            let show = |s: Option<i64>| s.map_or("-".into(), |s| s.to_string());
-            if num(0) == num(1) {
-                format!("step {}", show(num(0)))
-            } else {
-                format!("#{} (ref {} / cand {})", k + 1, show(num(0)), show(num(1)))
-            }
-        };
-        let x: Vec<String> = (0..n).map(label).collect();
+        let mut sides = SIDES.map(|side| per_step(steps, side, value));
+        // One run per side pairs whatever the names (as compare pairs them): one workload.
+        if sides.iter().all(|s| s.len() == 1) {
+            sides = sides.map(|s| s.into_values().map(|v| (String::new(), v)).collect());
+        }
+        let slots = step_slots(&sides);
+        if slots.y.iter().flatten().all(|v| v.unwrap_or(0.0) == 0.0) {
+            // An all-zero chart gets plotly's default −1..1 axis: say why instead.
+            page.note(&format!(
+                "No {title} chart: {} on both sides.",
+                if title.starts_with("exposed") {
+                    "no exposed communication (no communication kernels, or all hidden)"
+                } else {
+                    "no step times"
+                }
+            ));
+            continue;
+        }
         let mut plot = Plot::new();
         for (i, side) in SIDES.iter().enumerate() {
-            let y: Vec<Option<f64>> = (0..n).map(|k| sides[i].get(k).map(|x| x.1)).collect();
             plot.add_trace(
-                Bar::new(x.clone(), y)
+                Bar::new(slots.x.clone(), slots.y[i].clone())
                     .name(*side)
                     .marker(Marker::new().color(SIDE_COLORS[i])),
             );
         }
         plot.set_layout(
-            crate::page::layout(360)
+            crate::page::layout(380)
                 .title(title)
                 .margin(Margin::new().top(50).bottom(50))
                 .bar_mode(BarMode::Group)
+                .x_axis(Axis::new().auto_margin(true))
                 .y_axis(Axis::new().title("ms")),
         );
         plots.push(plot);
     }
-    page.plot_row(&mut plots);
+    match plots.len() {
+        0 => {}
+        1 => page.plot(&mut plots[0]),
+        _ => page.plot_row(&mut plots),
+    }
 }
 
 /// Per side and category, the spread over rank-steps of the category's GPU time.
@@ -106,6 +158,10 @@ pub(crate) fn categories(page: &mut Page, rows: &[Category]) {
          median over steps and ranks, whiskers p10–p90.",
     );
     let s = category_spreads(rows);
+    if s.is_empty() {
+        page.note("No GPU activities on either side: no chart.");
+        return;
+    }
     let x: Vec<String> = s.keys().cloned().collect();
     let mut plot = Plot::new();
     for (i, side) in SIDES.iter().enumerate() {
@@ -139,75 +195,60 @@ pub(crate) fn top_operators(ops: &[Operator]) -> Vec<&Operator> {
 }
 
 fn op_label(rank: usize, o: &Operator) -> String {
-    let mut dims = o.input_dims.clone();
-    if dims.chars().count() > 48 {
-        dims = dims.chars().take(47).collect::<String>() + "…";
-    }
-    format!("{}. {} {dims}", rank + 1, o.op)
+    ratio::short(&format!("{}. {} {}", rank + 1, o.op, o.input_dims))
 }
 
-/// Ratio candidate/reference of the top operators; operators only one side ran are marked
-/// at 0 with their side's name.
+fn op_hover(o: &Operator) -> String {
+    format!(
+        "{} {} {}<br>reference {} ms, candidate {} ms, ratio {}",
+        o.op,
+        o.input_dims,
+        o.input_types,
+        fmt::opt(o.reference_ms, fmt::ms),
+        fmt::opt(o.candidate_ms, fmt::ms),
+        fmt::opt(o.ratio, fmt::ratio),
+    )
+}
+
+/// Ratio candidate/reference of the top operators on a log axis centred at 1; operators
+/// only one side ran sit at the axis edge under their side's name.
 pub(crate) fn operators(page: &mut Page, ops: &[Operator]) {
     page.section("Operators: candidate / reference");
     page.note(&format!(
         "GPU time per CPU operator and input shapes (kernel names differ between vendors, \
          operators and shapes do not). The {TOP_OPERATORS} operators with the largest \
-         |candidate − reference|; ratio > 1: the candidate is slower. Operators seen on one side \
-         only are marked at 0."
+         |candidate − reference|, as candidate / reference on a log axis centred at 1 (right of \
+         1: the candidate is slower). Operators seen on one side only sit at the edge of the \
+         axis. Hover a point for the whole operator and shapes."
     ));
     let top = top_operators(ops);
     if top.is_empty() {
-        page.note("No operators in compare_operators.");
+        page.note("No operators in compare_operators: no chart.");
         return;
     }
-    let labels: Vec<String> = top
-        .iter()
-        .enumerate()
-        .map(|(i, o)| op_label(i, o))
-        .collect();
-    let mut plot = Plot::new();
-    let pick = |status: &str| -> (Vec<String>, Vec<f64>) {
-        top.iter()
-            .zip(&labels)
-            .filter(|(o, _)| o.status == status)
-            .map(|(o, l)| (l.clone(), o.ratio.unwrap_or(0.0)))
-            .unzip()
-    };
-    let (y, x) = pick("matched");
-    plot.add_trace(
-        Bar::new(x, y)
-            .name("matched")
-            .orientation(Orientation::Horizontal)
-            .marker(Marker::new().color(SIDE_COLORS[1])),
-    );
-    for (status, color) in [("reference_only", "#7f7f7f"), ("candidate_only", "#d62728")] {
-        let (y, _) = pick(status);
-        if y.is_empty() {
-            continue;
+    let mut points = Vec::new();
+    let mut one_sided = Vec::new();
+    for (i, o) in top.iter().enumerate() {
+        let (label, hover) = (op_label(i, o), op_hover(o));
+        match (o.status.as_str(), o.ratio) {
+            ("matched", Some(r)) if r > 0.0 => points.push(ratio::Point {
+                label,
+                hover,
+                ratio: r,
+                whisker: None,
+            }),
+            (st, _) => one_sided.push(ratio::OneSided {
+                label,
+                hover,
+                side: if st == "candidate_only" {
+                    "candidate only"
+                } else {
+                    "reference only"
+                },
+            }),
         }
-        let x = vec![0.0; y.len()];
-        plot.add_trace(
-            Scatter::new(x, y)
-                .name(status.replace('_', " "))
-                .mode(Mode::Markers)
-                .marker(Marker::new().color(color).size(12)),
-        );
     }
-    plot.set_layout(
-        crate::page::layout(160 + 26 * top.len())
-            .margin(Margin::new().left(380).top(30).bottom(60).right(30))
-            .x_axis(Axis::new().title("candidate / reference"))
-            .shapes(vec![parity_line()])
-            .y_axis(
-                // Largest difference on top: a category axis runs bottom-up.
-                Axis::new()
-                    .type_(plotly::layout::AxisType::Category)
-                    .category_order(plotly::layout::CategoryOrder::Array)
-                    .category_array(labels.iter().rev().cloned().collect()),
-            ),
-    );
-    page.plot(&mut plot);
+    page.plot_json(ratio::chart("matched", SIDE_COLORS[1], &points, &one_sided));
     page.table(
         &[
             "#",
@@ -228,22 +269,6 @@ pub(crate) fn operators(page: &mut Page, ops: &[Operator]) {
             .map(|(i, o)| operator_cells(i, o))
             .collect::<Vec<_>>(),
     );
-}
-
-/// A dashed vertical line at ratio 1 (both sides equal).
-fn parity_line() -> Shape {
-    Shape::new()
-        .shape_type(ShapeType::Line)
-        .x0(1.0)
-        .x1(1.0)
-        .y_ref("paper")
-        .y0(0.0)
-        .y1(1.0)
-        .line(
-            ShapeLine::new()
-                .color("#444")
-                .dash(plotly::common::DashType::Dash),
-        )
 }
 
 fn operator_cells(i: usize, o: &Operator) -> Vec<String> {
@@ -281,9 +306,9 @@ type CollKey = (String, Option<i64>, Option<String>, Option<i64>);
 fn coll_label(k: &CollKey) -> String {
     let opt = |v: &Option<i64>| v.map_or("-".into(), |v| v.to_string());
     format!(
-        "{} {} B {} x{}",
+        "{} {} {} x{}",
         k.0,
-        opt(&k.1),
+        k.1.map_or("-".into(), fmt::bytes),
         k.2.as_deref().unwrap_or("-"),
         opt(&k.3)
     )

@@ -23,6 +23,8 @@ pub(crate) struct Level {
 #[derive(Debug, Clone)]
 pub(crate) struct Step {
     pub side: String,
+    /// The workload of the step's run (the last label component: what pairs across sides).
+    pub workload: String,
     pub step: Option<i64>,
     pub step_ms: Option<f64>,
     pub exposed_comm_ms: Option<f64>,
@@ -78,8 +80,8 @@ pub(crate) struct Tables {
     pub categories: Vec<Category>,
     pub operators: Vec<Operator>,
     pub collectives: Vec<Collective>,
-    /// `summary.json`'s `comparison` block, when the file is there.
-    pub comparison: Option<aorta_transform::compare::ComparisonSummary>,
+    /// `summary.json`, when the file is there.
+    pub summary: Option<aorta_transform::compare::Summary>,
 }
 
 fn read(dir: &Path, name: &str) -> Result<(DataFrame, PathBuf), ReportError> {
@@ -108,7 +110,7 @@ impl Tables {
             categories: categories(dir)?,
             operators: operators(dir)?,
             collectives: collectives(dir)?,
-            comparison: comparison(dir)?,
+            summary: summary(dir)?,
         })
     }
 }
@@ -143,7 +145,7 @@ fn levels(dir: &Path) -> Result<Vec<Level>, ReportError> {
 
 fn steps(dir: &Path) -> Result<Vec<Step>, ReportError> {
     let (df, p) = read(dir, "compare_steps")?;
-    let side = str_col(&df, "side", &p)?;
+    let (side, run) = (str_col(&df, "side", &p)?, str_col(&df, "run", &p)?);
     let step = i64_col(&df, "step", &p)?;
     let (ms, exposed) = (
         f64_col(&df, "step_ms", &p)?,
@@ -152,6 +154,7 @@ fn steps(dir: &Path) -> Result<Vec<Step>, ReportError> {
     Ok((0..df.height())
         .map(|i| Step {
             side: side[i].clone(),
+            workload: run[i].rsplit('/').next().unwrap_or("").to_string(),
             step: step[i],
             step_ms: ms[i],
             exposed_comm_ms: exposed[i],
@@ -235,10 +238,8 @@ fn collectives(dir: &Path) -> Result<Vec<Collective>, ReportError> {
         .collect())
 }
 
-/// `summary.json`'s `comparison` block; `None` when the file is absent.
-fn comparison(
-    dir: &Path,
-) -> Result<Option<aorta_transform::compare::ComparisonSummary>, ReportError> {
+/// `summary.json`; `None` when the file is absent.
+fn summary(dir: &Path) -> Result<Option<aorta_transform::compare::Summary>, ReportError> {
     let path = dir.join("summary.json");
     let bytes = match std::fs::read(&path) {
         Ok(b) => b,
@@ -250,5 +251,5 @@ fn comparison(
             path: path.clone(),
             source,
         })?;
-    Ok(Some(doc.comparison))
+    Ok(Some(doc))
 }

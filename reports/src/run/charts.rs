@@ -8,7 +8,7 @@ use plotly::layout::{Axis, BarMode, Margin};
 use plotly::{Bar, Plot, Scatter};
 use serde::Serialize;
 
-use super::data::{CategoryRow, CollectiveRow, StepRow};
+use super::data::{CategoryRow, CollectiveRow, StepKey, StepRow};
 use crate::fmt;
 use crate::page::{category_color, Page};
 
@@ -31,13 +31,13 @@ impl plotly::Trace for RawTrace {
 
 /// Which parts a chart label needs: the run when the page has several, the rank likewise.
 #[derive(Clone, Copy)]
-struct Many {
+pub(crate) struct Many {
     runs: bool,
     ranks: bool,
 }
 
 impl Many {
-    fn of<'a>(keys: impl Iterator<Item = (&'a str, i64)> + Clone) -> Many {
+    pub(crate) fn of<'a>(keys: impl Iterator<Item = (&'a str, i64)> + Clone) -> Many {
         let distinct = |n: usize| n > 1;
         let mut runs: Vec<&str> = keys.clone().map(|k| k.0).collect();
         runs.sort_unstable();
@@ -52,7 +52,7 @@ impl Many {
     }
 
     /// `[run ][rN ]rest`.
-    fn label(self, run: &str, rank: i64, rest: &str) -> String {
+    pub(crate) fn label(self, run: &str, rank: i64, rest: &str) -> String {
         let mut l = String::new();
         if self.runs {
             l.push_str(run);
@@ -65,9 +65,16 @@ impl Many {
     }
 }
 
+/// Colors of per-rank marker series, distinct from the bars' category colors.
+pub(crate) const SERIES_COLORS: [&str; 8] = [
+    "#111111", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f", "#1f77b4",
+];
+
 /// x label of a step row: `step N`, prefixed by run and rank when the page shows several.
-fn step_label(run: &str, rank: i64, step: Option<i64>, many: Many) -> String {
-    let s = step.map_or("step -".into(), |s| format!("step {s}"));
+/// Activity outside every step never reaches the step tables, so a null step is a capture
+/// without steps: the whole capture.
+pub(crate) fn step_label(run: &str, rank: i64, step: Option<i64>, many: Many) -> String {
+    let s = step.map_or("whole capture".into(), |s| format!("step {s}"));
     many.label(run, rank, &s)
 }
 
@@ -75,70 +82,37 @@ fn ms(ns: Option<i64>) -> Option<f64> {
     ns.map(|n| n as f64 / 1e6)
 }
 
-/// Comm, exposed comm and compute∩comm per step (bars, ms) and tp_overlap_ratio (line, right
-/// axis); the table gives the same numbers as `aorta overlap`.
+/// Exposed comm and compute∩comm per step (stacked: together the comm time) and
+/// comm_hidden_pct (markers, one series per run and rank, right axis); trace steps and JSONL
+/// iterations get a chart each, since a log's "step" is not a trace's. The table gives the
+/// same numbers as `aorta overlap`.
 pub(crate) fn overlap_per_step(page: &mut Page, rows: &[StepRow]) {
     page.section("Overlap per step");
     page.note(
-        "comm = time at least one communication kernel runs (union over all streams); exposed \
-         comm = comm time when no compute kernel runs; compute∩comm = comm time hidden under \
-         compute. tp_overlap_ratio = gemm∩comm / min(gemm, comm), right axis. Steps from JSONL logs \
-         are marked (jsonl).",
+        "exposed comm = communication time when no compute kernel runs (what overlap failed to \
+         hide); compute∩comm = communication time hidden under compute; stacked, they make the \
+         comm time (the union over all streams). comm_hidden_pct = 100 × compute∩comm / comm, \
+         right axis, one marker per rank and step. tp_overlap_ratio (gemm∩comm / min(gemm, \
+         comm)) saturates at 1 while most of a step can be exposed, so it is only in the table.",
     );
-    let many = Many::of(rows.iter().map(|r| (r.run.as_str(), r.rank)));
-    let x: Vec<String> = rows
-        .iter()
-        .map(|r| {
-            let l = step_label(&r.run, r.rank, r.step, many);
-            if r.source == "trace" {
-                l
-            } else {
-                format!("{l} ({})", r.source)
-            }
-        })
-        .collect();
-    let bar = |name: &str, v: Vec<Option<f64>>, color: &str| {
-        Bar::new(x.clone(), v)
-            .name(name)
-            .marker(Marker::new().color(color.to_string()))
-    };
-    let mut plot = Plot::new();
-    plot.add_trace(bar(
-        "comm",
-        rows.iter().map(|r| ms(r.comm_ns)).collect(),
-        "#d62728",
-    ));
-    plot.add_trace(bar(
-        "exposed comm",
-        rows.iter().map(|r| ms(r.exposed_comm_ns)).collect(),
-        "#ff9896",
-    ));
-    plot.add_trace(bar(
-        "compute∩comm",
-        rows.iter().map(|r| ms(r.compute_comm_overlap_ns)).collect(),
-        "#2ca02c",
-    ));
-    let ratio: Vec<Option<f64>> = rows.iter().map(|r| r.tp_overlap_ratio).collect();
-    plot.add_trace(
-        Scatter::new(x.clone(), ratio)
-            .name("tp_overlap_ratio")
-            .mode(Mode::LinesMarkers)
-            .y_axis("y2"),
-    );
-    plot.set_layout(
-        crate::page::layout(420)
-            .margin(Margin::new().top(30).bottom(60).left(70).right(70))
-            .bar_mode(BarMode::Group)
-            .y_axis(Axis::new().title("ms"))
-            .y_axis2(
-                Axis::new()
-                    .title("tp_overlap_ratio")
-                    .overlaying("y")
-                    .side(AxisSide::Right)
-                    .range(vec![0.0, 1.05]),
-            ),
-    );
-    page.plot(&mut plot);
+    if rows.is_empty() {
+        page.note("No step rows: nothing ran on a GPU and no JSONL log was read.");
+        return;
+    }
+    for (source, what) in [("trace", "trace steps"), ("jsonl", "JSONL iterations")] {
+        let of: Vec<&StepRow> = rows.iter().filter(|r| r.source == source).collect();
+        if of.is_empty() {
+            continue;
+        }
+        if of.iter().all(|r| r.comm_ns.unwrap_or(0) == 0) {
+            page.note(&format!(
+                "No overlap chart for the {what}: no communication time in any of them."
+            ));
+            continue;
+        }
+        page.note(&format!("The {what}: comm time, exposed and hidden."));
+        page.plot(&mut overlap_chart(&of));
+    }
     page.table(
         &[
             "run",
@@ -158,6 +132,80 @@ pub(crate) fn overlap_per_step(page: &mut Page, rows: &[StepRow]) {
     );
 }
 
+fn overlap_chart(rows: &[&StepRow]) -> Plot {
+    let many = Many::of(rows.iter().map(|r| (r.run.as_str(), r.rank)));
+    let x: Vec<String> = rows
+        .iter()
+        .map(|r| step_label(&r.run, r.rank, r.step, many))
+        .collect();
+    let bar = |name: &str, v: Vec<Option<f64>>, color: &str| {
+        Bar::new(x.clone(), v)
+            .name(name)
+            .marker(Marker::new().color(color.to_string()))
+    };
+    let mut plot = Plot::new();
+    plot.add_trace(bar(
+        "exposed comm",
+        rows.iter().map(|r| ms(r.exposed_comm_ns)).collect(),
+        "#d62728",
+    ));
+    plot.add_trace(bar(
+        "compute∩comm",
+        rows.iter().map(|r| ms(r.compute_comm_overlap_ns)).collect(),
+        "#2ca02c",
+    ));
+    // One marker series per run and rank: a line would join unrelated ranks and runs.
+    let mut series: Vec<(&str, i64)> = rows.iter().map(|r| (r.run.as_str(), r.rank)).collect();
+    series.sort_unstable();
+    series.dedup();
+    let (legend, top) = crate::page::legend_on_top(series.len() + 2);
+    for (i, (run, rank)) in series.into_iter().enumerate() {
+        let (sx, sy): (Vec<String>, Vec<Option<f64>>) = rows
+            .iter()
+            .zip(&x)
+            .filter(|(r, _)| r.run == run && r.rank == rank)
+            .map(|(r, l)| (l.clone(), r.comm_hidden_pct))
+            .unzip();
+        plot.add_trace(
+            Scatter::new(sx, sy)
+                .name(many.label(run, rank, "comm_hidden_pct").trim_end())
+                .mode(Mode::Markers)
+                .marker(
+                    Marker::new()
+                        .size(9)
+                        .color(SERIES_COLORS[i % SERIES_COLORS.len()]),
+                )
+                .y_axis("y2"),
+        );
+    }
+    plot.set_layout(
+        crate::page::layout(400 + top)
+            .legend(legend)
+            .margin(Margin::new().top(top).bottom(60).left(70).right(70))
+            .bar_mode(BarMode::Stack)
+            .x_axis(category_axis(x.len()))
+            .y_axis(Axis::new().title("ms"))
+            .y_axis2(
+                Axis::new()
+                    .title("comm_hidden_pct (%)")
+                    .overlaying("y")
+                    .side(AxisSide::Right)
+                    .range(vec![0.0, 105.0]),
+            ),
+    );
+    plot
+}
+
+/// An x axis of `n` step labels: slanted, with the margin they need, when there are many.
+pub(crate) fn category_axis(n: usize) -> Axis {
+    let a = Axis::new().auto_margin(true);
+    if n > 12 {
+        a.tick_angle(-45.0)
+    } else {
+        a
+    }
+}
+
 fn step_cells(r: &StepRow) -> Vec<String> {
     vec![
         r.run.clone(),
@@ -175,9 +223,6 @@ fn step_cells(r: &StepRow) -> Vec<String> {
     ]
 }
 
-/// (run, rank, step).
-type StepKey = (String, i64, Option<i64>);
-
 /// GPU time per category per step, stacked: the sum of the activities' durations, so
 /// overlapping kernels count twice and a stack can exceed the step's window.
 pub(crate) fn categories_per_step(page: &mut Page, rows: &[CategoryRow]) {
@@ -187,6 +232,10 @@ pub(crate) fn categories_per_step(page: &mut Page, rows: &[CategoryRow]) {
          together: kernels running at the same time both count, so a bar can be taller than \
          the step.",
     );
+    if rows.is_empty() {
+        page.note("No GPU activities in the reported ranks: no chart.");
+        return;
+    }
     let many = Many::of(rows.iter().map(|r| (r.run.as_str(), r.rank)));
     let mut steps: Vec<StepKey> = rows
         .iter()
@@ -219,6 +268,7 @@ pub(crate) fn categories_per_step(page: &mut Page, rows: &[CategoryRow]) {
     plot.set_layout(
         crate::page::layout(420)
             .bar_mode(BarMode::Stack)
+            .x_axis(category_axis(x.len()))
             .y_axis(Axis::new().title("GPU time (ms, sum of durations)")),
     );
     page.plot(&mut plot);
@@ -278,6 +328,7 @@ pub(crate) fn collectives(page: &mut Page, rows: &[CollectiveRow]) {
     plot.set_layout(
         crate::page::layout(380)
             .bar_mode(BarMode::Group)
+            .x_axis(category_axis(rows.len()))
             .y_axis(Axis::new().title("ms")),
     );
     page.plot(&mut plot);

@@ -58,9 +58,20 @@ pub struct TimelineTarget {
     pub step: Option<i64>,
     /// `--step` or `median-duration step`.
     pub chosen_by: &'static str,
+    /// The rank has no steps (a capture without ProfilerStep: rocprofv3, nsys, Chrome), so
+    /// the timeline is the whole capture.
+    pub whole_capture: bool,
 }
 
+/// (run, rank, step) of a trace step row: what the per-step charts may show.
+pub(crate) type StepKey = (String, i64, Option<i64>);
+
 pub(crate) struct RunData {
+    /// The trace steps: activity outside them (kernels before the profiler's first step)
+    /// is left out of every per-step chart, as of the step tables.
+    pub step_keys: std::collections::HashSet<StepKey>,
+    /// Per run and rank with steps, the GPU time (sum of durations) outside every step.
+    pub outside: Vec<(String, i64, i64)>,
     pub runs: Vec<String>,
     pub ranks: Vec<i64>,
     pub steps: Vec<StepRow>,
@@ -111,13 +122,46 @@ impl RunData {
             ranks = vec![k];
         }
         let in_rank = |r: i64| opts.rank.is_none_or(|k| k == r);
-        let steps: Vec<StepRow> = all_steps.into_iter().filter(|s| in_rank(s.rank)).collect();
+        // A null step is the whole capture of a rank without steps, and outside the steps of
+        // a rank with some: those rows stay out of every step chart and table.
+        let stepped: std::collections::HashSet<(String, i64)> = all_steps
+            .iter()
+            .filter(|s| s.source == "trace" && s.step.is_some())
+            .map(|s| (s.run.clone(), s.rank))
+            .collect();
+        let is_outside = |run: &str, rank: i64, step: Option<i64>| {
+            step.is_none() && stepped.contains(&(run.to_string(), rank))
+        };
+        let steps: Vec<StepRow> = all_steps
+            .into_iter()
+            .filter(|s| {
+                in_rank(s.rank) && !(s.source == "trace" && is_outside(&s.run, s.rank, s.step))
+            })
+            .collect();
         let collectives = collective_rows(&colls, &root.join("overlap_collectives"))?
             .into_iter()
             .filter(|c| in_rank(c.rank))
             .collect();
-        let categories = category_rows(root, &runs, opts.rank)?;
+        let step_keys: std::collections::HashSet<StepKey> = steps
+            .iter()
+            .filter(|s| s.source == "trace")
+            .map(|s| (s.run.clone(), s.rank, s.step))
+            .collect();
+        let mut categories = category_rows(root, &runs, opts.rank)?;
+        let mut outside: Vec<(String, i64, i64)> = Vec::new();
+        for c in categories
+            .iter()
+            .filter(|c| is_outside(&c.run, c.rank, c.step))
+        {
+            match outside.last_mut() {
+                Some(o) if o.0 == c.run && o.1 == c.rank => o.2 += c.gpu_ns,
+                _ => outside.push((c.run.clone(), c.rank, c.gpu_ns)),
+            }
+        }
+        categories.retain(|c| step_keys.contains(&(c.run.clone(), c.rank, c.step)));
         Ok(RunData {
+            step_keys,
+            outside,
             runs,
             ranks,
             steps,
@@ -128,51 +172,53 @@ impl RunData {
         })
     }
 
-    /// The timeline's run, rank and step: the first run and rank with GPU activities, and
-    /// `step` or else the step whose window is the median of that rank's step windows. `None`
-    /// when the reported ranks have no GPU activities (JSONL logs only) and no step was asked.
-    pub(super) fn timeline_target(
+    /// Each run's timeline: its first rank with GPU activities, at `step` or else the step
+    /// whose window is the median of that rank's step windows. `step` must exist in the first
+    /// such run; the others fall back to their median step without it. Empty when the
+    /// reported ranks have no GPU activities (JSONL logs only) and no step was asked.
+    pub(super) fn timeline_targets(
         &self,
         root: &Path,
         step: Option<i64>,
-    ) -> Result<Option<TimelineTarget>, ReportError> {
+    ) -> Result<Vec<TimelineTarget>, ReportError> {
         let trace: Vec<&StepRow> = self.steps.iter().filter(|s| s.source == "trace").collect();
-        let Some(first) = trace.first() else {
-            return match step {
-                Some(_) => Err(ReportError::NoActivities(root.to_path_buf())),
-                None => Ok(None),
+        if trace.is_empty() && step.is_some() {
+            return Err(ReportError::NoActivities(root.to_path_buf()));
+        }
+        let mut out = Vec::new();
+        for run in &self.runs {
+            let Some(first) = trace.iter().find(|s| &s.run == run) else {
+                continue;
             };
-        };
-        let (run, rank) = (first.run.clone(), first.rank);
-        let mine: Vec<&StepRow> = trace
-            .into_iter()
-            .filter(|s| s.run == run && s.rank == rank)
-            .collect();
-        let chosen = match step {
-            Some(n) => {
-                mine.iter()
-                    .find(|s| s.step == Some(n))
-                    .ok_or_else(|| ReportError::UnknownStep {
-                        dataset: root.to_path_buf(),
-                        run: run.clone(),
-                        rank,
-                        step: n,
-                        known: join(&mine.iter().filter_map(|s| s.step).collect::<Vec<_>>()),
-                    })?
-                    .step
+            let rank = first.rank;
+            let mine: Vec<&StepRow> = trace
+                .iter()
+                .filter(|s| &s.run == run && s.rank == rank)
+                .copied()
+                .collect();
+            let asked = step.filter(|n| mine.iter().any(|s| s.step == Some(*n)));
+            if let (Some(n), None, true) = (step, asked, out.is_empty()) {
+                return Err(ReportError::UnknownStep {
+                    dataset: root.to_path_buf(),
+                    run: run.clone(),
+                    rank,
+                    step: n,
+                    known: join(&mine.iter().filter_map(|s| s.step).collect::<Vec<_>>()),
+                });
             }
-            None => median_step(&mine),
-        };
-        Ok(Some(TimelineTarget {
-            run,
-            rank,
-            step: chosen,
-            chosen_by: if step.is_some() {
-                "--step"
-            } else {
-                "median-duration step"
-            },
-        }))
+            out.push(TimelineTarget {
+                run: run.clone(),
+                rank,
+                step: asked.or_else(|| median_step(&mine)),
+                chosen_by: if asked.is_some() {
+                    "--step"
+                } else {
+                    "median-duration step"
+                },
+                whole_capture: mine.iter().all(|s| s.step.is_none()),
+            });
+        }
+        Ok(out)
     }
 }
 

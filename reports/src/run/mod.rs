@@ -2,8 +2,10 @@
 //! GPU time per category per step, and exposed communication per collective kind.
 
 mod charts;
+mod copies;
 mod cross_rank;
 mod data;
+mod header;
 mod perf;
 mod timeline;
 
@@ -25,6 +27,9 @@ pub struct RunReportOptions {
     pub step: Option<i64>,
     /// More GPUs, or other peaks, for the performance charts (`aorta perf --device-peaks`).
     pub device_peaks: Option<PathBuf>,
+    /// The timeline's window, ms from the step's (or capture's) first activity: only the
+    /// activities overlapping it are drawn (`--from/--to`).
+    pub window: Option<(f64, f64)>,
 }
 
 /// What `run_report` wrote, for the terminal summary.
@@ -36,11 +41,14 @@ pub struct RunReport {
     pub ranks: Vec<i64>,
     /// Step rows (rank × step) reported.
     pub step_rows: usize,
-    /// `None` when the reported ranks have no GPU activities (JSONL logs only).
+    /// The first run's timeline; `None` when the reported ranks have no GPU activities
+    /// (JSONL logs only).
     pub timeline: Option<TimelineTarget>,
-    /// Kernels drawn on the timeline, and in the step.
+    /// Kernels drawn on the first timeline, and in its step.
     pub drawn: usize,
     pub total: usize,
+    /// Timelines on the page: one per run with GPU activities.
+    pub timelines: usize,
     /// Whether the overlap tables came from the dataset (`aorta overlap` ran) or were computed.
     pub overlap_from_dataset: bool,
     pub charts: usize,
@@ -53,11 +61,11 @@ pub fn run_report(
     out: &Path,
 ) -> Result<RunReport, ReportError> {
     let d = data::RunData::load(dataset, opts)?;
-    let target = d.timeline_target(dataset, opts.step)?;
-    let tl = match &target {
-        Some(t) => Some(timeline::Timeline::load(dataset, t)?),
-        None => None,
-    };
+    let targets = d.timeline_targets(dataset, opts.step)?;
+    let tls = targets
+        .iter()
+        .map(|t| timeline::Timeline::load(dataset, t, opts.window))
+        .collect::<Result<Vec<_>, _>>()?;
     let mut page = Page::new(&format!("aorta report — {}", d.runs.join(", ")));
     page.note(&format!(
         "Dataset {}; runs {}; ranks {}; {} step rows. Overlap tables {}.",
@@ -72,14 +80,33 @@ pub fn run_report(
              ingest)"
         }
     ));
-    match &tl {
-        Some(tl) => tl.render(&mut page),
-        None => {
-            page.note("No GPU activities in the reported ranks (JSONL logs only): no timeline.")
-        }
+    header::runs_table(&mut page, dataset, &d.runs)?;
+    if !d.outside.is_empty() {
+        let each: Vec<String> = d
+            .outside
+            .iter()
+            .map(|(run, rank, ns)| format!("{run} rank {rank}: {} ms", crate::fmt::ms_ns(*ns)))
+            .collect();
+        page.note(&format!(
+            "GPU time outside every step (kernels before the profiler's first step or after \
+             its last; sum of durations), left out of the step charts and tables: {}.",
+            each.join("; ")
+        ));
+    }
+    for tl in &tls {
+        tl.render(&mut page);
+    }
+    if tls.is_empty() {
+        page.note(if d.steps.is_empty() {
+            "No GPU activities and no JSONL iterations in the reported ranks (a CPU-only \
+             trace?): no timeline and no step charts."
+        } else {
+            "No GPU activities in the reported ranks (JSONL logs only): no timeline."
+        });
     }
     charts::overlap_per_step(&mut page, &d.steps);
     charts::categories_per_step(&mut page, &d.categories);
+    copies::chart(&mut page, dataset, &d)?;
     charts::collectives(&mut page, &d.collectives);
     cross_rank::charts(&mut page, &d.jobs).map_err(ReportError::polars(dataset))?;
     let peaks = aorta_transform::perf::Peaks::load(opts.device_peaks.as_deref())?;
@@ -91,9 +118,10 @@ pub fn run_report(
         runs: d.runs.clone(),
         ranks: d.ranks.clone(),
         step_rows: d.steps.len(),
-        drawn: tl.as_ref().map_or(0, |t| t.drawn()),
-        total: tl.as_ref().map_or(0, |t| t.total),
-        timeline: target,
+        drawn: tls.first().map_or(0, |t| t.drawn()),
+        total: tls.first().map_or(0, |t| t.total),
+        timelines: tls.len(),
+        timeline: targets.into_iter().next(),
         overlap_from_dataset: d.from_dataset,
         charts: page.plot_count(),
     })

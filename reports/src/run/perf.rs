@@ -164,6 +164,12 @@ fn mfu(page: &mut Page, runs: &[PerfRun], rank: Option<i64>) {
         .flat_map(|p| &p.steps)
         .filter(|s| s.level == "step" && rank.is_none_or(|r| s.rank == r))
         .collect();
+    if rows.iter().all(|s| s.mfu_pct.is_none()) {
+        page.note(
+            "No MFU chart: no step has both model FLOPs and a known GPU peak (see the notes \
+             above; `--device-peaks FILE` adds GPUs).",
+        );
+    }
     let mut series: Vec<(&str, i64)> = rows.iter().map(|s| (s.run.as_str(), s.rank)).collect();
     series.dedup();
     let many = series.len() > 1;
@@ -197,7 +203,9 @@ fn mfu(page: &mut Page, runs: &[PerfRun], rank: Option<i64>) {
                     .range_mode(plotly::layout::RangeMode::ToZero),
             ),
     );
-    page.plot(&mut plot);
+    if rows.iter().any(|s| s.mfu_pct.is_some()) {
+        page.plot(&mut plot);
+    }
     page.table(
         &[
             "run",

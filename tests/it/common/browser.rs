@@ -108,3 +108,54 @@ pub(crate) fn legend_texts(dom: &str) -> Vec<String> {
     let re = regex::Regex::new(r#"class="legendtext"[^>]*>([^<]*)<"#).unwrap();
     re.captures_iter(dom).map(|c| c[1].to_string()).collect()
 }
+
+/// Each chart's `{data, layout, config}` as the page hands it to plotly.js.
+pub(crate) fn plots(html: &str) -> Vec<serde_json::Value> {
+    let re =
+        regex::Regex::new(r#"(?s)Plotly\.newPlot\("plot-\d+", (\{.*?\})\);\s*</script>"#).unwrap();
+    re.captures_iter(html)
+        .map(|c| serde_json::from_str(&c[1]).unwrap())
+        .collect()
+}
+
+/// The trace named `name` of a chart.
+pub(crate) fn trace<'a>(plot: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    plot["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == name)
+        .unwrap_or_else(|| panic!("no trace {name}"))
+}
+
+/// A JSON array of numbers.
+pub(crate) fn nums(v: &serde_json::Value) -> Vec<f64> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect()
+}
+
+/// Opens `html` and checks the console is silent and `plots` plotly charts rendered.
+pub(crate) fn open_and_check(browser: &Path, html: &Path, plots: usize) -> Rendered {
+    let page = std::fs::read_to_string(html).unwrap();
+    assert_eq!(
+        count(&page, "class=\"plotly-graph-div\""),
+        plots,
+        "chart divs in {}",
+        html.display()
+    );
+    let r = render(browser, html);
+    assert!(
+        r.console.is_empty(),
+        "console messages in {}:\n{}",
+        html.display(),
+        r.console.join("\n")
+    );
+    assert!(r.dom.contains("</html>"), "no DOM dumped:\n{}", r.stderr);
+    // plotly.js replaces each empty chart div with a plot container holding its SVG layers.
+    assert_eq!(count(&r.dom, "class=\"plot-container plotly\""), plots);
+    assert!(count(&r.dom, "class=\"main-svg\"") >= 2 * plots);
+    r
+}

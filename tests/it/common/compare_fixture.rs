@@ -3,7 +3,10 @@
 
 use std::path::Path;
 
-use aorta_transform::compare::{ComparisonSummary, Levels, OperatorsSummary, Summary};
+use aorta_transform::compare::{
+    ComparisonSummary, Levels, OperatorsSummary, PairEntry, PairsSummary, RunInfo, SideSummary,
+    Summary,
+};
 use polars::prelude::*;
 
 fn s(name: &str, v: Vec<&str>) -> Column {
@@ -33,8 +36,9 @@ pub(crate) fn write_all(dir: &Path) {
     std::fs::write(dir.join("summary.json"), summary).unwrap();
 }
 
-/// summary.json as `aorta compare` types it; the page reads only its `comparison` block.
-fn summary() -> Summary {
+/// summary.json as `aorta compare` types it: both sides named, one pair refused as not
+/// comparable (so no pair chart), and the Python tool's `comparison` block.
+pub(crate) fn summary() -> Summary {
     Summary {
         datasets: Default::default(),
         comparison: ComparisonSummary {
@@ -55,8 +59,53 @@ fn summary() -> Summary {
             candidate_only: 0,
             top: vec![],
         },
-        pairs: None,
+        pairs: Some(PairsSummary {
+            pairs: vec![PairEntry {
+                workload: "llama".into(),
+                reference: "cuda/llama".into(),
+                candidate: "rocm/llama".into(),
+                reference_step_ms: Some(100.0),
+                candidate_step_ms: Some(120.0),
+                step_ratio: None,
+                problems: vec!["world sizes differ (8 vs 4)".into()],
+            }],
+            unpaired_reference: vec!["cuda/bert".into()],
+            unpaired_candidate: vec![],
+            step_ratio_geomean: None,
+            step_ratio_spread: None,
+            comparable: false,
+            reasons: vec!["llama: world sizes differ (8 vs 4)".into()],
+            forced: false,
+        }),
+        sides: vec![
+            side(
+                "reference",
+                "cuda",
+                "cuda/llama",
+                "NVIDIA H100 80GB HBM3",
+                8,
+            ),
+            side("candidate", "rocm", "rocm/llama", "AMD Instinct MI300X", 4),
+        ],
         regression: None,
+    }
+}
+
+fn side(side: &str, platform: &str, run: &str, gpu: &str, world: i64) -> SideSummary {
+    let info = RunInfo {
+        platform: platform.into(),
+        devices: [gpu.to_string()].into(),
+        world_size: Some(world),
+        files: 9,
+        versions: [format!("{platform}_runtime_version=1")].into(),
+        sources: (0..world)
+            .map(|r| format!("/t/{run}/rank{r}.json"))
+            .collect(),
+    };
+    SideSummary {
+        side: side.into(),
+        selector: platform.into(),
+        runs: [(run.to_string(), info)].into(),
     }
 }
 

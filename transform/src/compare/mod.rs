@@ -29,7 +29,7 @@ pub use pairs::{PairEntry, PairsSummary, MIN_MATCHED_SHARE};
 pub use select::{RunInfo, Side};
 pub use summary_json::{
     ComparisonSummary, DatasetSummary, LevelEntry, Levels, OperatorEntry, OperatorsSummary,
-    SpreadSummary, Summary,
+    SideSummary, SpreadSummary, Summary,
 };
 
 /// What can go wrong comparing two selections of a dataset.

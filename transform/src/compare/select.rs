@@ -6,6 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+use serde::{Deserialize, Serialize};
+
 use crate::dataset;
 use crate::rows::{ints, strs};
 
@@ -21,13 +23,20 @@ pub struct Side {
     pub info: BTreeMap<String, RunInfo>,
 }
 
-/// What the `runs` table says about one run.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// What the `runs` table says about one run (summary.json `sides`, so that the page can
+/// name what it compares).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunInfo {
     pub platform: String,
     pub devices: BTreeSet<String>,
     pub world_size: Option<i64>,
     pub files: usize,
+    /// The runtime version keys as the traces wrote them (`cuda_runtime_version=13000`).
+    #[serde(default)]
+    pub versions: BTreeSet<String>,
+    /// The input files, as given on the command line.
+    #[serde(default)]
+    pub sources: Vec<String>,
 }
 
 impl Side {
@@ -84,6 +93,7 @@ pub(super) fn select(root: &Path, selector: &str) -> Result<Side, CompareError> 
     }
     let mut info: BTreeMap<String, RunInfo> = BTreeMap::new();
     let (device, world) = (strs(&runs, "device_name"), ints(&runs, "world_size"));
+    let (version, source) = (strs(&runs, "runtime_version"), strs(&runs, "source_path"));
     for (i, p) in pairs
         .iter()
         .enumerate()
@@ -93,6 +103,8 @@ pub(super) fn select(root: &Path, selector: &str) -> Result<Side, CompareError> 
         e.platform = p.1.to_string();
         e.devices.extend(device[i].map(str::to_string));
         e.world_size = e.world_size.max(world[i]);
+        e.versions.extend(version[i].map(str::to_string));
+        e.sources.extend(source[i].map(str::to_string));
         e.files += 1;
     }
     Ok(Side {

@@ -30,6 +30,10 @@ pub struct Summary {
     /// two sides are comparable at all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pairs: Option<super::pairs::PairsSummary>,
+    /// What each side selected: the selector and, per run, platform, GPUs, world size,
+    /// versions and files (empty in documents of an older aorta).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sides: Vec<SideSummary>,
     /// The `--fail-if-regressed` checks, when the gate was asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub regression: Option<Regression>,
@@ -55,6 +59,17 @@ pub struct DatasetSummary {
     pub runs: Vec<String>,
     /// Where the steps came from: `trace` or `jsonl`.
     pub source: String,
+}
+
+/// One side of the comparison as the user selected it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SideSummary {
+    /// `reference` or `candidate`.
+    pub side: String,
+    /// What the user typed (`--reference cuda`).
+    pub selector: String,
+    /// Every run the selector named, paired or not.
+    pub runs: BTreeMap<String, super::select::RunInfo>,
 }
 
 /// The Python report's `comparison` block.
@@ -296,6 +311,15 @@ pub(super) fn build(
             top: ops.iter().take(20).map(op_entry).collect(),
         },
         pairs: None,
+        sides: sides
+            .iter()
+            .enumerate()
+            .map(|(s, d)| SideSummary {
+                side: SIDES[s].to_string(),
+                selector: d.side.selector.clone(),
+                runs: d.side.info.clone(),
+            })
+            .collect(),
         regression: None,
     }
 }

@@ -1,0 +1,163 @@
+//! A page for every kind of input: every Kineto job of the corpus, the Python aorta run,
+//! rocprofv3 JSON and rocpd, Nsight Systems, a CPU-only Chrome trace, a JSONL log alone, and
+//! the repository's own multi-run copy and overlap benchmarks. Each is ingested, reported
+//! and opened in headless Chromium; the charts' JSON is checked for what the pages used to
+//! get wrong: empty charts (plotly's −1..1 axis), lines joining ranks and runs, one timeline
+//! for many runs, stepless captures drawn as one anonymous step.
+
+use std::path::{Path, PathBuf};
+
+use crate::common::browser::{chromium, count, open_and_check, plots};
+use crate::common::cli::{aorta, code, ingest_ok, stderr};
+use crate::common::corpus;
+
+/// (name, input, runs with GPU activities, whole captures without steps).
+const INPUTS: [(&str, &str, usize, bool); 19] = [
+    ("a100_nccl", "kineto/cuda/a100_nccl", 1, false),
+    ("a100_sampled", "kineto/cuda/a100_sampled_2rank", 1, false),
+    ("h100_models", "kineto/cuda/h100_models", 2, false),
+    ("h200_fsdp2", "kineto/cuda/h200_fsdp2", 1, false),
+    ("h200_sdma", "kineto/cuda/h200_sdma", 1, true),
+    ("v100_dlrm", "kineto/cuda/v100_dlrm_8rank", 1, false),
+    ("mi210", "kineto/rocm/mi210_gpu_only", 1, true),
+    ("mi250", "kineto/rocm/mi250_minitoy", 1, false),
+    ("mi300x_models", "kineto/rocm/mi300x_models", 2, false),
+    ("mi300x_resnet", "kineto/rocm/mi300x_resnet_ckpt", 1, false),
+    ("mi350x_aorta", "kineto/rocm/mi350x_aorta", 1, false),
+    ("aorta_py", "aorta_py", 1, false),
+    ("rocprof_json", "rocprofv3/json", 1, true),
+    ("rocpd", "rocprofv3/rocpd", 1, true),
+    ("nsys", "nsys", 1, true),
+    ("chrome", "chrome", 0, false),
+    ("jsonl", "jsonl", 0, false),
+    ("copy", "@workloads/traces/copy-overlap", 3, true),
+    ("bench", "@workloads/traces/overlap-bench", 5, true),
+];
+
+/// `@` inputs are in the repository, the rest in the corpus.
+fn input(root: &Path, path: &str) -> PathBuf {
+    match path.strip_prefix('@') {
+        Some(p) => Path::new(env!("CARGO_MANIFEST_DIR")).join(p),
+        None => root.join(path),
+    }
+}
+
+/// Whether a chart has something to draw: a non-zero number among its traces' x, y or z.
+fn has_data(plot: &serde_json::Value) -> bool {
+    fn any_nonzero(v: &serde_json::Value) -> bool {
+        match v {
+            serde_json::Value::Number(n) => n.as_f64().is_some_and(|x| x != 0.0),
+            serde_json::Value::Array(a) => a.iter().any(any_nonzero),
+            _ => false,
+        }
+    }
+    plot["data"].as_array().unwrap().iter().any(|t| {
+        ["x", "y", "z"]
+            .iter()
+            .any(|k| t[k].as_array().is_some_and(|a| a.iter().any(any_nonzero)))
+    })
+}
+
+#[test]
+fn every_input_gets_a_page_without_empty_charts_or_joined_ranks() {
+    let Some(root) = corpus() else { return };
+    let browser = chromium();
+    let dir = tempfile::tempdir().unwrap();
+    for (name, path, timelines, whole) in INPUTS {
+        let ds = dir.path().join(format!("ds-{name}"));
+        ingest_ok(&[&input(&root, path)], &ds, &["-q"]);
+        let html = dir.path().join(format!("{name}.html"));
+        let o = aorta(&[
+            "report".as_ref(),
+            ds.as_os_str(),
+            "-o".as_ref(),
+            html.as_os_str(),
+        ]);
+        assert_eq!(code(&o), 0, "{name}: {}", stderr(&o));
+        let page = std::fs::read_to_string(&html).unwrap();
+        let charts = plots(&page);
+        for (i, p) in charts.iter().enumerate() {
+            assert!(has_data(p), "{name}: chart {i} is empty");
+            assert_ne!(p["layout"]["yaxis"]["range"], serde_json::json!([-1, 1]));
+            for t in p["data"].as_array().unwrap() {
+                let n = t["name"].as_str().unwrap_or("");
+                if n.contains("comm_hidden_pct") || n.contains("copy hidden") {
+                    assert_eq!(t["mode"], "markers", "{name}: {n} joins points with lines");
+                }
+            }
+        }
+        assert_eq!(count(&page, "<h2>Timeline: run "), timelines, "{name}");
+        assert_eq!(
+            count(&page, "the whole capture (no steps)</h2>"),
+            if whole { timelines } else { 0 },
+            "{name}"
+        );
+        // Activity outside the steps of a stepped run is not a step (nor a "whole capture").
+        if !whole {
+            assert!(!page.contains("whole capture"), "{name}");
+        }
+        // Every page says what ran: the runs table's header.
+        assert!(page.contains("<th>GPU</th><th>world size</th><th>versions</th>"));
+        if let Some(b) = &browser {
+            open_and_check(b, &html, charts.len());
+        }
+        inspect(name, &page, &charts);
+    }
+}
+
+/// What each kind of input needs beyond the common checks.
+fn inspect(name: &str, page: &str, charts: &[serde_json::Value]) {
+    match name {
+        // 43,915 kernels over 15 s: drawn in seconds, capped, and the page says how to zoom.
+        "rocprof_json" | "rocpd" => {
+            assert_eq!(
+                charts[0]["layout"]["xaxis"]["title"]["text"],
+                "s from capture start"
+            );
+            assert!(page.contains("Capped: showing the 4000 longest of 43915 activities."));
+            assert!(page.contains("`aorta report --from MS --to MS`"));
+        }
+        "chrome" => {
+            assert!(page.contains("(a CPU-only trace?)"));
+            assert!(page.contains("No step rows: nothing ran on a GPU"));
+            assert!(
+                !page.contains("<th>exposed_comm</th>"),
+                "no empty step table"
+            );
+        }
+        // The qwen trace's kernels before its ProfilerStep are reported apart, not charted.
+        "h100_models" => assert!(page.contains(
+            "left out of the step charts and tables: h100_models/qwen1.5-0.5b-chat rank 0:"
+        )),
+        "jsonl" => assert!(page.contains("JSONL logs only")),
+        // The copies hide under the GEMMs when both run (copy_both), not when serialised.
+        "copy" => {
+            let c = charts
+                .iter()
+                .find(|p| p["data"][1]["name"] == "copy∩compute")
+                .expect("a copy-overlap chart");
+            let x = c["data"][1]["x"].as_array().unwrap();
+            let y = c["data"][1]["y"].as_array().unwrap();
+            let at = |label: &str| {
+                let i = x.iter().position(|v| v == label).unwrap();
+                y[i].as_f64().unwrap()
+            };
+            assert!(
+                at("copy_both r0 whole capture")
+                    > 10.0 * at("copy_both_serial r0 whole capture").max(0.01)
+            );
+        }
+        "bench" => {
+            // Five runs and two ranks: ten marker series, the legend above the plot.
+            let o = charts
+                .iter()
+                .find(|p| p["data"][0]["name"] == "exposed comm")
+                .unwrap();
+            let n = o["data"].as_array().unwrap().len();
+            assert_eq!(n, 2 + 10);
+            assert_eq!(o["layout"]["legend"]["orientation"], "h");
+            assert_eq!(o["layout"]["xaxis"]["automargin"], true);
+        }
+        _ => {}
+    }
+}
