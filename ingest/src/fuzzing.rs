@@ -133,6 +133,7 @@ pub fn read(scratch: &Scratch, reader: Reader, bytes: &[u8]) -> Result<FileOutco
         file_bytes: bytes.len() as u64,
         staging: staging.clone(),
         classifier: scratch.classifier.clone(),
+        step_marker: Default::default(),
         progress: Default::default(),
     };
     let res = reader.run(&job);
