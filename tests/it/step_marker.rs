@@ -62,9 +62,17 @@ fn kineto_annotations_named_by_a_marker_are_steps() {
         ev.push(format!(r#"{{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": {}, "dur": 5, "args": {{"correlation": {}}}}}"#, o + 10, 100 + k));
         ev.push(format!(r#"{{"ph": "X", "cat": "kernel", "name": "k{k}", "pid": 0, "tid": 7, "ts": {}, "dur": 50, "args": {{"stream": 7, "correlation": {}}}}}"#, o + 100, 100 + k));
     }
-    std::fs::write(&trace, format!(r#"{{"traceEvents": [{}]}}"#, ev.join(",\n"))).unwrap();
+    std::fs::write(
+        &trace,
+        format!(r#"{{"traceEvents": [{}]}}"#, ev.join(",\n")),
+    )
+    .unwrap();
     let out = tmp.path().join("ds");
-    let o = ingest(&[&trace], &out, &["--label", "m", "-q", "--step-marker", MARKER]);
+    let o = ingest(
+        &[&trace],
+        &out,
+        &["--label", "m", "-q", "--step-marker", MARKER],
+    );
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let acts = table(&out, "gpu_activities", "m");
     let mut got: Vec<(String, Option<i64>)> = strs(&acts, "name")
@@ -73,18 +81,32 @@ fn kineto_annotations_named_by_a_marker_are_steps() {
         .map(|(n, s)| (n.unwrap(), s))
         .collect();
     got.sort();
-    assert_eq!(got, [("k0".to_string(), Some(3)), ("k1".to_string(), Some(4))]);
+    assert_eq!(
+        got,
+        [("k0".to_string(), Some(3)), ("k1".to_string(), Some(4))]
+    );
     let steps = table(&out, "steps", "m");
     let mut spans: Vec<(Option<i64>, Option<i64>)> = i64s(&steps, "step")
         .into_iter()
-        .zip(i64s(&steps, "cpu_end_ns").into_iter().zip(i64s(&steps, "cpu_start_ns")))
+        .zip(
+            i64s(&steps, "cpu_end_ns")
+                .into_iter()
+                .zip(i64s(&steps, "cpu_start_ns")),
+        )
         .map(|(s, (e, b))| (s, e.zip(b).map(|(e, b)| e - b)))
         .collect();
     spans.sort();
-    assert_eq!(spans, [(Some(3), Some(1_000_000)), (Some(4), Some(1_000_000))]);
+    assert_eq!(
+        spans,
+        [(Some(3), Some(1_000_000)), (Some(4), Some(1_000_000))]
+    );
     // The default marker finds no step in this trace; the file is read again, not skipped.
     let o = ingest(&[&trace], &out, &["--label", "m"]);
-    assert!(stderr(&o).contains("ingested 1 of 1 files"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("ingested 1 of 1 files"),
+        "{}",
+        stderr(&o)
+    );
     let acts = table(&out, "gpu_activities", "m");
     assert!(i64s(&acts, "step").iter().all(Option::is_none));
     // A marker without a capture group is a usage error naming the flag.
