@@ -12,6 +12,7 @@ use crate::classify::Classifier;
 use crate::dataset::{self, Entry, Format, Input, Manifest};
 use crate::error::{IngestError, Result};
 use crate::file::{self, FileJob, FileOutcome};
+pub use crate::summary::Summary;
 use crate::{chrome, commit, detect, jsonl, kineto, lock, nsys, rocprof};
 
 /// How `aorta ingest` was asked to run.
@@ -37,72 +38,6 @@ pub struct Progress {
     pub read: Arc<AtomicU64>,
     /// Expected total of `read`.
     pub total: Arc<AtomicU64>,
-}
-
-/// What one ingest did.
-#[derive(Debug, Default)]
-pub struct Summary {
-    pub found: usize,
-    pub ingested: Vec<(PathBuf, FileOutcome)>,
-    pub skipped: Vec<PathBuf>,
-    /// Files found by walking that are JSON but not traces (e.g. a summary.json).
-    pub not_traces: Vec<PathBuf>,
-    /// Files deliberately not ingested, with the reason (rocprofv3 stats, counters…).
-    pub skipped_files: Vec<(PathBuf, String)>,
-    pub failed: Vec<IngestError>,
-    pub bytes: u64,
-    /// Run labels whose files could not be one job, and how they were split (`job`).
-    pub job_notes: Vec<String>,
-    /// Inputs that moved to another run (a new `--label`, or moved directories): path,
-    /// old run, new run.
-    pub relabelled: Vec<(PathBuf, String, String)>,
-    /// Findings per code of the inputs found unchanged (from the manifest).
-    pub unchanged_findings: BTreeMap<String, u64>,
-    /// The holder recorded in a lock file left by a process that died holding it.
-    pub stale_lock: Option<lock::Holder>,
-}
-
-impl Summary {
-    pub fn rows(&self) -> BTreeMap<&'static str, u64> {
-        let mut m = BTreeMap::new();
-        for (_, o) in &self.ingested {
-            for (t, n) in &o.rows {
-                *m.entry(*t).or_default() += n;
-            }
-        }
-        m
-    }
-
-    pub fn events(&self) -> u64 {
-        self.ingested.iter().map(|(_, o)| o.events).sum()
-    }
-
-    /// Findings per code over the files read now (not the unchanged ones).
-    pub fn fresh_findings(&self) -> BTreeMap<&'static str, u64> {
-        let mut m = BTreeMap::new();
-        for (_, o) in &self.ingested {
-            for (code, n) in &o.findings {
-                *m.entry(*code).or_default() += n;
-            }
-        }
-        m
-    }
-
-    pub fn warnings(&self) -> u64 {
-        self.ingested.iter().map(|(_, o)| o.warnings).sum()
-    }
-
-    /// Data-quality findings per code over every input of this ingest, the unchanged ones
-    /// included (what `--strict` checks).
-    pub fn findings(&self) -> BTreeMap<String, u64> {
-        let mut m = self.unchanged_findings.clone();
-        for (_, o) in &self.ingested {
-            for (c, n) in &o.findings {
-                *m.entry(c.to_string()).or_default() += n;
-            }
-        }
-        m
-    }
 }
 
 struct Planned {
