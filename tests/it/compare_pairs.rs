@@ -1,0 +1,172 @@
+//! Steps and pairs in `aorta compare`: the step span and the GPU idle around it (by hand on the
+//! compare fixture), and runs paired by workload or refused (on the H100/MI300X model traces,
+//! against the raw JSON's ProfilerStep durations).
+
+use std::path::Path;
+
+use crate::common::cli::{code, ingest_ok, overlap_json, stderr};
+use crate::common::*;
+use crate::compare_cli::{close, compare, fixture};
+use aorta_transform::compare::Summary;
+
+/// The step span and the GPU idle around and between the kernels (`overlap_steps`), by hand:
+/// each 1,000 µs ProfilerStep has its GEMM at +100 (40 µs CUDA), the add at +150 (10 µs) and
+/// the all_reduce at +200 (100 µs CUDA, 150 µs ROCm).
+#[test]
+fn step_span_and_gpu_idle_split() {
+    let (_dir, ds) = fixture();
+    let doc = overlap_json(&ds, "step");
+    for (run, comm_us, busy_us) in [("cuda", 100, 40 + 10 + 100), ("rocm", 150, 60 + 8 + 150)] {
+        let r = doc["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["run"] == run)
+            .unwrap();
+        let rows = r["rows"].as_array().unwrap();
+        assert_eq!(rows.len(), 2, "{run}: two steps, nothing outside them");
+        for row in rows {
+            let ns = |k: &str| row[k].as_i64().unwrap();
+            assert_eq!(ns("step_ns"), 1_000_000, "{run}");
+            assert_eq!(ns("idle_before_ns"), 100_000, "{run}");
+            let window = (100 + comm_us) * 1000;
+            assert_eq!(ns("window_ns"), window, "{run}");
+            assert_eq!(ns("idle_after_ns"), 1_000_000 - 100_000 - window, "{run}");
+            assert_eq!(ns("idle_ns"), window - busy_us * 1000, "{run}");
+        }
+        let total = &r["totals"].as_array().unwrap()[0];
+        assert_eq!(
+            total["step_ns"], 2_000_000,
+            "{run}: the rank sums its steps"
+        );
+        assert_eq!(total["step_count"], 2, "{run}");
+    }
+}
+
+/// ProfilerStep#6 of each model trace, as the raw JSON says (CPU `user_annotation`), in ms.
+fn profiler_step_ms(path: &Path) -> f64 {
+    let raw = raw_json(path);
+    let e = events(&raw)
+        .iter()
+        .find(|e| cat(e) == "user_annotation" && e["name"] == "ProfilerStep#6")
+        .unwrap();
+    e["dur"].as_f64().unwrap() / 1e3
+}
+
+/// `--reference h100_models --candidate mi300x_models`: each model is a run of its own, the
+/// runs pair by model, each pair's step time is its ProfilerStep span (the qwen trace's 509
+/// kernels launched before the step stay out: one step, not two), and the overall ratio is the
+/// pairs' geometric mean. A deliberately mismatched pair is refused, and --force overrides.
+#[test]
+fn models_pair_by_name_and_a_mismatched_pair_is_refused() {
+    let Some(root) = corpus() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (cuda, rocm) = (
+        root.join("kineto/cuda/h100_models"),
+        root.join("kineto/rocm/mi300x_models"),
+    );
+    let fsdp = root.join("kineto/cuda/h200_fsdp2");
+    let ds = dir.path().join("ds");
+    ingest_ok(&[&cuda, &rocm, &fsdp], &ds, &["-q"]);
+    let out = dir.path().join("cmp");
+    let args = ["--reference", "h100_models", "--candidate", "mi300x_models"];
+    let o = compare(&ds, &out, &args);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let doc: Summary =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    // Both sides named for the page: each run's GPU (the traces' deviceProperties), runtime
+    // versions and files.
+    let sides: Vec<(&str, &str)> = doc
+        .sides
+        .iter()
+        .map(|s| (s.side.as_str(), s.selector.as_str()))
+        .collect();
+    assert_eq!(
+        sides,
+        [("reference", "h100_models"), ("candidate", "mi300x_models")]
+    );
+    let bert = &doc.sides[0].runs["h100_models/bert-small"];
+    assert_eq!(bert.platform, "cuda");
+    assert_eq!(bert.devices, ["NVIDIA H100 80GB HBM3".to_string()].into());
+    assert!(
+        bert.versions
+            .iter()
+            .any(|v| v.contains("cuda_runtime_version=12040")),
+        "{:?}",
+        bert.versions
+    );
+    assert_eq!(
+        bert.sources,
+        [cuda.join("bert-small.json.gz").display().to_string()]
+    );
+    let mi = &doc.sides[1].runs["mi300x_models/qwen1.5-0.5b-chat"];
+    assert_eq!(mi.devices, ["AMD Instinct MI300X VF".to_string()].into());
+    let pairs = doc.pairs.unwrap();
+    assert!(pairs.comparable, "{:?}", pairs.reasons);
+    let names: Vec<&str> = pairs.pairs.iter().map(|p| p.workload.as_str()).collect();
+    assert_eq!(names, ["bert-small", "qwen1.5-0.5b-chat"]);
+    let mut product = 1.0;
+    for p in &pairs.pairs {
+        let file = format!("{}.json.gz", p.workload);
+        let (r, c) = (
+            profiler_step_ms(&cuda.join(&file)),
+            profiler_step_ms(&rocm.join(&file)),
+        );
+        assert!(
+            close(p.reference_step_ms.unwrap(), r),
+            "{}: {r}",
+            p.workload
+        );
+        assert!(
+            close(p.candidate_step_ms.unwrap(), c),
+            "{}: {c}",
+            p.workload
+        );
+        assert!(close(p.step_ratio.unwrap(), c / r), "{}", p.workload);
+        product *= c / r;
+    }
+    assert!(close(pairs.step_ratio_geomean.unwrap(), product.sqrt()));
+    // One step per model and side: the leftover bucket is not a step.
+    let step = doc.levels.step("step_ms").unwrap();
+    assert_eq!(
+        (step.reference.unwrap().n, step.candidate.unwrap().n),
+        (2, 2)
+    );
+
+    // A single-GPU inference trace against a 2-rank FSDP job: refused, the gate exits 2.
+    let bad = [
+        "--reference",
+        "h100_models/bert-small",
+        "--candidate",
+        "h200_fsdp2",
+    ];
+    let o = compare(
+        &ds,
+        &out,
+        &[&bad[..], &["--fail-if-regressed", "5"]].concat(),
+    );
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("REFUSED"));
+    let doc: Summary =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let pairs = doc.pairs.unwrap();
+    assert!(!pairs.comparable && !pairs.forced);
+    let page = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(page.contains("<p class=\"bad\">NOT COMPARABLE: the step ratios are refused"));
+    assert!(
+        pairs
+            .reasons
+            .iter()
+            .any(|r| r.contains("operator GPU time")),
+        "{:?}",
+        pairs.reasons
+    );
+    assert_eq!(pairs.pairs[0].step_ratio, None);
+    assert!(doc.levels.steps.iter().all(|l| l.ratio.is_none()));
+    let o = compare(&ds, &out, &[&bad[..], &["--force"]].concat());
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let doc: Summary =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let pairs = doc.pairs.unwrap();
+    assert!(pairs.forced && pairs.pairs[0].step_ratio.is_some());
+}
