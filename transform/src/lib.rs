@@ -9,8 +9,11 @@ pub mod compare;
 #[cfg(test)]
 mod cycles;
 pub mod dataset;
+pub mod dataset_edit;
 pub mod fresh;
+pub mod info;
 pub mod jsonl;
+pub mod kernels;
 pub mod launch;
 pub mod nccl;
 pub mod overlap;

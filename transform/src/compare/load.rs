@@ -24,8 +24,10 @@ pub(super) struct SideData {
 }
 
 /// `gpu_activities` columns the comparison reads.
-const ACTS: [&str; 14] = [
+const ACTS: [&str; 16] = [
     "run",
+    "kind",
+    "name",
     "rank",
     "step",
     "category",
