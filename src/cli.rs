@@ -45,6 +45,9 @@ pub(crate) enum Command {
     /// The costliest kernels per run, rank, category or step, with their launching operator.
     #[command(after_help = crate::toolbox_cli::KERNELS_EXAMPLES)]
     Kernels(crate::toolbox_cli::KernelsArgs),
+    /// Polars SQL over the dataset's tables; the result as a table, CSV, JSON or Parquet.
+    #[command(after_help = crate::toolbox_cli::SQL_EXAMPLES)]
+    Sql(crate::toolbox_cli::SqlArgs),
     /// Remove or relabel a run of a dataset (atomic).
     #[command(after_help = crate::toolbox_cli::DATASET_EXAMPLES)]
     Dataset(crate::toolbox_cli::DatasetArgs),

@@ -15,6 +15,7 @@ mod overlap_table;
 mod perf_cmd;
 mod report_cmd;
 mod run_cmd;
+mod sql_cmd;
 mod toolbox_cli;
 
 use std::process::ExitCode;
@@ -62,6 +63,7 @@ fn run(args: cli::Cli) -> anyhow::Result<ExitCode> {
         cli::Command::Info(a) => info_cmd::run(a),
         cli::Command::Kernels(a) => kernels_cmd::run(a),
         cli::Command::Dataset(a) => dataset_cmd::run(a),
+        cli::Command::Sql(a) => sql_cmd::run(a),
         cli::Command::Schema(a) => {
             use std::io::Write;
             let text = if a.markdown {

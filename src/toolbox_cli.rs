@@ -123,3 +123,52 @@ pub(crate) struct DatasetArgs {
     #[command(subcommand)]
     pub command: DatasetCommand,
 }
+
+pub(crate) const SQL_EXAMPLES: &str = "\
+Examples:
+  # GPU activities and GPU time per run and category (the README's polars example)
+  aorta sql \"SELECT run, category, COUNT(*) AS n, SUM(end_ns - start_ns) AS gpu_ns
+             FROM gpu_activities GROUP BY run, category ORDER BY run, category\"
+  # the 5 longest kernels of one run, with their rank and step
+  aorta sql \"SELECT rank, step, name, end_ns - start_ns AS ns FROM gpu_activities
+             WHERE run = 'cuda' AND kind = 'kernel' ORDER BY ns DESC LIMIT 5\" ds
+  # findings to check, per run and code, written as Parquet
+  aorta sql \"SELECT run, code, SUM(count) AS n FROM diagnostics
+             WHERE code NOT IN ('outside_steps', 'jsonl_non_numeric') GROUP BY run, code\" -o f.parquet
+
+Tables (each with its partition columns `run` and `rank`): runs, gpu_activities, cpu_ops,
+steps, metrics, diagnostics, and the derived ones (overlap_steps, overlap_ranks,
+overlap_collectives, overlap_streams, overlap_stream_pairs, collectives,
+collective_instances, collective_ranks, op_perf, perf_steps: empty until the command that
+writes them has run). Columns: `aorta schema`, docs/SCHEMA.md. The SQL dialect is polars'
+(docs.pola.rs, SQL interface). -o writes the result as .parquet, .csv or .json (by its
+extension, else --format), atomically. Built with `cargo build --features sql` (polars SQL costs
+the build time docs/PERFORMANCE.md gives); without it this command says so.";
+
+#[derive(Args, Debug)]
+pub(crate) struct SqlArgs {
+    /// One SQL statement (SELECT …).
+    pub query: String,
+    /// Dataset directory (written by `aorta ingest`).
+    #[arg(default_value = "aorta-data")]
+    pub dataset: PathBuf,
+    /// Output format (for -o: when the file's extension does not say).
+    #[arg(long, value_enum, default_value_t = SqlFormat::Table)]
+    pub format: SqlFormat,
+    /// Write the result to FILE instead of printing it.
+    #[arg(short, long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+/// How `aorta sql` writes its result.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SqlFormat {
+    /// Aligned text.
+    Table,
+    /// A JSON array of row objects.
+    Json,
+    /// CSV, one header line.
+    Csv,
+    /// Parquet (with -o only).
+    Parquet,
+}

@@ -28,4 +28,5 @@ mod report_compare;
 mod rocprof_corpus;
 mod run_cli;
 mod schema;
+mod toolbox;
 mod workloads;

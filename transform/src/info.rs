@@ -81,15 +81,7 @@ fn read(
     runs: &[String],
     cols: &[&str],
 ) -> Result<DataFrame, DatasetError> {
-    let cols: Vec<Expr> = cols.iter().map(|c| col(*c)).collect();
-    dataset::scan(root, table)?
-        .filter(dataset::of_runs(runs))
-        .select(cols)
-        .collect()
-        .map_err(|source| DatasetError::Polars {
-            path: root.join(table),
-            source,
-        })
+    dataset::read_where(root, table, dataset::of_runs(runs), cols)
 }
 
 /// Distinct non-null values, sorted.

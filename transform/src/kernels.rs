@@ -93,17 +93,8 @@ const CPU: [&str; 9] = [
 
 /// The top `top` kernels of every group of `runs`.
 pub fn compute(root: &Path, runs: &[String], by: By, top: usize) -> Result<Kernels, DatasetError> {
-    let read = |table: &str, filter: Expr, cols: &[&str]| {
-        let cols: Vec<Expr> = cols.iter().map(|c| col(*c)).collect();
-        dataset::scan(root, table)?
-            .filter(filter)
-            .select(cols)
-            .collect()
-            .map_err(|source| DatasetError::Polars {
-                path: root.join(table),
-                source,
-            })
-    };
+    let read =
+        |table: &str, filter: Expr, cols: &[&str]| dataset::read_where(root, table, filter, cols);
     let wanted = dataset::of_runs(runs);
     let acts = read("gpu_activities", wanted.clone(), &ACTS)?;
     let launching = col("category")

@@ -21,6 +21,8 @@ pub mod overlap_tables;
 pub mod par;
 pub mod perf;
 pub mod rows;
+#[cfg(feature = "sql")]
+pub mod sql;
 pub mod steps;
 pub mod summary;
 pub mod sweep;
