@@ -179,8 +179,8 @@ fn write_runs_csv(out: &mut impl Write, runs: &[RunSummary]) -> Result<()> {
             )
         };
         let cells = [
-            s(&[r.run.clone()]),
-            s(&[r.workload.clone()]),
+            s(std::slice::from_ref(&r.run)),
+            s(std::slice::from_ref(&r.workload)),
             s(&r.platforms),
             s(&r.formats),
             s(&r.devices),

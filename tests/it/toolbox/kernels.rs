@@ -10,16 +10,16 @@ use serde_json::Value;
 use super::{bundled, numpy_quantile, ok, whole};
 use crate::common::{i64s, ingest_text, strs};
 
-/// (name → durations, launching op → ns per name) of the activities of `run` (and `rank`).
-fn brute(
-    root: &std::path::Path,
-    run: &str,
-    rank: Option<i64>,
-) -> (
-    HashMap<String, Vec<i64>>,
-    i64,
-    HashMap<String, HashMap<String, i64>>,
-) {
+/// What the brute force finds for one group: each name's durations, the group's GPU time, and
+/// per name the time of each launching operator (`?` when none has the kernel's External id).
+struct Brute {
+    by_name: HashMap<String, Vec<i64>>,
+    total: i64,
+    op_ns: HashMap<String, HashMap<String, i64>>,
+}
+
+/// The brute force over the activities of `run` (and `rank`).
+fn brute(root: &std::path::Path, run: &str, rank: Option<i64>) -> Brute {
     let acts = whole(root, "gpu_activities");
     let cpu = whole(root, "cpu_ops");
     let (arun, arank, name) = (strs(&acts, "run"), i64s(&acts, "rank"), strs(&acts, "name"));
@@ -70,7 +70,11 @@ fn brute(
             .entry(op)
             .or_insert(0) += d;
     }
-    (by_name, total, op_ns)
+    Brute {
+        by_name,
+        total,
+        op_ns,
+    }
 }
 
 fn f(v: &Value) -> f64 {
@@ -94,7 +98,11 @@ fn kernel_statistics_and_launching_operators_match_a_brute_force_over_the_rows()
         .unwrap();
         let rows = doc["rows"].as_array().unwrap();
         for rank in ranks {
-            let (by_name, total, op_ns) = brute(root, run, rank);
+            let Brute {
+                by_name,
+                total,
+                op_ns,
+            } = brute(root, run, rank);
             let mine: Vec<&Value> = rows
                 .iter()
                 .filter(|r| rank.is_none() || r["rank"].as_i64() == rank)
