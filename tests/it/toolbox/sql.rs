@@ -89,7 +89,7 @@ fn the_readme_example_gives_the_numbers_polars_gives() {
         .unwrap()
         .i64()
         .unwrap()
-        .into_iter()
+        .iter()
         .flatten()
         .sum();
     assert_eq!(total, expected.values().map(|v| v.1).sum::<i64>());
