@@ -19,7 +19,7 @@ use std::path::Path;
 use polars::prelude::*;
 
 use crate::dataset::{self, DatasetError};
-use crate::launch::{Links, NO_OP};
+use crate::launch::{Links, LINK_COLUMNS, NO_OP};
 use crate::rows::{ints, str_column, strs};
 use crate::summary::quantile;
 
@@ -78,19 +78,6 @@ const ACTS: [&str; 10] = [
     "external_id",
 ];
 
-/// `cpu_ops` columns the launch links read.
-const CPU: [&str; 9] = [
-    "run",
-    "rank",
-    "category",
-    "name",
-    "tid",
-    "start_ns",
-    "end_ns",
-    "correlation",
-    "external_id",
-];
-
 /// The top `top` kernels of every group of `runs`.
 pub fn compute(root: &Path, runs: &[String], by: By, top: usize) -> Result<Kernels, DatasetError> {
     let read =
@@ -100,7 +87,7 @@ pub fn compute(root: &Path, runs: &[String], by: By, top: usize) -> Result<Kerne
     let launching = col("category")
         .eq(lit("cpu_op"))
         .or(col("category").eq(lit("runtime")));
-    let cpu = read("cpu_ops", wanted.and(launching), &CPU)?;
+    let cpu = read("cpu_ops", wanted.and(launching), &LINK_COLUMNS)?;
     let ops = launch_names(&cpu, &acts);
     let rows = table(&acts, &ops, by, top).map_err(|source| DatasetError::Polars {
         path: root.join("gpu_activities"),
