@@ -39,6 +39,18 @@ pub(crate) enum Command {
     /// Run a GPU workload (or take its output), ingest it, print the overlap, write the report.
     #[command(after_help = RUN_EXAMPLES)]
     Run(RunArgs),
+    /// What a dataset holds: runs, ranks, devices, steps, files, and its findings by severity.
+    #[command(after_help = crate::toolbox_cli::INFO_EXAMPLES)]
+    Info(crate::toolbox_cli::InfoArgs),
+    /// The costliest kernels per run, rank, category or step, with their launching operator.
+    #[command(after_help = crate::toolbox_cli::KERNELS_EXAMPLES)]
+    Kernels(crate::toolbox_cli::KernelsArgs),
+    /// Polars SQL over the dataset's tables; the result as a table, CSV, JSON or Parquet.
+    #[command(after_help = crate::toolbox_cli::SQL_EXAMPLES)]
+    Sql(crate::toolbox_cli::SqlArgs),
+    /// Remove or relabel a run of a dataset (atomic).
+    #[command(after_help = crate::toolbox_cli::DATASET_EXAMPLES)]
+    Dataset(crate::toolbox_cli::DatasetArgs),
     /// Print the dataset schema (tables and columns).
     Schema(SchemaArgs),
 }

@@ -154,7 +154,7 @@ fn print_pairs(out: &mut impl Write, p: &compare::PairsSummary) -> Result<()> {
 fn print_ops(out: &mut impl Write, ops: &OperatorsSummary, top: usize) -> Result<()> {
     writeln!(
         out,
-        "\noperators: {} matched, {} reference only, {} candidate only (GPU ms per step window; TFLOP/s and % of each side's own peak)",
+        "\noperators: {} matched, {} reference only, {} candidate only (GPU ms per step window; TFLOP/s and % of each side's own peak; kernels per call)",
         ops.matched, ops.reference_only, ops.candidate_only
     )?;
     for r in ops.top.iter().take(top) {
@@ -165,13 +165,15 @@ fn print_ops(out: &mut impl Write, ops: &OperatorsSummary, top: usize) -> Result
         };
         writeln!(
             out,
-            "  {:<40} {:>10} {:>10} {:>8}  {:>16} {:>16}  {}",
+            "  {:<40} {:>10} {:>10} {:>8}  {:>16} {:>16}  {:>5} {:>5}  {}",
             format!("{} {}", r.op, truncate(&r.input_dims, 30)),
             num(r.reference_ms, 3),
             num(r.candidate_ms, 3),
             num(r.ratio, 2),
             rate(r.reference_tflops, r.reference_peak_pct),
             rate(r.candidate_tflops, r.candidate_peak_pct),
+            num(r.reference_kernels_per_call, 1),
+            num(r.candidate_kernels_per_call, 1),
             r.status
         )?;
     }

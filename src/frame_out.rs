@@ -28,6 +28,13 @@ pub(crate) fn frame_json(df: &DataFrame) -> Value {
 fn any_json(v: AnyValue) -> Value {
     match v {
         AnyValue::Int64(x) => x.into(),
+        AnyValue::Int32(x) => x.into(),
+        AnyValue::UInt32(x) => x.into(),
+        AnyValue::UInt64(x) => x.into(),
+        AnyValue::Boolean(x) => x.into(),
+        AnyValue::Float32(x) => {
+            serde_json::Number::from_f64(x.into()).map_or(Value::Null, Value::Number)
+        }
         AnyValue::Float64(x) => serde_json::Number::from_f64(x).map_or(Value::Null, Value::Number),
         AnyValue::String(s) => s.into(),
         AnyValue::StringOwned(s) => s.as_str().into(),
@@ -72,4 +79,54 @@ pub(crate) fn write_csv(out: &mut impl Write, frames: &[&DataFrame]) -> std::io:
         }
     }
     Ok(())
+}
+
+/// Every column of `df` as aligned text: a header line, then one line per row (strings left,
+/// everything else right; null as `-`; cells over `width` characters cut with `…`).
+pub(crate) fn render_frame(df: &DataFrame, width: usize) -> String {
+    let cols = df.columns();
+    let cell = |c: &Column, i: usize| {
+        let s = match c.get(i).unwrap_or(AnyValue::Null) {
+            AnyValue::Null => "-".to_string(),
+            AnyValue::String(s) => s.to_string(),
+            AnyValue::StringOwned(s) => s.to_string(),
+            AnyValue::Float64(x) => format!("{x:.3}"),
+            other => other.to_string(),
+        };
+        if s.chars().count() > width {
+            format!("{}…", s.chars().take(width - 1).collect::<String>())
+        } else {
+            s
+        }
+    };
+    let mut lines: Vec<Vec<String>> = vec![cols.iter().map(|c| c.name().to_string()).collect()];
+    lines.extend((0..df.height()).map(|i| cols.iter().map(|c| cell(c, i)).collect()));
+    let widths: Vec<usize> = (0..cols.len())
+        .map(|j| {
+            lines
+                .iter()
+                .map(|l| l[j].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let left: Vec<bool> = cols
+        .iter()
+        .map(|c| c.dtype() == &DataType::String)
+        .collect();
+    let mut out = String::new();
+    for l in &lines {
+        let cells: Vec<String> = l
+            .iter()
+            .enumerate()
+            .map(|(j, v)| match left[j] {
+                true => format!("{v:<w$}", w = widths[j]),
+                false => format!("{v:>w$}", w = widths[j]),
+            })
+            .collect();
+        out.push_str("  ");
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
 }

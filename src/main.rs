@@ -3,15 +3,20 @@
 mod cli;
 mod collectives_cmd;
 mod compare_cmd;
+mod dataset_cmd;
 mod dataset_lock;
 mod frame_out;
+mod info_cmd;
 mod ingest_cmd;
+mod kernels_cmd;
 mod notes;
 mod overlap_cmd;
 mod overlap_table;
 mod perf_cmd;
 mod report_cmd;
 mod run_cmd;
+mod sql_cmd;
+mod toolbox_cli;
 
 use std::process::ExitCode;
 
@@ -55,6 +60,10 @@ fn run(args: cli::Cli) -> anyhow::Result<ExitCode> {
         cli::Command::Compare(a) => compare_cmd::run(a),
         cli::Command::Report(a) => report_cmd::run(a),
         cli::Command::Run(a) => run_cmd::run(a),
+        cli::Command::Info(a) => info_cmd::run(a),
+        cli::Command::Kernels(a) => kernels_cmd::run(a),
+        cli::Command::Dataset(a) => dataset_cmd::run(a),
+        cli::Command::Sql(a) => sql_cmd::run(a),
         cli::Command::Schema(a) => {
             use std::io::Write;
             let text = if a.markdown {

@@ -31,4 +31,5 @@ mod rocprof_corpus;
 mod run_cli;
 mod schema;
 mod step_marker;
+mod toolbox;
 mod workloads;

@@ -187,6 +187,24 @@ fn has_parquet(dir: &Path) -> bool {
         })
 }
 
+/// Collects `cols` of the rows of one table that `filter` keeps.
+pub fn read_where(
+    root: &Path,
+    table: &str,
+    filter: Expr,
+    cols: &[&str],
+) -> Result<DataFrame, DatasetError> {
+    let cols: Vec<Expr> = cols.iter().map(|c| col(*c)).collect();
+    scan(root, table)?
+        .filter(filter)
+        .select(cols)
+        .collect()
+        .map_err(|source| DatasetError::Polars {
+            path: root.join(table),
+            source,
+        })
+}
+
 /// Collects a whole table.
 pub fn read(root: &Path, table: &str) -> Result<DataFrame, DatasetError> {
     scan(root, table)?

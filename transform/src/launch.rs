@@ -40,6 +40,20 @@ pub fn compact_json(s: &str) -> String {
 
 pub type RankKey<'a> = (&'a str, i64);
 
+/// The `cpu_ops` columns `Links` reads: a caller reads at least these (of the `cpu_op` and
+/// `runtime` rows).
+pub const LINK_COLUMNS: [&str; 9] = [
+    "run",
+    "rank",
+    "category",
+    "name",
+    "tid",
+    "start_ns",
+    "end_ns",
+    "correlation",
+    "external_id",
+];
+
 /// The `cpu_ops` columns the links read, row by row (no copy of two million rows; a frame in
 /// one chunk finds a row directly). Frames of one run may leave `run` out: every key then
 /// has the same empty run.

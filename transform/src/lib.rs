@@ -9,8 +9,11 @@ pub mod compare;
 #[cfg(test)]
 mod cycles;
 pub mod dataset;
+pub mod dataset_edit;
 pub mod fresh;
+pub mod info;
 pub mod jsonl;
+pub mod kernels;
 pub mod launch;
 pub mod nccl;
 pub mod overlap;
@@ -18,6 +21,8 @@ pub mod overlap_tables;
 pub mod par;
 pub mod perf;
 pub mod rows;
+#[cfg(feature = "sql")]
+pub mod sql;
 pub mod steps;
 pub mod summary;
 pub mod sweep;

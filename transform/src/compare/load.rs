@@ -24,8 +24,10 @@ pub(super) struct SideData {
 }
 
 /// `gpu_activities` columns the comparison reads.
-const ACTS: [&str; 14] = [
+const ACTS: [&str; 16] = [
     "run",
+    "kind",
+    "name",
     "rank",
     "step",
     "category",
@@ -39,20 +41,6 @@ const ACTS: [&str; 14] = [
     "out_msg_nelems",
     "group_size",
     "dtype",
-];
-
-/// `cpu_ops` columns the operator attribution reads.
-const CPU: [&str; 10] = [
-    "run",
-    "rank",
-    "category",
-    "name",
-    "tid",
-    "start_ns",
-    "end_ns",
-    "correlation",
-    "external_id",
-    "input_dims",
 ];
 
 impl SideData {
@@ -80,8 +68,8 @@ impl SideData {
         let cpu_cat = col("category")
             .eq(lit("cpu_op"))
             .or(col("category").eq(lit("runtime")));
-        let mut cpu_cols = CPU.to_vec();
-        cpu_cols.push("input_types");
+        let mut cpu_cols = crate::launch::LINK_COLUMNS.to_vec();
+        cpu_cols.extend(["input_dims", "input_types"]);
         let cpu = read("cpu_ops", wanted.clone().and(cpu_cat), &cpu_cols)?;
         let loss = read(
             "metrics",

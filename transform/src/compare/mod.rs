@@ -25,6 +25,7 @@ use polars::prelude::*;
 use crate::dataset::DatasetError;
 
 pub use gate::{regressions, Check, Regression, GATED};
+pub use operators::KERNEL_SEPARATOR;
 pub use pairs::{PairEntry, PairsSummary, MIN_MATCHED_SHARE};
 pub use select::{RunInfo, Side};
 pub use summary_json::{

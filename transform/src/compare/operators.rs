@@ -3,7 +3,9 @@
 //! vendors; `aten::mm` on `[[8192, 4096], [4096, 4096]]` does not).
 //!
 //! A GPU activity's operator is the one `crate::launch` finds: the `cpu_op` with its
-//! `External id`, else through the runtime call that launched it.
+//! `External id`, else through the runtime call that launched it. Each side also says which
+//! kernels the operator launched and how many per call: one vendor's library may run two
+//! kernels (a GEMM and a fix-up) where the other runs one, which the times alone hide.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -27,6 +29,33 @@ pub(super) struct OpRow {
     pub calls: [i64; 2],
     pub tflops: [Option<f64>; 2],
     pub peak_pct: [Option<f64>; 2],
+    /// Kernels (activities of kind `kernel`) per call, each side.
+    pub kernels_per_call: [Option<f64>; 2],
+    /// Each side's kernel names for the operator, most GPU time first (at most `TOP_KERNELS`).
+    pub top_kernels: [Vec<String>; 2],
+}
+
+/// Kernel names kept per operator and side.
+pub(super) const TOP_KERNELS: usize = 3;
+
+/// One operator key on one side: GPU ns, calls, kernels, and GPU ns per kernel name.
+#[derive(Default)]
+struct SideOp {
+    ns: i64,
+    calls: i64,
+    kernels: i64,
+    names: HashMap<String, i64>,
+}
+
+impl SideOp {
+    fn top_kernels(&self) -> Vec<String> {
+        let mut v: Vec<(&String, &i64)> = self.names.iter().collect();
+        v.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        v.into_iter()
+            .take(TOP_KERNELS)
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
 }
 
 impl OpRow {
@@ -53,16 +82,20 @@ pub(super) fn compare(sides: &[SideData; 2]) -> Vec<OpRow> {
     let mut all: BTreeMap<OpKey, OpRow> = BTreeMap::new();
     for (s, d) in sides.iter().enumerate() {
         let (times, windows) = side_ops(d);
-        for (key, (ns, calls)) in times {
+        for (key, op) in times {
             let row = all.entry(key.clone()).or_insert_with(|| OpRow {
                 key,
                 ms: [None, None],
                 calls: [0, 0],
                 tflops: [None, None],
                 peak_pct: [None, None],
+                kernels_per_call: [None, None],
+                top_kernels: Default::default(),
             });
-            row.ms[s] = Some(ns as f64 * 1e-6 / windows.max(1) as f64);
-            row.calls[s] = calls;
+            row.ms[s] = Some(op.ns as f64 * 1e-6 / windows.max(1) as f64);
+            row.calls[s] = op.calls;
+            row.kernels_per_call[s] = (op.calls > 0).then(|| op.kernels as f64 / op.calls as f64);
+            row.top_kernels[s] = op.top_kernels();
         }
     }
     let mut rows: Vec<OpRow> = all.into_values().collect();
@@ -70,18 +103,20 @@ pub(super) fn compare(sides: &[SideData; 2]) -> Vec<OpRow> {
     rows
 }
 
-/// GPU ns and operator instances per key for one side, and its number of step windows.
-fn side_ops(d: &SideData) -> (HashMap<OpKey, (i64, i64)>, usize) {
+/// GPU ns, operator instances and kernels per key for one side, and its number of step
+/// windows.
+fn side_ops(d: &SideData) -> (HashMap<OpKey, SideOp>, usize) {
     let df = &d.acts;
     let launchers = Links::new(&d.cpu, df).launchers(df);
     let (run, rank, step) = (strs(df, "run"), ints(df, "rank"), ints(df, "step"));
     let (start, end) = (ints(df, "start_ns"), ints(df, "end_ns"));
+    let (kind, kernel) = (strs(df, "kind"), strs(df, "name"));
     let (names, dims, types) = (
         strs(&d.cpu, "name"),
         strs(&d.cpu, "input_dims"),
         strs(&d.cpu, "input_types"),
     );
-    let mut out: HashMap<OpKey, (i64, i64)> = HashMap::new();
+    let mut out: HashMap<OpKey, SideOp> = HashMap::new();
     let mut seen = HashSet::new();
     let mut windows = HashSet::new();
     for i in 0..df.height() {
@@ -96,9 +131,16 @@ fn side_ops(d: &SideData) -> (HashMap<OpKey, (i64, i64)>, usize) {
             None => (NO_OP.to_string(), String::new(), String::new()),
         };
         let e = out.entry(k).or_default();
-        e.0 += (end[i].unwrap_or(0) - start[i].unwrap_or(0)).max(0);
+        let ns = (end[i].unwrap_or(0) - start[i].unwrap_or(0)).max(0);
+        e.ns += ns;
         if op.is_none_or(|o| seen.insert(o)) {
-            e.1 += 1;
+            e.calls += 1;
+        }
+        if kind[i] == Some("kernel") {
+            e.kernels += 1;
+            *e.names
+                .entry(kernel[i].unwrap_or("").to_string())
+                .or_default() += ns;
         }
     }
     (out, windows.len())
@@ -136,11 +178,23 @@ pub(super) fn add_rates(rows: &mut [OpRow], perf: &[Vec<crate::perf::PerfRun>; 2
     }
 }
 
+/// How `compare_operators` joins an operator's kernel names into one cell.
+pub const KERNEL_SEPARATOR: &str = "; ";
+
 pub(super) fn frame(rows: &[OpRow]) -> PolarsResult<DataFrame> {
     let side_ms = |s: usize| rows.iter().map(|r| r.ms[s]).collect::<Vec<_>>();
     let calls = |s: usize| rows.iter().map(|r| r.calls[s]).collect::<Vec<_>>();
     let tflops = |s: usize| rows.iter().map(|r| r.tflops[s]).collect::<Vec<_>>();
     let pct = |s: usize| rows.iter().map(|r| r.peak_pct[s]).collect::<Vec<_>>();
+    let per_call = |s: usize| {
+        rows.iter()
+            .map(|r| r.kernels_per_call[s])
+            .collect::<Vec<_>>()
+    };
+    let names = |s: usize| {
+        rows.iter()
+            .map(move |r| r.top_kernels[s].join(KERNEL_SEPARATOR))
+    };
     DataFrame::new_infer_height(vec![
         str_column("op", rows.iter().map(|r| r.key.0.as_str())),
         str_column("input_dims", rows.iter().map(|r| r.key.1.as_str())),
@@ -162,5 +216,9 @@ pub(super) fn frame(rows: &[OpRow]) -> PolarsResult<DataFrame> {
         Column::new("candidate_tflops".into(), tflops(1)),
         Column::new("reference_peak_pct".into(), pct(0)),
         Column::new("candidate_peak_pct".into(), pct(1)),
+        Column::new("reference_kernels_per_call".into(), per_call(0)),
+        Column::new("candidate_kernels_per_call".into(), per_call(1)),
+        str_column("reference_top_kernels", names(0)),
+        str_column("candidate_top_kernels", names(1)),
     ])
 }

@@ -147,6 +147,16 @@ pub struct OperatorEntry {
     pub candidate_tflops: Option<f64>,
     pub reference_peak_pct: Option<f64>,
     pub candidate_peak_pct: Option<f64>,
+    /// Kernels each side launched per call of the operator (null on a side without it).
+    #[serde(default)]
+    pub reference_kernels_per_call: Option<f64>,
+    #[serde(default)]
+    pub candidate_kernels_per_call: Option<f64>,
+    /// Each side's kernel names for the operator, most GPU time first (at most 3).
+    #[serde(default)]
+    pub reference_top_kernels: Vec<String>,
+    #[serde(default)]
+    pub candidate_top_kernels: Vec<String>,
 }
 
 fn mean(v: &[f64]) -> Option<f64> {
@@ -259,6 +269,10 @@ fn op_entry(r: &OpRow) -> OperatorEntry {
         candidate_tflops: r.tflops[1],
         reference_peak_pct: r.peak_pct[0],
         candidate_peak_pct: r.peak_pct[1],
+        reference_kernels_per_call: r.kernels_per_call[0],
+        candidate_kernels_per_call: r.kernels_per_call[1],
+        reference_top_kernels: r.top_kernels[0].clone(),
+        candidate_top_kernels: r.top_kernels[1].clone(),
     }
 }
 

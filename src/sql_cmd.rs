@@ -1,0 +1,72 @@
+//! `aorta sql`: one polars SQL statement over the dataset (`aorta_transform::sql`), printed
+//! as aligned text, CSV or JSON, or written with `-o` (Parquet, CSV or JSON by the file's
+//! extension) through a temporary file and a rename: a failed query leaves no file. Built
+//! with the `sql` feature only (its cost: docs/PERFORMANCE.md); without it the command says
+//! how to get it.
+
+use std::process::ExitCode;
+
+use anyhow::{bail, Result};
+
+use crate::toolbox_cli::SqlArgs;
+#[cfg(feature = "sql")]
+use {
+    crate::frame_out::{frame_json, render_frame, write_csv},
+    crate::toolbox_cli::SqlFormat,
+    anyhow::Context,
+    polars::prelude::*,
+    std::{io::Write, path::Path},
+};
+
+#[cfg(not(feature = "sql"))]
+pub(crate) fn run(_args: SqlArgs) -> Result<ExitCode> {
+    bail!("this aorta was built without SQL: build it with `cargo build --features sql` (docs/TOOLBOX.md)")
+}
+
+#[cfg(feature = "sql")]
+pub(crate) fn run(args: SqlArgs) -> Result<ExitCode> {
+    let root = args.dataset.as_path();
+    let _lock = crate::dataset_lock::for_read(root, "aorta sql")?;
+    let mut df = aorta_transform::sql::query(root, &args.query)?;
+    match &args.out {
+        Some(path) => {
+            let format = by_extension(path).unwrap_or(args.format);
+            aorta_ingest::atomic::write_file(path, |w| write(w, &mut df, format))
+                .with_context(|| format!("writing {}", path.display()))?;
+            eprintln!("{} rows written to {}", df.height(), path.display());
+        }
+        None if args.format == SqlFormat::Parquet => {
+            bail!("--format parquet needs -o FILE (Parquet is not for a terminal)")
+        }
+        None => write(&mut std::io::stdout().lock(), &mut df, args.format)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(feature = "sql")]
+fn by_extension(path: &Path) -> Option<SqlFormat> {
+    match path.extension()?.to_str()?.to_ascii_lowercase().as_str() {
+        "parquet" => Some(SqlFormat::Parquet),
+        "csv" => Some(SqlFormat::Csv),
+        "json" => Some(SqlFormat::Json),
+        "txt" => Some(SqlFormat::Table),
+        _ => None,
+    }
+}
+
+#[cfg(feature = "sql")]
+fn write(out: &mut impl Write, df: &mut DataFrame, format: SqlFormat) -> std::io::Result<()> {
+    match format {
+        SqlFormat::Table => out.write_all(render_frame(df, 80).as_bytes()),
+        SqlFormat::Csv => write_csv(out, &[df]),
+        SqlFormat::Json => {
+            serde_json::to_writer_pretty(&mut *out, &frame_json(df))?;
+            writeln!(out)
+        }
+        SqlFormat::Parquet => ParquetWriter::new(out)
+            .with_compression(ParquetCompression::Zstd(None))
+            .finish(df)
+            .map(|_| ())
+            .map_err(std::io::Error::other),
+    }
+}

@@ -1,0 +1,174 @@
+//! Arguments of the everyday toolbox (`info`, `kernels`, `sql`, `dataset rm|relabel`): the
+//! questions HTA, TraceLens and Nsight Systems users ask every day, one command each.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+use crate::cli::Format;
+
+pub(crate) const INFO_EXAMPLES: &str = "\
+Examples:
+  aorta info                               # every run of ./aorta-data
+  aorta info ds --run cuda                 # one run
+  aorta info ds --run cuda --diagnostics   # every finding of that run, with its example
+  aorta info --format json > info.json
+
+Per run: workload (the label's last component, what `aorta compare` pairs by), platforms,
+formats, devices, ranks, world size, steps (real ProfilerStep numbers; GPU activity outside
+every step is counted on its own, never as a step), source files, and the time span of its
+rows. Findings per diagnostic code with a severity: `trouble` (worth a look, e.g.
+same_stream_overlap, kernel_without_launch) or `noise` (expected in healthy traces:
+outside_steps, jsonl_non_numeric, skipped_category, rank_default), and the first example of
+each. docs/TOOLBOX.md.";
+
+#[derive(Args, Debug)]
+pub(crate) struct InfoArgs {
+    /// Dataset directory (written by `aorta ingest`).
+    #[arg(default_value = "aorta-data")]
+    pub dataset: PathBuf,
+    /// Only this run (default: every run of the dataset).
+    #[arg(long, value_name = "L")]
+    pub run: Option<String>,
+    /// List every finding (the diagnostics rows) instead of the summary.
+    #[arg(long)]
+    pub diagnostics: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+pub(crate) const KERNELS_EXAMPLES: &str = "\
+Examples:
+  aorta kernels                            # top 10 kernels of every run of ./aorta-data
+  aorta kernels ds --run cuda --top 20
+  aorta kernels --by rank                  # top 10 per rank
+  aorta kernels --by category --top 3      # the 3 costliest of each category
+  aorta kernels --by step --format csv     # per step; `-` = outside every step
+
+A kernel is a GPU activity name (memcpys and memsets by their names too). Per group: count,
+total, mean, p50 and p99 duration (end - start, ns; percentiles interpolated as numpy's),
+% of the group's GPU time (the sum of all its activities' durations: concurrent streams add
+up), and the launching CPU operator (by External id, else through the runtime call; the one
+with most of the kernel's time). Activity outside every ProfilerStep is included: in the
+run, rank and category groups (the header says how much), and as its own step `-` with
+--by step. docs/TOOLBOX.md.";
+
+/// What one group of `aorta kernels` is.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum KernelsBy {
+    /// The whole run.
+    Run,
+    /// Each rank.
+    Rank,
+    /// Each category (gemm, comm, attention, other_compute, memcpy, memset).
+    Category,
+    /// Each step (`-`: outside every step).
+    Step,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct KernelsArgs {
+    /// Dataset directory (written by `aorta ingest`).
+    #[arg(default_value = "aorta-data")]
+    pub dataset: PathBuf,
+    /// Only this run (default: every run of the dataset).
+    #[arg(long, value_name = "L")]
+    pub run: Option<String>,
+    /// Groups: per run, rank, category or step.
+    #[arg(long, value_enum, default_value_t = KernelsBy::Run)]
+    pub by: KernelsBy,
+    /// Kernels listed per group, costliest first.
+    #[arg(long, default_value_t = 10)]
+    pub top: usize,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+pub(crate) const DATASET_EXAMPLES: &str = "\
+Examples:
+  aorta dataset rm cuda/old_try                # remove a run of ./aorta-data
+  aorta dataset relabel cuda baseline ds       # rename run `cuda` of ds/ to `baseline`
+
+Both are one journalled commit under the dataset's lock (as an ingest): a process killed half
+way leaves a commit the next writer finishes. The run's derived tables (overlap, collectives,
+perf) move or go with it. A relabelled run stays relabelled when the same unchanged files are
+ingested again.";
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum DatasetCommand {
+    /// Remove a run: its parts, manifest entries and derived tables.
+    Rm {
+        /// The run label.
+        run: String,
+        /// Dataset directory.
+        #[arg(default_value = "aorta-data")]
+        dataset: PathBuf,
+    },
+    /// Rename a run (its parts move to the new label's partition).
+    Relabel {
+        /// The run's label now.
+        old: String,
+        /// Its new label.
+        new: String,
+        /// Dataset directory.
+        #[arg(default_value = "aorta-data")]
+        dataset: PathBuf,
+    },
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct DatasetArgs {
+    #[command(subcommand)]
+    pub command: DatasetCommand,
+}
+
+pub(crate) const SQL_EXAMPLES: &str = "\
+Examples:
+  # GPU activities and GPU time per run and category (the README's polars example)
+  aorta sql \"SELECT run, category, COUNT(*) AS n, SUM(end_ns - start_ns) AS gpu_ns
+             FROM gpu_activities GROUP BY run, category ORDER BY run, category\"
+  # the 5 longest kernels of one run, with their rank and step
+  aorta sql \"SELECT rank, step, name, end_ns - start_ns AS ns FROM gpu_activities
+             WHERE run = 'cuda' AND kind = 'kernel' ORDER BY ns DESC LIMIT 5\" ds
+  # findings to check, per run and code, written as Parquet
+  aorta sql \"SELECT run, code, SUM(count) AS n FROM diagnostics
+             WHERE code NOT IN ('outside_steps', 'jsonl_non_numeric') GROUP BY run, code\" -o f.parquet
+
+Tables (each with its partition columns `run` and `rank`): runs, gpu_activities, cpu_ops,
+steps, metrics, diagnostics, and the derived ones (overlap_steps, overlap_ranks,
+overlap_collectives, overlap_streams, overlap_stream_pairs, collectives,
+collective_instances, collective_ranks, op_perf, perf_steps: empty until the command that
+writes them has run). Columns: `aorta schema`, docs/SCHEMA.md. The SQL dialect is polars'
+(docs.pola.rs, SQL interface). -o writes the result as .parquet, .csv or .json (by its
+extension, else --format), atomically. Built with `cargo build --features sql` (polars SQL costs
+the build time docs/PERFORMANCE.md gives); without it this command says so.";
+
+#[derive(Args, Debug)]
+pub(crate) struct SqlArgs {
+    /// One SQL statement (SELECT …).
+    pub query: String,
+    /// Dataset directory (written by `aorta ingest`).
+    #[arg(default_value = "aorta-data")]
+    pub dataset: PathBuf,
+    /// Output format (for -o: when the file's extension does not say).
+    #[arg(long, value_enum, default_value_t = SqlFormat::Table)]
+    pub format: SqlFormat,
+    /// Write the result to FILE instead of printing it.
+    #[arg(short, long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+/// How `aorta sql` writes its result.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SqlFormat {
+    /// Aligned text.
+    Table,
+    /// A JSON array of row objects.
+    Json,
+    /// CSV, one header line.
+    Csv,
+    /// Parquet (with -o only).
+    Parquet,
+}

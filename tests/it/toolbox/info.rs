@@ -1,0 +1,190 @@
+//! `aorta info` against the dataset's rows read with polars: ranks, files, formats, devices,
+//! world sizes, real steps, outside-step activity and the findings per code and severity.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+use serde_json::Value;
+
+use super::{bundled, ok, whole};
+use crate::common::{i64s, strs};
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_str().unwrap().to_string())
+        .collect()
+}
+
+fn ints(v: &Value) -> Vec<i64> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_i64().unwrap())
+        .collect()
+}
+
+#[test]
+fn every_run_is_described_as_its_rows_say() {
+    let root = bundled();
+    let doc: Value =
+        serde_json::from_str(&ok(&["info", root.to_str().unwrap(), "--format", "json"])).unwrap();
+    let runs_t = whole(root, "runs");
+    let steps_t = whole(root, "steps");
+    let acts = whole(root, "gpu_activities");
+    let diags = whole(root, "diagnostics");
+    let runs = doc["runs"].as_array().unwrap();
+    let labels: BTreeSet<String> = strs(&runs_t, "run").into_iter().flatten().collect();
+    assert_eq!(runs.len(), labels.len());
+    assert!(runs.len() >= 10, "{}", runs.len());
+    for r in runs {
+        let run = r["run"].as_str().unwrap();
+        let rows = |df: &polars::prelude::DataFrame| -> Vec<usize> {
+            strs(df, "run")
+                .iter()
+                .enumerate()
+                .filter(|(_, x)| x.as_deref() == Some(run))
+                .map(|(i, _)| i)
+                .collect()
+        };
+        let f = rows(&runs_t);
+        let set_s = |c: &str| -> Vec<String> {
+            let v = strs(&runs_t, c);
+            f.iter()
+                .filter_map(|&i| v[i].clone())
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect()
+        };
+        let set_i = |c: &str| -> Vec<i64> {
+            let v = i64s(&runs_t, c);
+            f.iter()
+                .filter_map(|&i| v[i])
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect()
+        };
+        assert_eq!(strings(&r["files"]), set_s("source_path"), "{run}");
+        assert_eq!(strings(&r["formats"]), set_s("format"), "{run}");
+        assert_eq!(strings(&r["devices"]), set_s("device_name"), "{run}");
+        assert_eq!(ints(&r["ranks"]), set_i("rank"), "{run}");
+        assert_eq!(ints(&r["world_sizes"]), set_i("world_size"), "{run}");
+        assert_eq!(r["first_ns"].as_i64(), set_i("first_ns").first().copied());
+        assert_eq!(r["last_ns"].as_i64(), set_i("last_ns").last().copied());
+        assert_eq!(
+            r["workload"].as_str().unwrap(),
+            run.rsplit('/').next().unwrap()
+        );
+        // Real steps only: the steps rows with a number.
+        let st = i64s(&steps_t, "step");
+        let s: Vec<i64> = rows(&steps_t).iter().filter_map(|&i| st[i]).collect();
+        assert_eq!(r["step_rows"].as_i64().unwrap(), s.len() as i64, "{run}");
+        assert_eq!(
+            ints(&r["steps"]),
+            s.iter()
+                .copied()
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect::<Vec<_>>()
+        );
+        // Outside steps: null-step activities of ranks that have stepped activities.
+        let (ar, astep) = (i64s(&acts, "rank"), i64s(&acts, "step"));
+        let a = rows(&acts);
+        let stepped: HashSet<i64> = a
+            .iter()
+            .filter(|&&i| astep[i].is_some())
+            .map(|&i| ar[i].unwrap())
+            .collect();
+        let outside = a
+            .iter()
+            .filter(|&&i| astep[i].is_none() && stepped.contains(&ar[i].unwrap()))
+            .count();
+        assert_eq!(
+            r["outside_step_activities"].as_i64().unwrap(),
+            outside as i64,
+            "{run}"
+        );
+        // Findings: counts summed per code from the diagnostics rows.
+        let (code, count) = (strs(&diags, "code"), i64s(&diags, "count"));
+        let mut per: BTreeMap<String, i64> = BTreeMap::new();
+        for i in rows(&diags) {
+            *per.entry(code[i].clone().unwrap()).or_default() += count[i].unwrap();
+        }
+        let mine: BTreeMap<String, i64> = r["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["code"].as_str().unwrap().to_string(),
+                    c["count"].as_i64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(mine, per, "{run}");
+    }
+}
+
+/// Severities: what a healthy trace has on purpose is noise, the rest trouble; trouble comes
+/// first; --diagnostics lists every row of the run.
+#[test]
+fn findings_carry_their_severity_and_are_listed_with_diagnostics() {
+    let root = bundled();
+    let ds = root.to_str().unwrap();
+    let doc: Value = serde_json::from_str(&ok(&["info", ds, "--format", "json"])).unwrap();
+    let mut seen = BTreeMap::new();
+    for r in doc["runs"].as_array().unwrap() {
+        let sev: Vec<&str> = r["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["severity"].as_str().unwrap())
+            .collect();
+        assert!(
+            sev.windows(2)
+                .all(|w| !(w[0] == "noise" && w[1] == "trouble")),
+            "trouble first: {sev:?}"
+        );
+        for c in r["findings"].as_array().unwrap() {
+            seen.insert(
+                c["code"].as_str().unwrap().to_string(),
+                c["severity"].as_str().unwrap().to_string(),
+            );
+            assert!(!c["example"].as_str().unwrap().is_empty());
+        }
+    }
+    let expected = [
+        ("outside_steps", "noise"),
+        ("jsonl_non_numeric", "noise"),
+        ("kernel_without_launch", "trouble"),
+        ("same_stream_overlap", "trouble"),
+    ];
+    let mut hits = 0;
+    for (code, sev) in expected {
+        if let Some(s) = seen.get(code) {
+            assert_eq!(s, sev, "{code}");
+            hits += 1;
+        }
+    }
+    assert!(hits >= 2, "{seen:?}");
+    let run = "fsdp/fsdp_default";
+    let list: Value = serde_json::from_str(&ok(&[
+        "info",
+        ds,
+        "--run",
+        run,
+        "--diagnostics",
+        "--format",
+        "json",
+    ]))
+    .unwrap();
+    let diags = whole(root, "diagnostics");
+    let n = strs(&diags, "run")
+        .iter()
+        .filter(|r| r.as_deref() == Some(run))
+        .count();
+    assert_eq!(list["findings"].as_array().unwrap().len(), n);
+    let text = ok(&["info", ds, "--run", run]);
+    assert!(text.starts_with(&format!("run {run}\n")), "{text}");
+    assert!(text.contains("findings: "), "{text}");
+}
