@@ -154,21 +154,39 @@ fn overlap_chart(rows: &[&StepRow]) -> Plot {
         rows.iter().map(|r| ms(r.compute_comm_overlap_ns)).collect(),
         "#2ca02c",
     ));
-    // One marker series per run and rank: a line would join unrelated ranks and runs.
-    let mut series: Vec<(&str, i64)> = rows.iter().map(|r| (r.run.as_str(), r.rank)).collect();
+    let points = rows
+        .iter()
+        .zip(&x)
+        .map(|(r, l)| (r.run.as_str(), r.rank, l.clone(), r.comm_hidden_pct))
+        .collect();
+    with_share(&mut plot, points, many, "comm_hidden_pct", 400, x.len());
+    plot
+}
+
+/// Stacked bars (already in `plot`) with a share in percent on a right axis (0–105 %), drawn as
+/// one marker series per run and rank (a line would join unrelated ranks and runs): the layout
+/// of the comm and copy overlap charts. `points`: (run, rank, x label, percent), in x order.
+pub(crate) fn with_share(
+    plot: &mut Plot,
+    points: Vec<(&str, i64, String, Option<f64>)>,
+    many: Many,
+    share: &str,
+    height: usize,
+    x_len: usize,
+) {
+    let mut series: Vec<(&str, i64)> = points.iter().map(|p| (p.0, p.1)).collect();
     series.sort_unstable();
     series.dedup();
     let (legend, top) = crate::page::legend_on_top(series.len() + 2);
     for (i, (run, rank)) in series.into_iter().enumerate() {
-        let (sx, sy): (Vec<String>, Vec<Option<f64>>) = rows
+        let (sx, sy): (Vec<String>, Vec<Option<f64>>) = points
             .iter()
-            .zip(&x)
-            .filter(|(r, _)| r.run == run && r.rank == rank)
-            .map(|(r, l)| (l.clone(), r.comm_hidden_pct))
+            .filter(|p| p.0 == run && p.1 == rank)
+            .map(|p| (p.2.clone(), p.3))
             .unzip();
         plot.add_trace(
             Scatter::new(sx, sy)
-                .name(many.label(run, rank, "comm_hidden_pct").trim_end())
+                .name(many.label(run, rank, share).trim_end())
                 .mode(Mode::Markers)
                 .marker(
                     Marker::new()
@@ -179,21 +197,20 @@ fn overlap_chart(rows: &[&StepRow]) -> Plot {
         );
     }
     plot.set_layout(
-        crate::page::layout(400 + top)
+        crate::page::layout(height + top)
             .legend(legend)
             .margin(Margin::new().top(top).bottom(60).left(70).right(70))
             .bar_mode(BarMode::Stack)
-            .x_axis(category_axis(x.len()))
+            .x_axis(category_axis(x_len))
             .y_axis(Axis::new().title("ms"))
             .y_axis2(
                 Axis::new()
-                    .title("comm_hidden_pct (%)")
+                    .title(format!("{share} (%)"))
                     .overlaying("y")
                     .side(AxisSide::Right)
                     .range(vec![0.0, 105.0]),
             ),
     );
-    plot
 }
 
 /// An x axis of `n` step labels: slanted, with the margin they need, when there are many.

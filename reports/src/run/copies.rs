@@ -13,12 +13,11 @@ use std::path::Path;
 use aorta_transform::comm_split::union;
 use aorta_transform::dataset;
 use aorta_transform::sweep::{intersection, length};
-use plotly::common::{AxisSide, Marker, Mode};
-use plotly::layout::{Axis, BarMode, Margin};
-use plotly::{Bar, Plot, Scatter};
+use plotly::common::Marker;
+use plotly::{Bar, Plot};
 use polars::prelude::*;
 
-use super::charts::{category_axis, step_label, Many, SERIES_COLORS};
+use super::charts::{step_label, with_share, Many};
 use super::data::{keep, RunData};
 use crate::error::ReportError;
 use crate::fmt;
@@ -170,43 +169,12 @@ pub(crate) fn chart(page: &mut Page, root: &Path, d: &RunData) -> Result<(), Rep
                 .marker(Marker::new().color(color)),
         );
     }
-    let mut series: Vec<(&str, i64)> = rows.iter().map(|r| (r.run.as_str(), r.rank)).collect();
-    series.dedup();
-    let (legend, top) = crate::page::legend_on_top(series.len() + 2);
-    for (i, (run, rk)) in series.into_iter().enumerate() {
-        let (sx, sy): (Vec<String>, Vec<Option<f64>>) = rows
-            .iter()
-            .zip(&x)
-            .filter(|(r, _)| r.run == run && r.rank == rk)
-            .map(|(r, l)| (l.clone(), r.hidden_pct()))
-            .unzip();
-        plot.add_trace(
-            Scatter::new(sx, sy)
-                .name(many.label(run, rk, "copy hidden %").trim_end())
-                .mode(Mode::Markers)
-                .marker(
-                    Marker::new()
-                        .size(9)
-                        .color(SERIES_COLORS[i % SERIES_COLORS.len()]),
-                )
-                .y_axis("y2"),
-        );
-    }
-    plot.set_layout(
-        crate::page::layout(380 + top)
-            .legend(legend)
-            .margin(Margin::new().top(top).bottom(60).left(70).right(70))
-            .bar_mode(BarMode::Stack)
-            .x_axis(category_axis(x.len()))
-            .y_axis(Axis::new().title("ms"))
-            .y_axis2(
-                Axis::new()
-                    .title("copy hidden (%)")
-                    .overlaying("y")
-                    .side(AxisSide::Right)
-                    .range(vec![0.0, 105.0]),
-            ),
-    );
+    let points = rows
+        .iter()
+        .zip(&x)
+        .map(|(r, l)| (r.run.as_str(), r.rank, l.clone(), r.hidden_pct()))
+        .collect();
+    with_share(&mut plot, points, many, "copy hidden", 380, x.len());
     page.plot(&mut plot);
     let table: Vec<Vec<String>> = rows
         .iter()
