@@ -105,6 +105,8 @@ Examples:
   aorta ingest traces/ && aorta compare --reference cuda --candidate rocm
   aorta compare ds --reference h100_models --candidate mi300x_models -o cmp
   aorta compare --reference baseline --candidate pr --fail-if-regressed 5   # CI gate
+  aorta compare --reference baseline --candidate pr \
+      --fail-if-regressed 'step_ms=5,category.gemm=3,collective.all_reduce.busbw=-10,op.aten::mm=5'
 
 A selector is a run label, else a label prefix (h100_models selects h100_models/<model>), else
 a platform (cuda, rocm). Runs pair across the sides by their last label component (bert-small
@@ -121,6 +123,17 @@ models of `aorta perf`). Every ratio is candidate / reference; each side's sprea
 and ranks is given as median and p10-p90. Writes DIR/summary.json, DIR/compare_*.parquet and DIR/report.html.
 Exit status: 0 ok, 1 regressed (--fail-if-regressed), 2 error.";
 
+/// `--fail-if-regressed`'s rules (one newtype: clap reads a `Vec` field as repeated values).
+#[derive(Clone, Debug)]
+pub(crate) struct GateSpec(pub Vec<aorta_transform::compare::Rule>);
+
+/// `--fail-if-regressed`'s SPEC, parsed when the arguments are.
+fn parse_gate(spec: &str) -> Result<GateSpec, String> {
+    aorta_transform::compare::parse_gate(spec)
+        .map(GateSpec)
+        .map_err(|e| e.to_string())
+}
+
 #[derive(Args, Debug)]
 pub(crate) struct CompareArgs {
     /// Dataset directory (written by `aorta ingest`).
@@ -135,10 +148,12 @@ pub(crate) struct CompareArgs {
     /// Output directory for summary.json, the comparison tables and report.html.
     #[arg(short, long, value_name = "DIR", default_value = "aorta-compare")]
     pub out: PathBuf,
-    /// Exit 1 when the candidate's median step time or exposed comm is worse than the
-    /// reference's by more than PCT percent.
-    #[arg(long, value_name = "PCT")]
-    pub fail_if_regressed: Option<f64>,
+    /// Exit 1 when the candidate regressed: PCT alone gates the median step time and exposed
+    /// comm (growth past PCT percent); KEY=PCT rules, comma-separated, gate any steps-level key
+    /// (step_ms, comm_hidden_pct, …), category.NAME, collective.KIND.busbw|algbw|ms or op.NAME.
+    /// A negative PCT fails on a drop past it (bandwidth). docs/COMPARE.md.
+    #[arg(long, value_name = "PCT|KEY=PCT,…", value_parser = parse_gate)]
+    pub fail_if_regressed: Option<GateSpec>,
     /// Operators listed in the terminal summary.
     #[arg(long, default_value_t = 10)]
     pub top: usize,
@@ -215,6 +230,7 @@ Examples:
   aorta overlap ds --run cuda            # one run of the dataset in ds/
   aorta overlap --by rank                # one row per rank (the whole window)
   aorta overlap --by collective          # comm and exposed comm per collective kind
+  aorta overlap --by size                # calls, algbw, busbw per collective kind and size
   aorta overlap --json > overlap.json    # for CI: rows and the run summary as JSON
   aorta overlap --by step --format csv   # the overlap_steps rows as CSV
 
@@ -232,8 +248,12 @@ pub(crate) enum By {
     Step,
     /// One row per rank: the whole window.
     Rank,
-    /// One row per rank, step and collective kind, with the rank totals.
+    /// One row per rank, step and collective kind, with the rank totals; then the run's
+    /// calls per collective kind and message size (as `--by size`).
     Collective,
+    /// One row per collective kind, message size, dtype and group size: calls, transfer time
+    /// per call, algbw and busbw (aorta compare's collective level, for one run).
+    Size,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

@@ -21,8 +21,8 @@ pub(crate) fn run(args: CompareArgs) -> Result<ExitCode> {
     };
     let _lock = crate::dataset_lock::for_read(&args.dataset, "aorta compare")?;
     let mut c = compare::compare_with(&args.dataset, &args.reference, &args.candidate, &opts)?;
-    if let Some(pct) = args.fail_if_regressed {
-        c.summary.regression = Some(compare::regressions(&c.summary, pct));
+    if let Some(rules) = &args.fail_if_regressed {
+        c.summary.regression = Some(compare::regressions(&c, &rules.0)?);
     }
     c.write_dir(&args.out)?;
     let runs = [&c.reference.runs[..], &c.candidate.runs[..]].concat();
@@ -49,15 +49,19 @@ pub(crate) fn run(args: CompareArgs) -> Result<ExitCode> {
         writeln!(out, "REFUSED: the sides are not comparable, so --fail-if-regressed cannot judge them (--force overrides)")?;
         return Ok(ExitCode::from(2));
     }
+    for w in &gate.warnings {
+        writeln!(out, "warning: {w}")?;
+    }
     for g in gate.failed() {
         writeln!(
             out,
-            "REGRESSED: {} {:.3} ms -> {:.3} ms ({:+.1}%, threshold {}%)",
+            "REGRESSED: {} {:.3} {unit} -> {:.3} {unit} ({:+.1}%, threshold {}%)",
             g.key,
             g.reference,
             g.candidate,
             g.change_pct.unwrap_or(f64::INFINITY),
-            gate.threshold_pct
+            g.threshold_pct,
+            unit = g.unit,
         )?;
     }
     Ok(if gate.failed().next().is_none() {

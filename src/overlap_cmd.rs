@@ -6,6 +6,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
+use aorta_transform::collectives::sizes;
 use aorta_transform::overlap::{self, OverlapTables};
 use aorta_transform::rows::ints;
 use aorta_transform::summary::{self, Spread, RATIOS};
@@ -13,6 +14,7 @@ use polars::prelude::*;
 use serde_json::{json, Map, Value};
 
 use crate::frame_out::frame_json;
+use crate::overlap_table;
 
 use crate::cli::{By, Format, OverlapArgs};
 
@@ -43,8 +45,8 @@ pub(crate) fn print(
     let mut out = std::io::stdout().lock();
     let views = runs
         .iter()
-        .map(|r| RunView::new(tables, r, by))
-        .collect::<PolarsResult<Vec<_>>>()?;
+        .map(|r| RunView::new(root, tables, r, by))
+        .collect::<Result<Vec<_>>>()?;
     match format {
         Format::Table => views.iter().try_for_each(|v| v.print_table(&mut out))?,
         Format::Csv => print_csv(&mut out, &views)?,
@@ -84,6 +86,7 @@ fn by_name(by: By) -> &'static str {
         By::Step => "step",
         By::Rank => "rank",
         By::Collective => "collective",
+        By::Size => "size",
     }
 }
 
@@ -102,15 +105,24 @@ struct RunView {
     steps: DataFrame,
     ranks: DataFrame,
     totals: Option<DataFrame>,
+    /// Calls and bandwidths per collective kind and size (`--by collective` and `size`).
+    sizes: Option<DataFrame>,
 }
 
 impl RunView {
-    fn new(t: &OverlapTables, run: &str, by: By) -> PolarsResult<RunView> {
+    fn new(root: &Path, t: &OverlapTables, run: &str, by: By) -> Result<RunView> {
         let (steps, ranks) = (only_run(&t.steps, run)?, only_run(&t.ranks, run)?);
+        let sizes = matches!(by, By::Collective | By::Size)
+            .then(|| {
+                let calls = sizes::of_run(root, run)?;
+                anyhow::Ok(sizes::frame("run", &[(run, &calls)])?)
+            })
+            .transpose()?;
         let (rows, totals) = match by {
             By::Step => (steps.clone(), Some(ranks.clone())),
             By::Rank => (ranks.clone(), None),
             By::Collective => (only_run(&t.collectives, run)?, None),
+            By::Size => (sizes.clone().unwrap_or_default(), None),
         };
         Ok(RunView {
             run: run.to_string(),
@@ -119,6 +131,7 @@ impl RunView {
             steps,
             ranks,
             totals,
+            sizes,
         })
     }
 
@@ -163,6 +176,9 @@ impl RunView {
         if let Some(t) = &self.totals {
             v["totals"] = frame_json(t);
         }
+        if let (By::Collective, Some(sizes)) = (self.by, &self.sizes) {
+            v["sizes"] = frame_json(sizes);
+        }
         v
     }
 
@@ -175,18 +191,26 @@ impl RunView {
             self.run
         )?;
         let cols = match self.by {
-            By::Collective => crate::overlap_table::COLLECTIVE_COLUMNS,
-            _ => crate::overlap_table::METRIC_COLUMNS,
+            By::Collective => overlap_table::COLLECTIVE_COLUMNS,
+            By::Size => overlap_table::SIZE_COLUMNS,
+            _ => overlap_table::METRIC_COLUMNS,
         };
         let keys: &[&str] = match self.by {
             By::Step => &["rank", "source", "step"],
             By::Rank => &["rank", "source", "step_count"],
             By::Collective => &["rank", "level", "step", "comm_op"],
+            By::Size => overlap_table::SIZE_KEYS,
         };
-        let text = crate::overlap_table::render(&self.rows, self.totals.as_ref(), keys, cols)?;
+        let text = overlap_table::render(&self.rows, self.totals.as_ref(), keys, cols)?;
         out.write_all(text.as_bytes())?;
+        self.print_sizes(out)?;
         self.print_outside(out)?;
-        for (source, ratio, s, r) in self.summary()? {
+        let summary = if self.by == By::Size {
+            vec![]
+        } else {
+            self.summary()?
+        };
+        for (source, ratio, s, r) in summary {
             writeln!(
                 out,
                 "  {source:<5} {ratio:<22} steps: {}   ranks: {}",
@@ -200,6 +224,25 @@ impl RunView {
 }
 
 impl RunView {
+    /// Under `--by collective`, the run's calls per kind and size (`--by size` has them as
+    /// its rows); times in ms, bandwidths in GB/s.
+    fn print_sizes(&self, out: &mut impl Write) -> Result<()> {
+        let (By::Collective, Some(sizes)) = (self.by, &self.sizes) else {
+            return Ok(());
+        };
+        if sizes.height() == 0 {
+            return Ok(());
+        }
+        writeln!(
+            out,
+            "  per kind and message size (transfer = after the last rank arrived; real steps only):"
+        )?;
+        let cols = overlap_table::SIZE_COLUMNS;
+        let text = overlap_table::render(sizes, None, overlap_table::SIZE_KEYS, cols)?;
+        out.write_all(text.as_bytes())?;
+        Ok(())
+    }
+
     /// One line per rank with activity outside every step: what it was, kept out of the
     /// step statistics.
     fn print_outside(&self, out: &mut impl Write) -> Result<()> {

@@ -19,6 +19,8 @@ pub(crate) enum Show {
     Pct,
     /// Float ns as ms, 3 decimals.
     MsFloat,
+    /// Float ms, 3 decimals.
+    MsValue,
     /// GB/s, as the reports show bandwidth.
     Gbps,
     /// TFLOP/s (or FLOP per byte), 1 decimal.
@@ -59,6 +61,19 @@ pub(crate) const COLLECTIVE_COLUMNS: &[Col] = &[
     ("exposed_comm", "exposed_comm_ns", Show::Ms),
 ];
 
+/// `aorta overlap --by size` (`collectives::sizes::frame`), after its key columns.
+pub(crate) const SIZE_COLUMNS: &[Col] = &[
+    ("calls", "count", Show::Plain),
+    ("transfer", "mean_ms", Show::MsValue),
+    ("duration", "mean_duration_ms", Show::MsValue),
+    ("skew", "median_skew_ms", Show::MsValue),
+    ("algbw_GB/s", "algbw_gbps", Show::Gbps),
+    ("busbw_GB/s", "busbw_gbps", Show::Gbps),
+];
+
+/// The key columns of `SIZE_COLUMNS`' rows.
+pub(crate) const SIZE_KEYS: &[&str] = &["comm_op", "bytes", "dtype", "group_size"];
+
 fn cell(df: &DataFrame, name: &str, i: usize, show: Show) -> String {
     let v = df
         .column(name)
@@ -71,6 +86,7 @@ fn cell(df: &DataFrame, name: &str, i: usize, show: Show) -> String {
         (AnyValue::Float64(x), Show::Ratio) => fmt::ratio(x),
         (AnyValue::Float64(x), Show::Pct) => fmt::pct(x),
         (AnyValue::Float64(x), Show::MsFloat) => fmt::ms(x * 1e-6),
+        (AnyValue::Float64(x), Show::MsValue) => fmt::ms(x),
         (AnyValue::Float64(x), Show::Gbps) => fmt::gbps(x),
         (AnyValue::Float64(x), Show::Tflops) => fmt::tflops(x),
         (AnyValue::Float64(x), Show::Tbps) => fmt::tbps(x),

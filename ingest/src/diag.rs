@@ -11,7 +11,7 @@ pub const CODES: &[(&str, &str)] = &[
     ("negative_duration", "`dur` < 0 (or an end before its start); `end_ns` is set to `start_ns`, `raw_end_ns` keeps start + dur."),
     ("missing_duration", "A complete (`X`) slice without `dur`; taken as 0."),
     ("missing_timestamp", "A slice without a usable `ts`; not written."),
-    ("time_overflow", "A slice whose end (`ts` + `dur`) lies past what int64 ns can hold (year 2262); not written."),
+    ("time_overflow", "A time past 3e18 ns (the year 2065 as Unix time; `json::TIME_LIMIT_NS`), where a base time added to it could overflow int64: Trace-event slices with such an end are not written, nsys rows keep their times saturated."),
     ("unknown_phase", "An event whose `ph` aorta does not know; not written."),
     ("unparsable_value", "A field aorta reads holds a value of the wrong type; the field is null."),
     ("skipped_category", "Slices of a category aorta has no table for (e.g. `cuda_sync`, `overhead`); counted, not written."),

@@ -140,8 +140,8 @@ pub fn read(scratch: &Scratch, reader: Reader, bytes: &[u8]) -> Result<FileOutco
     let _ = std::fs::remove_dir_all(&staging);
     for p in &inputs {
         let _ = std::fs::remove_file(p);
-        // SQLite opens a WAL-mode database's sidecar files next to it, even read-only: left
-        // behind, they would carry state from one input to the next.
+        // A WAL-mode input is opened immutable (`crate::sqlite`), so SQLite writes no
+        // sidecar files; should one appear, it must not carry state to the next input.
         for side in ["-wal", "-shm"] {
             let mut s = p.clone().into_os_string();
             s.push(side);

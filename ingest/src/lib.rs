@@ -34,6 +34,7 @@ pub mod rows;
 pub mod schema;
 pub mod sink;
 pub mod source;
+mod sqlite;
 pub mod step_span;
 pub mod strict;
 mod summary;

@@ -8,6 +8,7 @@ use crate::common::cli::{code, ingest_ok, overlap_json, stderr};
 use crate::common::*;
 use crate::compare_cli::{close, compare, fixture};
 use aorta_transform::compare::Summary;
+use polars::prelude::{ParquetReader, SerReader};
 
 /// The step span and the GPU idle around and between the kernels (`overlap_steps`), by hand:
 /// each 1,000 µs ProfilerStep has its GEMM at +100 (40 µs CUDA), the add at +150 (10 µs) and
@@ -163,10 +164,26 @@ fn models_pair_by_name_and_a_mismatched_pair_is_refused() {
     );
     assert_eq!(pairs.pairs[0].step_ratio, None);
     assert!(doc.levels.steps.iter().all(|l| l.ratio.is_none()));
-    let o = compare(&ds, &out, &[&bad[..], &["--force"]].concat());
+    let gate = ["--force", "--fail-if-regressed", "step_ms=1e9"];
+    let o = compare(&ds, &out, &[&bad[..], &gate[..]].concat());
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let doc: Summary =
         serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
     let pairs = doc.pairs.unwrap();
     assert!(pairs.forced && pairs.pairs[0].step_ratio.is_some());
+    // The gate warns that the sides barely match: few operator rows are `matched`.
+    let ops =
+        ParquetReader::new(std::fs::File::open(out.join("compare_operators.parquet")).unwrap())
+            .finish()
+            .unwrap();
+    let status = strs(&ops, "status");
+    let matched = status
+        .iter()
+        .filter(|s| s.as_deref() == Some("matched"))
+        .count();
+    assert!(matched * 2 < ops.height(), "{matched} of {}", ops.height());
+    let warning = format!("only {matched} of {} operators", ops.height());
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains(&format!("warning: {warning}")), "{text}");
+    assert!(doc.regression.unwrap().warnings[0].starts_with(&warning));
 }

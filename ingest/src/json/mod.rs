@@ -415,13 +415,25 @@ fn hex4(h: &[u8]) -> Option<u32> {
         .and_then(|s| u32::from_str_radix(s, 16).ok())
 }
 
+/// The largest time (in magnitude) aorta reads, in ns: 3·10¹⁸, the year 2065 as Unix time
+/// or 95 years as a relative one. A time past it is unusable, so any sum of three times
+/// (a base time + a timestamp + a duration) fits in i64 and no reader's addition overflows.
+pub const TIME_LIMIT_NS: i64 = 3_000_000_000_000_000_000;
+
+/// Whether `ns` is a time aorta can add without overflow (`TIME_LIMIT_NS`).
+pub fn usable_time(ns: i64) -> bool {
+    (-TIME_LIMIT_NS..=TIME_LIMIT_NS).contains(&ns)
+}
+
 /// Parses a JSON number written in microseconds into integer nanoseconds, exactly.
 ///
 /// `1712195495507888.958` → `1712195495507888958`. Digits past the third decimal are
 /// rounded half away from zero; an exponent falls back to f64 (only hand-written traces use
-/// one, and their values are small).
+/// one, and their values are small). `None` past `TIME_LIMIT_NS`.
 pub fn us_text_to_ns(t: &[u8]) -> Option<i64> {
-    short_us_to_ns(t).or_else(|| us_text_to_ns_any(t))
+    short_us_to_ns(t)
+        .or_else(|| us_text_to_ns_any(t))
+        .filter(|&ns| usable_time(ns))
 }
 
 /// `us_text_to_ns` for the usual text in one pass: up to 17 digits, then maybe `.` and
@@ -600,8 +612,13 @@ mod tests {
         assert_eq!(us_text_to_ns(b"-1e90"), None);
         assert_eq!(us_text_to_ns(b"1e400"), None);
         assert_eq!(us_text_to_ns(b"9223372036854775808"), None);
-        // 9.2e15 µs = 9.2e18 ns: just inside.
-        assert_eq!(us_text_to_ns(b"9.2e15"), Some(9_200_000_000_000_000_000));
+        // 9.2e15 µs = 9.2e18 ns fits in i64 but is past `TIME_LIMIT_NS` (a base time added to
+        // it could overflow); 3e15 µs is the limit itself.
+        assert_eq!(us_text_to_ns(b"9.2e15"), None);
+        assert_eq!(us_text_to_ns(b"9200000000000000"), None);
+        assert_eq!(us_text_to_ns(b"3e15"), Some(TIME_LIMIT_NS));
+        assert_eq!(us_text_to_ns(b"-3000000000000000"), Some(-TIME_LIMIT_NS));
+        assert_eq!(us_text_to_ns(b"3000000000000000.001"), None);
     }
 
     proptest::proptest! {

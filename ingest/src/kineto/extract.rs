@@ -148,7 +148,7 @@ impl Worker<'_, '_, '_> {
             Cat::Driver => Some(CpuCategory::Driver),
             Cat::PythonFunction => Some(CpuCategory::PythonFunction),
             Cat::GpuUserAnnotation => {
-                note(self.links, ev, self.ctx.step_marker);
+                note(self.links, ev, self.ctx.step_marker, self.off);
                 return;
             }
             Cat::Other => {
@@ -307,7 +307,7 @@ impl Worker<'_, '_, '_> {
                     end,
                     step: n,
                 };
-                self.links.cpu_span(key, span);
+                self.links.cpu_span(key, span, self.off);
                 Some(n)
             }
             _ => None,

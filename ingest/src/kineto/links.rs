@@ -12,7 +12,7 @@
 use rustc_hash::FxHashMap;
 
 use crate::error::ParseErr;
-use crate::json::{Cursor, JsonError};
+use crate::json::{usable_time, Cursor, JsonError};
 use crate::step_span::{Span, StepMarker};
 use crate::trace_event::{self, pid_key, Cat, Ev};
 use crate::walk::Visitor;
@@ -65,7 +65,10 @@ const VERSION_KEYS: &[&str] = &[
 impl Meta {
     pub fn take(&mut self, key: &str, raw: &[u8]) {
         match key {
-            "baseTimeNanoseconds" => self.base_time_ns = trace_event::int(raw),
+            // A base past `TIME_LIMIT_NS` is no time: the trace stays relative.
+            "baseTimeNanoseconds" => {
+                self.base_time_ns = trace_event::int(raw).filter(|&b| usable_time(b))
+            }
             "distributedInfo" => {
                 let v: serde_json::Value = serde_json::from_slice(raw).unwrap_or_default();
                 self.rank = json_int(&v["rank"]);
@@ -103,18 +106,27 @@ fn json_int(v: &serde_json::Value) -> Option<i64> {
         .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
 }
 
+/// The most step annotations (`ProfilerStep#N`, or `--step-marker`'s) one trace may hold.
+/// Each costs ~400 B until the file is written (its span, its per-step aggregates, its
+/// `steps` row), so without a limit a trace of 10⁷ empty steps (1 GB of JSON) took 4 GB.
+/// Real profiles hold thousands.
+pub const MAX_STEP_SPANS: usize = 1_000_000;
+
 /// The spans and launches of a run of events.
 #[derive(Default)]
 pub struct Partial {
     cpu_spans: Vec<(i64, Span)>,
     gpu_spans: Vec<Span>,
     launches: Vec<(i64, i64, i64)>,
+    /// The byte offset of the last step annotation noted (where the limit is reported).
+    last_span_off: u64,
 }
 
 impl Partial {
-    /// A `ProfilerStep#N` annotation of process `pid` (a `pid_key`).
-    pub fn cpu_span(&mut self, pid: i64, span: Span) {
+    /// A `ProfilerStep#N` annotation of process `pid` (a `pid_key`) at byte `off`.
+    pub fn cpu_span(&mut self, pid: i64, span: Span, off: u64) {
         self.cpu_spans.push((pid, span));
+        self.last_span_off = off;
     }
 
     /// A runtime or driver call with correlation `corr`, at `ts` in process `pid`.
@@ -133,6 +145,8 @@ pub struct Links {
     /// (correlation, step of the launch), sorted by correlation.
     launch_steps: Vec<(i64, Option<i64>)>,
     launches: Vec<(i64, i64, i64)>,
+    /// Step annotations absorbed (CPU and GPU).
+    span_count: usize,
 }
 
 impl Links {
@@ -194,13 +208,22 @@ impl Links {
         }
     }
 
-    /// Adds what a run of events noted (runs are absorbed in file order).
-    pub fn absorb(&mut self, p: Partial) {
+    /// Adds what a run of events noted (runs are absorbed in file order); an error past
+    /// `MAX_STEP_SPANS` step annotations.
+    pub fn absorb(&mut self, p: Partial) -> Result<(), ParseErr> {
+        self.span_count += p.cpu_spans.len() + p.gpu_spans.len();
+        if self.span_count > MAX_STEP_SPANS {
+            return Err(ParseErr::new(
+                p.last_span_off,
+                format!("more than {MAX_STEP_SPANS} step annotations (ProfilerStep#N) in one trace: aorta's limit (a real profile holds thousands)"),
+            ));
+        }
         for (pid, span) in p.cpu_spans {
             self.cpu_spans.entry(pid).or_default().push(span);
         }
         self.gpu_spans.extend(p.gpu_spans);
         self.launches.extend(p.launches);
+        Ok(())
     }
 
     /// Sorts the spans and gives each launch its step, once every event has been absorbed.
@@ -272,7 +295,7 @@ impl Visitor for LinkPass {
         Ok(())
     }
 
-    fn event(&self, c: &mut Cursor<'_>, part: &mut Partial, _off: u64) -> Result<(), JsonError> {
+    fn event(&self, c: &mut Cursor<'_>, part: &mut Partial, off: u64) -> Result<(), JsonError> {
         let (ev, read) = trace_event::parse_if(c, |ph, cat| {
             ph == b"X"
                 && matches!(
@@ -281,19 +304,18 @@ impl Visitor for LinkPass {
                 )
         })?;
         if read && ev.ph == b"X" {
-            note(part, &ev, &self.marker);
+            note(part, &ev, &self.marker, off);
         }
         Ok(())
     }
 
     fn take(&mut self, p: Partial) -> Result<(), ParseErr> {
-        self.links.absorb(p);
-        Ok(())
+        self.links.absorb(p)
     }
 }
 
-/// Notes the span or launch a slice event is, if it is one.
-pub fn note(p: &mut Partial, ev: &Ev, marker: &StepMarker) {
+/// Notes the span or launch a slice event (at byte `off`) is, if it is one.
+pub fn note(p: &mut Partial, ev: &Ev, marker: &StepMarker, off: u64) {
     let cat = Cat::of(ev.cat);
     let Some(ts) = ev.ts.and_then(trace_event::micros) else {
         return;
@@ -310,9 +332,10 @@ pub fn note(p: &mut Partial, ev: &Ev, marker: &StepMarker) {
                 step,
             };
             if cat == Cat::UserAnnotation {
-                p.cpu_spans.push((pid_key(ev.pid), span));
+                p.cpu_span(pid_key(ev.pid), span, off);
             } else {
                 p.gpu_spans.push(span);
+                p.last_span_off = off;
             }
         }
         Cat::Runtime | Cat::Driver => {
@@ -354,5 +377,33 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Past `MAX_STEP_SPANS` step annotations the file is refused at the byte of the last
+    /// one noted, whichever runs of events they came in.
+    #[test]
+    fn step_annotations_past_the_limit_are_refused_where_they_are() {
+        let span = |i: usize| Span {
+            start: i as i64,
+            end: i as i64,
+            step: i as i64,
+        };
+        let mut links = Links::default();
+        let mut a = Partial::default();
+        (0..MAX_STEP_SPANS - 1).for_each(|i| a.cpu_span(1, span(i), 10 + i as u64));
+        links.absorb(a).unwrap();
+        let mut b = Partial::default();
+        b.gpu_spans.push(span(0));
+        b.last_span_off = 7;
+        links.absorb(b).unwrap();
+        let mut c = Partial::default();
+        c.cpu_span(2, span(0), 123_456);
+        let e = links.absorb(c).unwrap_err();
+        assert_eq!(e.offset, 123_456);
+        assert!(
+            e.msg.contains("more than 1000000 step annotations"),
+            "{}",
+            e.msg
+        );
     }
 }

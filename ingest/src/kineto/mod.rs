@@ -60,7 +60,7 @@ impl Visitor for RowPass<'_> {
     }
 
     fn take(&mut self, part: extract::Part) -> Result<(), ParseErr> {
-        self.links.absorb(part.links);
+        self.links.absorb(part.links)?;
         let sent = self
             .tx
             .as_ref()

@@ -18,15 +18,14 @@ mod steps;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::Connection;
 
 use crate::error::{IngestError, Result};
 use crate::file::{FileJob, FileOutcome};
 
-/// Opens a database read-only.
+/// Opens a database read-only, writing nothing beside it (`crate::sqlite`).
 pub fn open(path: &Path) -> Result<Connection> {
-    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    Connection::open_with_flags(path, flags)
+    crate::sqlite::open_read_only(path)
         .map_err(|e| IngestError::file(path, format!("opening SQLite database: {e}")))
 }
 
@@ -74,7 +73,9 @@ fn meta(conn: &Connection) -> rusqlite::Result<Meta> {
                 [],
                 |r| r.get(0),
             )
-            .ok();
+            .ok()
+            // A session start past `TIME_LIMIT_NS` is no time: the times stay relative.
+            .filter(|&b| crate::json::usable_time(b));
     }
     for table in ["META_DATA_EXPORT", "EXPORT_META_DATA"] {
         if has_table(conn, table) {

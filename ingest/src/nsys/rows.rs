@@ -193,10 +193,11 @@ impl<'j> Router<'j> {
             let base = self.base;
             let b = &mut self.out(pid).batch;
             if raw_end < start {
-                let d = raw_end - start;
+                let d = raw_end.saturating_sub(start);
                 b.diag
                     .add("negative_duration", None, || format!("{name}: {d} ns"));
             }
+            overflow(&mut b.diag, &name, &[start, raw_end]);
             let row = GpuRow {
                 device: r.get(3)?,
                 stream: r.get(4)?,
@@ -204,9 +205,9 @@ impl<'j> Router<'j> {
                 name: b.strings.id(&name),
                 category,
                 comm_op: (category == Category::Comm).then(|| op.unwrap_or("other")),
-                start: base + start,
-                end: base + raw_end.max(start),
-                raw_end: base + raw_end,
+                start: base.saturating_add(start),
+                end: base.saturating_add(raw_end.max(start)),
+                raw_end: base.saturating_add(raw_end),
                 correlation: corr,
                 external_id: None,
                 step,
@@ -321,13 +322,14 @@ impl<'j> Router<'j> {
                 format!("{name}: end before start")
             });
         }
+        overflow(&mut b.diag, &name, &[start, end.unwrap_or(start)]);
         let row = CpuRow {
             category,
             name: b.strings.id(&name),
             pid: global_tid.map(|_| pid),
             tid: global_tid.map(|g| g & 0xFF_FFFF),
-            start: base + start,
-            end: base + end.unwrap_or(start).max(start),
+            start: base.saturating_add(start),
+            end: base.saturating_add(end.unwrap_or(start).max(start)),
             correlation: None,
             external_id: None,
             step,
@@ -368,5 +370,14 @@ impl<'j> Router<'j> {
             total.warnings += o.warnings;
         }
         Ok(total)
+    }
+}
+
+/// A `time_overflow` finding for a row whose times are past `json::TIME_LIMIT_NS`: SQLite
+/// holds any int64, and adding the session's base to such a time would overflow (the sums
+/// saturate instead, and the finding says the row's times are not to be trusted).
+fn overflow(diag: &mut crate::diag::Diagnostics, name: &str, times: &[i64]) {
+    if let Some(t) = times.iter().find(|&&t| !crate::json::usable_time(t)) {
+        diag.add("time_overflow", None, || format!("{name}: {t} ns"));
     }
 }

@@ -9,7 +9,7 @@
 use crate::format::Format;
 use std::path::Path;
 
-use rusqlite::{Connection, OpenFlags, Row};
+use rusqlite::{Connection, Row};
 use serde_json::Value;
 
 use super::{Api, Dispatch, Emit, MemoryCopy};
@@ -28,8 +28,7 @@ pub fn is_rocpd(conn: &Connection) -> bool {
 }
 
 fn open(path: &Path) -> Result<Connection> {
-    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    Connection::open_with_flags(path, flags).map_err(|e| sql_err(path, e))
+    crate::sqlite::open_read_only(path).map_err(|e| sql_err(path, e))
 }
 
 fn sql_err(path: &Path, e: rusqlite::Error) -> IngestError {

@@ -83,26 +83,43 @@ fn rows(reader: Reader, bytes: &[u8], table: &str) -> (u64, u64) {
 }
 
 /// Found by the fuzzer: `ts + dur` past the int64 ns range overflowed (a panic in debug
-/// builds, a wrapped end in release ones). Such a slice is now counted (`time_overflow`)
-/// and not written; the same slice with a small `dur` is written.
+/// builds, a wrapped end in release ones). A time past `json::TIME_LIMIT_NS` (3·10¹⁸ ns) is
+/// now unusable, counted and not written; the same slice at a usable time is written, even
+/// where its end and the trace's base time add up to more than int64 could hold before.
 #[test]
 fn a_slice_ending_past_int64_ns_is_a_finding_not_a_panic() {
     let chrome =
-        |dur: &str| format!(r#"[{{"ph":"X","name":"a","ts":9000000000000000,"dur":{dur}}}]"#);
-    let kineto = |dur: &str| {
+        |ts: &str, dur: &str| format!(r#"[{{"ph":"X","name":"a","ts":{ts},"dur":{dur}}}]"#);
+    let kineto = |ts: &str, dur: &str| {
         format!(
-            r#"{{"traceEvents":[{{"ph":"X","cat":"cpu_op","name":"a","ts":9000000000000000,"dur":{dur}}}]}}"#
+            r#"{{"traceEvents":[{{"ph":"X","cat":"cpu_op","name":"a","ts":{ts},"dur":{dur}}}]}}"#
         )
     };
+    let (usable, past) = ("2900000000000000", "9000000000000000");
     for (reader, text) in [
-        (Reader::Chrome, chrome as fn(&str) -> String),
+        (Reader::Chrome, chrome as fn(&str, &str) -> String),
         (Reader::Kineto, kineto),
     ] {
-        let (ok, _) = rows(reader, text("5").as_bytes(), "cpu_ops");
+        let (ok, _) = rows(reader, text(usable, "5").as_bytes(), "cpu_ops");
         assert_eq!(ok, 1, "{reader:?}");
-        let (none, findings) = rows(reader, text("9000000000000000").as_bytes(), "cpu_ops");
-        assert_eq!(none, 0, "{reader:?}");
-        assert!(findings >= 1, "{reader:?}");
+        let (ok, _) = rows(reader, text(usable, usable).as_bytes(), "cpu_ops");
+        assert_eq!(ok, 1, "{reader:?}: ends at 5.8e18 ns, inside int64");
+        // A time past the limit is no time: the slice is not written; a duration past it is
+        // no duration: the slice is kept with none, as one without `dur`. Both are findings.
+        for (ts, dur, written) in [(past, "5", 0), (usable, past, 1)] {
+            let (n, findings) = rows(reader, text(ts, dur).as_bytes(), "cpu_ops");
+            assert_eq!(n, written, "{reader:?} {ts} {dur}");
+            assert!(findings >= 1, "{reader:?} {ts} {dur}");
+        }
+    }
+    // A base time (int64 ns) added to a time and its duration: 9e18 + 5.8e18 overflowed.
+    // A base past the limit is no time; the trace's own times stay.
+    for base in ["9000000000000000000", "2900000000000000000"] {
+        let t = format!(
+            r#"{{"baseTimeNanoseconds":{base},"traceEvents":[{{"ph":"X","cat":"cpu_op","name":"a","ts":{usable},"dur":{usable}}}]}}"#
+        );
+        let (ok, _) = rows(Reader::Kineto, t.as_bytes(), "cpu_ops");
+        assert_eq!(ok, 1, "base {base}");
     }
 }
 

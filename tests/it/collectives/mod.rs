@@ -6,6 +6,7 @@
 
 mod edges;
 mod injected;
+mod sizes;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -26,6 +27,11 @@ struct RawComm {
     corr: i64,
     kind: &'static str,
     group: String,
+    /// The args' `In msg nelems`, `Out msg nelems`, `dtype` and `Group size`.
+    in_nelems: Option<i64>,
+    out_nelems: Option<i64>,
+    dtype: Option<String>,
+    group_size: Option<i64>,
 }
 
 /// The kind from the kernel name (every kernel of these runs names its kind).
@@ -71,6 +77,10 @@ fn raw_comms(p: &Path) -> Vec<RawComm> {
                 corr: int_of(&a["correlation"]).unwrap(),
                 kind: kind_of(name),
                 group,
+                in_nelems: int_of(&a["In msg nelems"]),
+                out_nelems: int_of(&a["Out msg nelems"]),
+                dtype: a["dtype"].as_str().map(str::to_string),
+                group_size: int_of(&a["Group size"]),
             }
         });
         let device = int_of(&e["args"]["device"])
@@ -467,10 +477,11 @@ fn overlap_split_matches(checked: &Checked) {
 #[test]
 fn h200_fsdp2_python_aorta_and_sampled_runs_equal_the_reference() {
     let Some(root) = corpus() else { return };
-    check_run(
+    let fsdp2 = check_run(
         &files_in(&root.join("kineto/cuda/h200_fsdp2"), ".json.gz"),
         "fsdp2",
     );
+    sizes::overlap_by_size_matches(&fsdp2);
     let py = files_in(
         &root.join("aorta_py/h200_fsdp2_profile_overlap_2gpu"),
         ".json.gz",

@@ -15,6 +15,7 @@ mod arrive;
 mod clock;
 mod load;
 mod prepare;
+pub mod sizes;
 mod tables;
 mod views;
 mod why;

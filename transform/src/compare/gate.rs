@@ -1,23 +1,127 @@
-//! The regression gate of `aorta compare --fail-if-regressed PCT`: the candidate's median
-//! step time and exposed communication against the reference's.
+//! The regression gate of `aorta compare --fail-if-regressed SPEC`: chosen metrics of the
+//! candidate against the reference's.
+//!
+//! SPEC is a bare percentage (`5`: the median step time and exposed communication may not
+//! grow by more than 5 %), or rules `KEY=PCT` separated by commas: a key of the steps level
+//! (`step_ms=5`), a category (`category.gemm=3`), a collective kind's bandwidth or time
+//! (`collective.all_reduce.busbw=-10`) or an operator (`op.aten::mm=5`). A positive PCT
+//! fails on growth past it, a negative one on a drop past it (for bandwidth, where more is
+//! better).
 //!
 //! It lives here, not in the CLI, so that the verdict written into summary.json and the exit
 //! status come from one function that tests can call.
 
+use polars::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::summary_json::Summary;
+use super::summary_json::{LevelEntry, Summary};
+use super::Comparison;
+use crate::rows::{floats, ints, strs};
 
-/// The gated keys of the steps level.
+/// The keys a bare percentage gates, in the steps level.
 pub const GATED: [&str; 2] = ["step_ms", "exposed_comm_ms"];
+
+/// Below this share of operators found on both sides, the verdict warns that the sides
+/// barely match.
+pub const FEW_MATCHED: f64 = 0.5;
+
+/// What one rule measures.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Metric {
+    /// A key of the steps level (`step_ms`, `exposed_comm_ms`, `comm_hidden_pct`, …).
+    Step(String),
+    /// `category.NAME`: the category's GPU ms per step.
+    Category(String),
+    /// `collective.KIND.STAT`: the kind's bandwidth or time per call, over all its sizes.
+    Collective(String, CollStat),
+    /// `op.NAME`: the operator's GPU ms per step window, summed over its input shapes.
+    Operator(String),
+}
+
+/// A collective kind's aggregate: bus or algorithm bandwidth (bytes over transfer time,
+/// summed over every call of known size), or the mean transfer time per call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CollStat {
+    Busbw,
+    Algbw,
+    Ms,
+}
+
+/// One rule of SPEC.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rule {
+    /// The key as written.
+    pub key: String,
+    pub metric: Metric,
+    pub threshold_pct: f64,
+    /// Written by the user (an absent metric is an error), not implied by a bare percentage
+    /// (an absent metric is skipped).
+    pub explicit: bool,
+}
+
+/// A SPEC or a key that cannot be gated.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum GateError {
+    #[error("--fail-if-regressed `{0}`: expected a percentage (`5`) or KEY=PCT rules separated by commas (`step_ms=5,category.gemm=3,collective.all_reduce.busbw=-10,op.aten::mm=5`)")]
+    Syntax(String),
+    #[error("--fail-if-regressed: `{key}` is not in this comparison ({known})")]
+    Absent { key: String, known: String },
+}
+
+/// Parses SPEC (see the module docs).
+pub fn parse(spec: &str) -> Result<Vec<Rule>, GateError> {
+    let bad = || GateError::Syntax(spec.to_string());
+    if let Ok(pct) = spec.trim().parse::<f64>() {
+        let rules = GATED.iter().map(|k| Rule {
+            key: k.to_string(),
+            metric: Metric::Step(k.to_string()),
+            threshold_pct: pct,
+            explicit: false,
+        });
+        return pct.is_finite().then(|| rules.collect()).ok_or_else(bad);
+    }
+    let rule = |item: &str| -> Option<Rule> {
+        let (key, pct) = item.trim().rsplit_once('=')?;
+        let threshold_pct = pct.trim().parse::<f64>().ok().filter(|p| p.is_finite())?;
+        let key = key.trim().to_string();
+        Some(Rule {
+            metric: metric(&key)?,
+            key,
+            threshold_pct,
+            explicit: true,
+        })
+    };
+    spec.split(',').map(|i| rule(i).ok_or_else(bad)).collect()
+}
+
+fn metric(key: &str) -> Option<Metric> {
+    if let Some(name) = key.strip_prefix("category.") {
+        return (!name.is_empty()).then(|| Metric::Category(name.into()));
+    }
+    if let Some(name) = key.strip_prefix("op.") {
+        return (!name.is_empty()).then(|| Metric::Operator(name.into()));
+    }
+    if let Some(rest) = key.strip_prefix("collective.") {
+        let (kind, stat) = rest.rsplit_once('.')?;
+        let stat = match stat {
+            "busbw" => CollStat::Busbw,
+            "algbw" => CollStat::Algbw,
+            "ms" => CollStat::Ms,
+            _ => return None,
+        };
+        return (!kind.is_empty()).then(|| Metric::Collective(kind.into(), stat));
+    }
+    (!key.is_empty() && !key.contains('.')).then(|| Metric::Step(key.into()))
+}
 
 /// The gate's verdict, as summary.json's `regression` block.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Regression {
-    /// The allowed growth, in percent of the reference.
-    pub threshold_pct: f64,
-    /// One check per gated key present on both sides.
+    /// One check per rule whose metric both sides have.
     pub checks: Vec<Check>,
+    /// Why the verdict may mean little (few operators matched between the sides).
+    #[serde(default)]
+    pub warnings: Vec<String>,
 }
 
 impl Regression {
@@ -27,41 +131,174 @@ impl Regression {
     }
 }
 
-/// One gated key: both medians, the change, and whether it exceeds the threshold.
+/// One gated key: both values, the change, and whether it passes the threshold.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Check {
     pub key: String,
+    /// `ms`, `GB/s`, `pct`, `ratio`.
+    pub unit: String,
     pub reference: f64,
     pub candidate: f64,
     /// 100 · (candidate − reference) / reference; `None` when the reference is 0.
     pub change_pct: Option<f64>,
-    /// The change exceeds the threshold (with a zero reference: the candidate is above 0).
+    /// Growth past it fails when ≥ 0; a drop past it when < 0.
+    pub threshold_pct: f64,
+    /// The change passes the threshold (with a zero reference: the candidate is above 0).
     pub regressed: bool,
 }
 
-/// Checks every gated key of `summary`'s steps level against `threshold_pct`.
-pub fn regressions(summary: &Summary, threshold_pct: f64) -> Regression {
-    let checks = GATED
-        .iter()
-        .filter_map(|key| {
-            let row = summary.levels.step(key)?;
-            let (r, c) = (row.reference?.median, row.candidate?.median);
-            let change_pct = (r != 0.0).then(|| 100.0 * (c - r) / r);
-            let regressed = match change_pct {
-                Some(ch) => ch > threshold_pct,
-                None => c > 0.0,
-            };
-            Some(Check {
-                key: key.to_string(),
-                reference: r,
-                candidate: c,
-                change_pct,
-                regressed,
-            })
-        })
-        .collect();
-    Regression {
-        threshold_pct,
-        checks,
+/// Checks every rule against the comparison; an explicit rule whose metric is absent on
+/// either side is an error naming what could be gated.
+pub fn regressions(c: &Comparison, rules: &[Rule]) -> Result<Regression, GateError> {
+    let mut checks = Vec::new();
+    for rule in rules {
+        match value(c, &rule.metric) {
+            Some((unit, r, cand)) => checks.push(check(rule, unit, r, cand)),
+            None if rule.explicit => {
+                return Err(GateError::Absent {
+                    key: rule.key.clone(),
+                    known: known(c, &rule.metric),
+                })
+            }
+            None => {}
+        }
     }
+    Ok(Regression {
+        checks,
+        warnings: warnings(&c.summary),
+    })
+}
+
+fn check(rule: &Rule, unit: String, reference: f64, candidate: f64) -> Check {
+    let change_pct = (reference != 0.0).then(|| 100.0 * (candidate - reference) / reference);
+    let t = rule.threshold_pct;
+    let regressed = match change_pct {
+        Some(ch) if t >= 0.0 => ch > t,
+        Some(ch) => ch < t,
+        None => t >= 0.0 && candidate > 0.0,
+    };
+    Check {
+        key: rule.key.clone(),
+        unit,
+        reference,
+        candidate,
+        change_pct,
+        threshold_pct: t,
+        regressed,
+    }
+}
+
+/// (unit, reference, candidate) of a metric, when both sides have it.
+fn value(c: &Comparison, m: &Metric) -> Option<(String, f64, f64)> {
+    let medians = |e: Option<&LevelEntry>| {
+        let e = e?;
+        Some((e.unit.clone(), e.reference?.median, e.candidate?.median))
+    };
+    let levels = &c.summary.levels;
+    match m {
+        Metric::Step(k) => medians(levels.step(k)),
+        Metric::Category(k) => medians(levels.categories.iter().find(|e| &e.key == k)),
+        Metric::Collective(kind, stat) => {
+            let side = |s| collective(&c.collectives, s, kind, *stat);
+            let unit = if *stat == CollStat::Ms { "ms" } else { "GB/s" };
+            Some((unit.into(), side("reference")?, side("candidate")?))
+        }
+        Metric::Operator(op) => {
+            let (r, cand) = operator(&c.operators, op)?;
+            Some(("ms".into(), r, cand))
+        }
+    }
+}
+
+/// A kind's aggregate on one side of `compare_collectives`: Σ count·bytes(·factor) over
+/// Σ count·time for bandwidth (the calls of known size), Σ count·time / Σ count for ms.
+fn collective(df: &DataFrame, side: &str, kind: &str, stat: CollStat) -> Option<f64> {
+    let (sides, ops, count) = (strs(df, "side"), strs(df, "comm_op"), ints(df, "count"));
+    let (ms, alg, bus) = (
+        floats(df, "mean_ms"),
+        floats(df, "algbw_gbps"),
+        floats(df, "busbw_gbps"),
+    );
+    let rows = (0..df.height()).filter(|&i| sides[i] == Some(side) && ops[i] == Some(kind));
+    let (mut num, mut den) = (0.0, 0.0);
+    for i in rows {
+        let (n, t) = (count[i].unwrap_or(0) as f64, ms[i].unwrap_or(0.0));
+        let rate = match stat {
+            CollStat::Ms => Some(1.0),
+            CollStat::Algbw => alg[i],
+            CollStat::Busbw => bus[i],
+        };
+        let Some(rate) = rate else { continue };
+        match stat {
+            CollStat::Ms => (num, den) = (num + n * t, den + n),
+            _ => (num, den) = (num + n * t * rate, den + n * t),
+        }
+    }
+    (den > 0.0).then(|| num / den)
+}
+
+/// An operator's ms per step window on each side, summed over its input shapes; `None`
+/// unless both sides ran it.
+fn operator(df: &DataFrame, op: &str) -> Option<(f64, f64)> {
+    let ops = strs(df, "op");
+    let (r, c) = (floats(df, "reference_ms"), floats(df, "candidate_ms"));
+    let rows: Vec<usize> = (0..df.height()).filter(|&i| ops[i] == Some(op)).collect();
+    let sum = |v: &[Option<f64>]| {
+        let vals: Vec<f64> = rows.iter().filter_map(|&i| v[i]).collect();
+        (!vals.is_empty()).then(|| vals.iter().sum::<f64>())
+    };
+    Some((sum(&r)?, sum(&c)?))
+}
+
+/// What the comparison could gate for a metric of this kind, for the error.
+fn known(c: &Comparison, m: &Metric) -> String {
+    let both = |e: &LevelEntry| e.reference.is_some() && e.candidate.is_some();
+    let keys = |prefix: &str, es: &[LevelEntry]| -> Vec<String> {
+        es.iter()
+            .filter(|e| both(e))
+            .map(|e| format!("{prefix}{}", e.key))
+            .collect()
+    };
+    let levels = &c.summary.levels;
+    let list = match m {
+        Metric::Step(_) => keys("", &levels.steps),
+        Metric::Category(_) => keys("category.", &levels.categories),
+        Metric::Collective(..) => {
+            let mut kinds: Vec<String> = strs(&c.collectives, "comm_op")
+                .into_iter()
+                .flatten()
+                .map(|k| format!("collective.{k}.busbw|algbw|ms"))
+                .collect();
+            kinds.sort();
+            kinds.dedup();
+            kinds
+        }
+        Metric::Operator(_) => {
+            let n = c.summary.operators.matched;
+            vec![format!(
+                "op.NAME for the {n} operators both sides ran: compare_operators.parquet"
+            )]
+        }
+    };
+    if list.is_empty() {
+        "none of this kind".into()
+    } else {
+        format!("gateable: {}", list.join(", "))
+    }
+}
+
+/// A warning when the sides barely match: few operators (by name, shapes and dtypes) ran on
+/// both, so the gated numbers may come from different work.
+fn warnings(s: &Summary) -> Vec<String> {
+    let o = &s.operators;
+    let total = o.matched + o.reference_only + o.candidate_only;
+    let share = o.matched as f64 / total.max(1) as f64;
+    if total == 0 || share >= FEW_MATCHED {
+        return vec![];
+    }
+    vec![format!(
+        "only {} of {total} operators (name, shapes, dtypes) ran on both sides ({:.0} %): the gated numbers may come from different work",
+        o.matched,
+        100.0 * share
+    )]
 }

@@ -24,7 +24,10 @@ use polars::prelude::*;
 
 use crate::dataset::DatasetError;
 
-pub use gate::{regressions, Check, Regression, GATED};
+pub use gate::{
+    parse as parse_gate, regressions, Check, CollStat, GateError, Metric, Regression, Rule,
+    FEW_MATCHED, GATED,
+};
 pub use operators::KERNEL_SEPARATOR;
 pub use pairs::{PairEntry, PairsSummary, MIN_MATCHED_SHARE};
 pub use select::{RunInfo, Side};
