@@ -202,7 +202,10 @@ pub fn per_stream(acts: &[Act], kernel_wait_ns: i64) -> BTreeMap<i64, Split> {
 fn rows_frame(rows: &[(&Key, Row)], by: By) -> PolarsResult<DataFrame> {
     let mut cols = key_columns(rows.iter().map(|r| r.0), by);
     let int = |name: &str, f: fn(&Row) -> i64| {
-        Column::new(name.into(), rows.iter().map(|r| f(&r.1)).collect::<Vec<_>>())
+        Column::new(
+            name.into(),
+            rows.iter().map(|r| f(&r.1)).collect::<Vec<_>>(),
+        )
     };
     let share = |name: &str, f: fn(&Row) -> (i64, i64)| {
         Column::new(

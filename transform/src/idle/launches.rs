@@ -53,12 +53,7 @@ pub struct Launches {
 }
 
 /// The launch statistics of every rank or step of `runs`.
-pub fn compute(
-    root: &Path,
-    runs: &[String],
-    by: By,
-    top: usize,
-) -> Result<Launches, DatasetError> {
+pub fn compute(root: &Path, runs: &[String], by: By, top: usize) -> Result<Launches, DatasetError> {
     let input = Input::load(root, runs)?;
     of_input(&input, by, top).map_err(|source| DatasetError::Polars {
         path: root.join("gpu_activities"),
@@ -103,10 +98,15 @@ pub fn of_input(input: &Input, by: By, top: usize) -> PolarsResult<Launches> {
                 }
             }
         }
-        series.extend(queues.into_iter().map(|(st, s)| (run.as_str(), *rank, st, s)));
+        series.extend(
+            queues
+                .into_iter()
+                .map(|(st, s)| (run.as_str(), *rank, st, s)),
+        );
     }
     for acc in groups.values_mut() {
-        acc.gaps.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.start.cmp(&b.start)));
+        acc.gaps
+            .sort_by(|a, b| b.ns.cmp(&a.ns).then(a.start.cmp(&b.start)));
         acc.gaps.truncate(top);
         acc.queue.retain(|_, q| q.0 > 0);
     }
@@ -218,7 +218,10 @@ fn gaps_frame(input: &Input, groups: &BTreeMap<Key, Acc>, by: By) -> PolarsResul
         .collect();
     let mut cols = key_columns(rows.iter().map(|r| r.0), by);
     cols.extend([
-        Column::new("gap_ns".into(), rows.iter().map(|r| r.1.ns).collect::<Vec<_>>()),
+        Column::new(
+            "gap_ns".into(),
+            rows.iter().map(|r| r.1.ns).collect::<Vec<_>>(),
+        ),
         Column::new(
             "gap_start_ns".into(),
             rows.iter().map(|r| r.1.start).collect::<Vec<_>>(),
@@ -243,20 +246,42 @@ fn queues_frame(groups: &BTreeMap<Key, Acc>, by: By) -> PolarsResult<DataFrame> 
         .collect();
     let mut cols = key_columns(rows.iter().map(|r| r.0), by);
     cols.extend([
-        Column::new("stream".into(), rows.iter().map(|r| r.1).collect::<Vec<_>>()),
-        Column::new("queue_max".into(), rows.iter().map(|r| r.2).collect::<Vec<_>>()),
-        Column::new("queue_mean".into(), rows.iter().map(|r| r.3).collect::<Vec<_>>()),
+        Column::new(
+            "stream".into(),
+            rows.iter().map(|r| r.1).collect::<Vec<_>>(),
+        ),
+        Column::new(
+            "queue_max".into(),
+            rows.iter().map(|r| r.2).collect::<Vec<_>>(),
+        ),
+        Column::new(
+            "queue_mean".into(),
+            rows.iter().map(|r| r.3).collect::<Vec<_>>(),
+        ),
     ]);
     DataFrame::new_infer_height(cols)
 }
 
 fn series_frame(series: &[(&str, i64, i64, Series)]) -> PolarsResult<DataFrame> {
-    let points = || series.iter().flat_map(|s| s.3.points.iter().map(move |p| (s, p)));
+    let points = || {
+        series
+            .iter()
+            .flat_map(|s| s.3.points.iter().map(move |p| (s, p)))
+    };
     DataFrame::new_infer_height(vec![
         str_column("run", points().map(|(s, _)| s.0)),
-        Column::new("rank".into(), points().map(|(s, _)| s.1).collect::<Vec<_>>()),
-        Column::new("stream".into(), points().map(|(s, _)| s.2).collect::<Vec<_>>()),
-        Column::new("ts_ns".into(), points().map(|(_, p)| p.0).collect::<Vec<_>>()),
+        Column::new(
+            "rank".into(),
+            points().map(|(s, _)| s.1).collect::<Vec<_>>(),
+        ),
+        Column::new(
+            "stream".into(),
+            points().map(|(s, _)| s.2).collect::<Vec<_>>(),
+        ),
+        Column::new(
+            "ts_ns".into(),
+            points().map(|(_, p)| p.0).collect::<Vec<_>>(),
+        ),
         Column::new(
             "queue_length".into(),
             points().map(|(_, p)| p.1).collect::<Vec<_>>(),

@@ -178,7 +178,10 @@ fn group_ranks(
 pub(crate) fn key_columns<'a>(keys: impl Iterator<Item = &'a Key> + Clone, by: By) -> Vec<Column> {
     let mut cols = vec![
         crate::rows::str_column("run", keys.clone().map(|k| k.run.as_str())),
-        Column::new("rank".into(), keys.clone().map(|k| k.rank).collect::<Vec<_>>()),
+        Column::new(
+            "rank".into(),
+            keys.clone().map(|k| k.rank).collect::<Vec<_>>(),
+        ),
     ];
     if by == By::Step {
         cols.push(Column::new(
