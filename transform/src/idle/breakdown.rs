@@ -120,6 +120,15 @@ pub fn compute(
     })
 }
 
+/// The breakdown of every group of rows already loaded, in key order.
+pub fn rows(input: &Input, by: By, kernel_wait_ns: i64) -> Vec<(Key, Row)> {
+    input
+        .groups(by)
+        .into_iter()
+        .map(|(k, acts)| (k, row(&acts, kernel_wait_ns)))
+        .collect()
+}
+
 /// The breakdown of rows already loaded.
 pub fn of_input(input: &Input, by: By, kernel_wait_ns: i64) -> PolarsResult<Breakdown> {
     let groups = input.groups(by);
