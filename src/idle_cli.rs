@@ -46,7 +46,7 @@ pub(crate) struct BreakdownArgs {
     /// Gaps shorter than this (ns), with the next activity already launched, are kernel-wait.
     #[arg(long, value_name = "NS", default_value_t = aorta_transform::idle::breakdown::KERNEL_WAIT_NS)]
     pub kernel_wait_ns: i64,
-    /// Also HTA's idle split per stream.
+    /// Also HTA's idle split per stream (with --format csv: that table instead of the rows).
     #[arg(long)]
     pub streams: bool,
     /// Output format.

@@ -395,3 +395,43 @@ fn breakdown_and_launches_equal_a_brute_force_over_the_raw_events() {
         assert_eq!(got, gaps, "step {step:?}");
     }
 }
+
+/// A missing dataset, an unknown run: one error line naming it, exit status 2, nothing
+/// written into the dataset; the table and CSV forms print the same rows as JSON.
+#[test]
+fn bad_input_is_one_error_line_and_the_formats_agree() {
+    use crate::common::cli::{aorta, code, snapshot, stderr};
+    let (dir, ds) = fixture();
+    let missing = dir.path().join("nothing-here");
+    for cmd in ["breakdown", "launches"] {
+        let o = aorta(&[cmd.as_ref(), missing.as_os_str()]);
+        assert_eq!(code(&o), 2, "{}", stderr(&o));
+        assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+        assert!(stderr(&o).contains("nothing-here"), "{}", stderr(&o));
+        let before = snapshot(&ds);
+        let o = aorta(&[
+            cmd.as_ref(),
+            ds.as_os_str(),
+            "--run".as_ref(),
+            "nope".as_ref(),
+        ]);
+        assert_eq!(code(&o), 2, "{}", stderr(&o));
+        assert!(stderr(&o).contains("nope"), "{}", stderr(&o));
+        assert_eq!(snapshot(&ds), before);
+    }
+    let ds = ds.to_str().unwrap();
+    let csv = ok(&["breakdown", ds, "--by", "step", "--format", "csv"]);
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 4, "{csv}");
+    assert!(lines[0].starts_with("run,rank,step,activities,window_ns,compute_ns"));
+    assert!(lines
+        .contains(&"idle,0,,2,50000,40000,0,0,0,10000,80.0,0.0,20.0,10000,0,0,100.0,0.0,0.0,1"));
+    let table = ok(&["breakdown", ds, "--by", "step"]);
+    assert!(
+        table.contains("\n  0     -              2   0.050"),
+        "{table}"
+    );
+    let q = ok(&["launches", ds, "--queue-series", "--format", "csv"]);
+    // Stream 7's queue: 16 changes (8 launches, 8 starts), stream 13's 4, stream 9's 2.
+    assert_eq!(q.lines().count(), 1 + 16 + 4 + 2, "{q}");
+}
