@@ -49,8 +49,8 @@ fn truth(root: &std::path::Path) -> Truth {
         .filter(|&j| ccat[j].as_deref() == Some("runtime"))
         .filter_map(|j| Some((crun[j].clone()?, crank[j]?, ccorr[j]?)))
         .collect();
-    let mut spans: HashMap<(String, i64), (Vec<(i64, i64)>, Vec<(i64, i64)>, i64, i64)> =
-        HashMap::new();
+    type Spans = (Vec<(i64, i64)>, Vec<(i64, i64)>, i64, i64);
+    let mut spans: HashMap<(String, i64), Spans> = HashMap::new();
     for j in 0..acts.height() {
         let k = (run[j].clone().unwrap(), rank[j].unwrap());
         let span = (s[j].unwrap(), e[j].unwrap().max(s[j].unwrap()));
