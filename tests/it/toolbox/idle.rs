@@ -65,8 +65,8 @@ const BREAKDOWN: [&str; 11] = [
     "window_ns",
     "compute_ns",
     "non_compute_ns",
-    "comm_ns",
-    "memory_ns",
+    "comm_only_ns",
+    "memory_only_ns",
     "idle_ns",
     "host_wait_ns",
     "kernel_wait_ns",
@@ -339,7 +339,7 @@ fn breakdown_and_launches_equal_a_brute_force_over_the_raw_events() {
         "window_ns",
         "compute_ns",
         "non_compute_ns",
-        "comm_ns",
+        "comm_only_ns",
         "idle_ns",
         "host_wait_ns",
         "kernel_wait_ns",
@@ -434,4 +434,26 @@ fn bad_input_is_one_error_line_and_the_formats_agree() {
     let q = ok(&["launches", ds, "--queue-series", "--format", "csv"]);
     // Stream 7's queue: 16 changes (8 launches, 8 starts), stream 13's 4, stream 9's 2.
     assert_eq!(q.lines().count(), 1 + 16 + 4 + 2, "{q}");
+}
+
+/// `aorta report`'s compute / non-compute / idle table on the fixture: the rank's hand-worked
+/// numbers (module docs), in ms.
+#[test]
+fn the_report_section_shows_the_hand_worked_numbers() {
+    let (dir, ds) = fixture();
+    let html = dir.path().join("r.html");
+    ok(&["report", ds.to_str().unwrap(), "-o", html.to_str().unwrap()]);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<h2>Compute, non-compute and idle per rank</h2>"));
+    let cells = [
+        "0", "0.900", "0.340", "0.070", "0.490", "54.4", "0.420", "0.000", "0.070", "9",
+    ];
+    let row: String = cells
+        .iter()
+        .map(|c| format!("<td class=\"n\">{c}</td>"))
+        .collect();
+    assert!(
+        page.contains(&format!("<tr><td>idle</td>{row}</tr>")),
+        "{row}"
+    );
 }

@@ -99,7 +99,7 @@ fn breakdown_parts_add_up_on_real_traces() {
             let split = i(r, "host_wait_ns") + i(r, "kernel_wait_ns") + i(r, "other_idle_ns");
             assert_eq!(split, i(r, "idle_ns"), "{r}");
             assert_eq!(
-                i(r, "comm_ns") + i(r, "memory_ns"),
+                i(r, "comm_only_ns") + i(r, "memory_only_ns"),
                 i(r, "non_compute_ns"),
                 "{r}"
             );

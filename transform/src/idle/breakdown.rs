@@ -97,9 +97,10 @@ pub struct Row {
 /// The breakdown of some runs.
 pub struct Breakdown {
     /// Columns: `run`, `rank`, (`step`), `activities`, `window_ns`, `compute_ns`,
-    /// `non_compute_ns`, `comm_ns`, `memory_ns`, `idle_ns`, `compute_pct`, `non_compute_pct`,
-    /// `idle_pct` (of the window), `host_wait_ns`, `kernel_wait_ns`, `other_idle_ns`,
-    /// `host_wait_pct`, `kernel_wait_pct`, `other_idle_pct` (of idle), `gaps`.
+    /// `non_compute_ns`, `comm_only_ns`, `memory_only_ns`, `idle_ns`, `compute_pct`,
+    /// `non_compute_pct`, `idle_pct` (of the window), `host_wait_ns`, `kernel_wait_ns`,
+    /// `other_idle_ns`, `host_wait_pct`, `kernel_wait_pct`, `other_idle_pct` (of idle),
+    /// `gaps`.
     pub rows: DataFrame,
     /// HTA's per-stream idle split. Columns: `run`, `rank`, (`step`), `stream`, `idle_ns`,
     /// `host_wait_ns`, `kernel_wait_ns`, `other_idle_ns`, `gaps`.
@@ -232,8 +233,8 @@ fn rows_frame(rows: &[(&Key, Row)], by: By) -> PolarsResult<DataFrame> {
         int("window_ns", |r| r.window_ns),
         int("compute_ns", |r| r.compute_ns),
         int("non_compute_ns", |r| r.non_compute_ns),
-        int("comm_ns", |r| r.comm_ns),
-        int("memory_ns", |r| r.non_compute_ns - r.comm_ns),
+        int("comm_only_ns", |r| r.comm_ns),
+        int("memory_only_ns", |r| r.non_compute_ns - r.comm_ns),
         int("idle_ns", |r| r.idle_ns),
         share("compute_pct", |r| (r.compute_ns, r.window_ns)),
         share("non_compute_pct", |r| (r.non_compute_ns, r.window_ns)),
