@@ -45,6 +45,12 @@ pub(crate) enum Command {
     /// The costliest kernels per run, rank, category or step, with their launching operator.
     #[command(after_help = crate::toolbox_cli::KERNELS_EXAMPLES)]
     Kernels(crate::toolbox_cli::KernelsArgs),
+    /// Compute, non-compute and idle time per rank or step, idle split host-wait / kernel-wait / other (HTA).
+    #[command(after_help = crate::idle_cli::BREAKDOWN_EXAMPLES)]
+    Breakdown(crate::idle_cli::BreakdownArgs),
+    /// Launch overhead, launch delay, longest launch gaps and the GPU launch queue per rank or step (HTA).
+    #[command(after_help = crate::idle_cli::LAUNCHES_EXAMPLES)]
+    Launches(crate::idle_cli::LaunchesArgs),
     /// Polars SQL over the dataset's tables; the result as a table, CSV, JSON or Parquet.
     #[command(after_help = crate::toolbox_cli::SQL_EXAMPLES)]
     Sql(crate::toolbox_cli::SqlArgs),

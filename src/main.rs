@@ -6,6 +6,8 @@ mod compare_cmd;
 mod dataset_cmd;
 mod dataset_lock;
 mod frame_out;
+mod idle_cli;
+mod idle_cmd;
 mod info_cmd;
 mod ingest_cmd;
 mod kernels_cmd;
@@ -62,6 +64,8 @@ fn run(args: cli::Cli) -> anyhow::Result<ExitCode> {
         cli::Command::Run(a) => run_cmd::run(a),
         cli::Command::Info(a) => info_cmd::run(a),
         cli::Command::Kernels(a) => kernels_cmd::run(a),
+        cli::Command::Breakdown(a) => idle_cmd::run_breakdown(a),
+        cli::Command::Launches(a) => idle_cmd::run_launches(a),
         cli::Command::Dataset(a) => dataset_cmd::run(a),
         cli::Command::Sql(a) => sql_cmd::run(a),
         cli::Command::Schema(a) => {

@@ -48,10 +48,11 @@ fn run_report_renders_every_chart_without_console_errors() {
     let Some(root) = corpus() else { return };
     let Some(browser) = chromium() else { return };
     let (_dir, html, _) = report_of(&root, "kineto/cuda/h200_fsdp2", "report.html");
-    // Four per-rank charts, then across the two ranks: the caused-delay and wait-share
+    // Six per-rank charts (compute / non-compute / idle shares and the idle split among
+    // them), then across the two ranks: the caused-delay and wait-share
     // heatmaps and waiting vs transfer per collective kind; then the roofline and MFU per
     // step (docs/PERF.md).
-    let r = open_and_check(&browser, &html, 9);
+    let r = open_and_check(&browser, &html, 11);
     assert_eq!(count(&r.dom, "class=\"hm\""), 2, "two heatmaps drawn");
     let legend = legend_texts(&r.dom);
     for name in [
@@ -67,6 +68,9 @@ fn run_report_renders_every_chart_without_console_errors() {
         "H200 bf16 roof (989.5 TFLOP/s, 4.8 TB/s)",
         "h200_fsdp2 r0",
         "h200_fsdp2 r1",
+        "idle: host-wait",
+        "idle: kernel-wait",
+        "idle: other",
     ] {
         assert!(
             legend.iter().any(|l| l == name),
@@ -196,9 +200,9 @@ fn a_run_without_steps_or_communication_renders() {
             ),
         "{text}"
     );
-    // Timeline, overlap and categories per step (step 6 of each model), exposed comm's note
-    // instead of a chart; roofline and MFU.
-    let r = open_and_check(&browser, &html, 6);
+    // Timeline, overlap and categories per step (step 6 of each model), compute /
+    // non-compute / idle per rank, exposed comm's note instead of a chart; roofline and MFU.
+    let r = open_and_check(&browser, &html, 8);
     assert!(r
         .dom
         .contains("No communication kernels in the reported ranks."));

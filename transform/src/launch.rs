@@ -186,6 +186,15 @@ impl<'a> Links<'a> {
         }
     }
 
+    /// The runtime call (a row of `cpu`) that launched each activity of `acts`: the one with
+    /// its correlation id, same run and rank.
+    pub fn calls(&self, acts: &DataFrame) -> Vec<Option<usize>> {
+        let a = Acts::of(acts);
+        (0..a.run.len())
+            .map(|i| a.corr[i].and_then(|c| self.by_corr.get(&(a.key(i), c)).copied()))
+            .collect()
+    }
+
     /// The launching operator (a row of `cpu`) of every activity of `acts`: by its external
     /// id, else through its runtime call (the call's external id, else the innermost
     /// `cpu_op` enclosing the call on its thread).

@@ -11,6 +11,7 @@ mod cycles;
 pub mod dataset;
 pub mod dataset_edit;
 pub mod fresh;
+pub mod idle;
 pub mod info;
 pub mod jsonl;
 pub mod kernels;

@@ -6,6 +6,7 @@ mod copies;
 mod cross_rank;
 mod data;
 mod header;
+mod idle;
 mod perf;
 mod timeline;
 
@@ -106,6 +107,7 @@ pub fn run_report(
     }
     charts::overlap_per_step(&mut page, &d.steps);
     charts::categories_per_step(&mut page, &d.categories);
+    idle::chart(&mut page, dataset, &d)?;
     copies::chart(&mut page, dataset, &d)?;
     charts::collectives(&mut page, &d.collectives);
     cross_rank::charts(&mut page, &d.jobs).map_err(ReportError::polars(dataset))?;

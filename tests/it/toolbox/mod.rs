@@ -5,6 +5,8 @@
 
 mod compare_kernels;
 mod dataset_edit;
+mod idle;
+mod idle_corpus;
 mod info;
 mod kernels;
 #[cfg(feature = "sql")]
