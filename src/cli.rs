@@ -45,6 +45,9 @@ pub(crate) enum Command {
     /// The costliest kernels per run, rank, category or step, with their launching operator.
     #[command(after_help = crate::toolbox_cli::KERNELS_EXAMPLES)]
     Kernels(crate::toolbox_cli::KernelsArgs),
+    /// Device memory per rank and step: allocated and reserved peaks from the allocator events.
+    #[command(after_help = crate::toolbox_cli::MEMORY_EXAMPLES)]
+    Memory(crate::toolbox_cli::MemoryArgs),
     /// Polars SQL over the dataset's tables; the result as a table, CSV, JSON or Parquet.
     #[command(after_help = crate::toolbox_cli::SQL_EXAMPLES)]
     Sql(crate::toolbox_cli::SqlArgs),

@@ -9,6 +9,7 @@ mod frame_out;
 mod info_cmd;
 mod ingest_cmd;
 mod kernels_cmd;
+mod memory_cmd;
 mod notes;
 mod overlap_cmd;
 mod overlap_table;
@@ -62,6 +63,7 @@ fn run(args: cli::Cli) -> anyhow::Result<ExitCode> {
         cli::Command::Run(a) => run_cmd::run(a),
         cli::Command::Info(a) => info_cmd::run(a),
         cli::Command::Kernels(a) => kernels_cmd::run(a),
+        cli::Command::Memory(a) => memory_cmd::run(a),
         cli::Command::Dataset(a) => dataset_cmd::run(a),
         cli::Command::Sql(a) => sql_cmd::run(a),
         cli::Command::Schema(a) => {

@@ -15,6 +15,7 @@ pub mod info;
 pub mod jsonl;
 pub mod kernels;
 pub mod launch;
+pub mod memory;
 pub mod nccl;
 pub mod overlap;
 pub mod overlap_tables;
