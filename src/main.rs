@@ -5,6 +5,7 @@ mod collectives_cmd;
 mod compare_cmd;
 mod dataset_cmd;
 mod dataset_lock;
+mod export_cmd;
 mod frame_out;
 mod info_cmd;
 mod ingest_cmd;
@@ -64,6 +65,7 @@ fn run(args: cli::Cli) -> anyhow::Result<ExitCode> {
         cli::Command::Info(a) => info_cmd::run(a),
         cli::Command::Kernels(a) => kernels_cmd::run(a),
         cli::Command::Memory(a) => memory_cmd::run(a),
+        cli::Command::Export(a) => export_cmd::run(a),
         cli::Command::Dataset(a) => dataset_cmd::run(a),
         cli::Command::Sql(a) => sql_cmd::run(a),
         cli::Command::Schema(a) => {

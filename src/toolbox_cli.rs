@@ -162,6 +162,56 @@ pub(crate) struct MemoryArgs {
     pub format: Format,
 }
 
+pub(crate) const EXPORT_EXAMPLES: &str = "\
+Examples:
+  aorta export perfetto --run cuda --rank 0 --step 5 -o step5.json   # from ./aorta-data
+  aorta export perfetto ds --run fsdp/fsdp_default                   # its lowest rank, first step
+  # then open the file in ui.perfetto.dev (or chrome://tracing)
+
+A Chrome trace-format JSON file of one step of one rank: the GPU activities of the step (by
+their launch, as every aorta step table counts them) on one track per stream (`GPU <device>`
+/ `stream <n>`), the CPU operators, annotations and runtime/driver calls of the step on their
+threads (Python function rows left out), each slice's category as its `cat` and a colour
+(`cname`), and a flow arrow from each launch to its kernel. Times are µs from the step's first
+slice (otherData.t0_ns). Written atomically to FILE and nowhere else. docs/TOOLBOX.md.";
+
+#[derive(Args, Debug)]
+pub(crate) struct ExportArgs {
+    #[command(subcommand)]
+    pub command: ExportCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum ExportCommand {
+    /// One step of one rank as a Chrome/Perfetto JSON trace.
+    #[command(after_help = EXPORT_EXAMPLES)]
+    Perfetto(PerfettoArgs),
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct PerfettoArgs {
+    /// Dataset directory (written by `aorta ingest`).
+    #[arg(default_value = "aorta-data")]
+    pub dataset: PathBuf,
+    /// The run (default: the dataset's only run).
+    #[arg(long, value_name = "L")]
+    pub run: Option<String>,
+    /// The rank (default: the run's lowest).
+    #[arg(long, value_name = "R")]
+    pub rank: Option<i64>,
+    /// The step (default: the rank's first; a trace without steps exports its whole capture).
+    #[arg(long, value_name = "N")]
+    pub step: Option<i64>,
+    /// The trace file to write.
+    #[arg(
+        short,
+        long,
+        value_name = "FILE",
+        default_value = "aorta-perfetto.json"
+    )]
+    pub out: PathBuf,
+}
+
 pub(crate) const SQL_EXAMPLES: &str = "\
 Examples:
   # GPU activities and GPU time per run and category (the README's polars example)

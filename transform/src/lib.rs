@@ -21,6 +21,7 @@ pub mod overlap;
 pub mod overlap_tables;
 pub mod par;
 pub mod perf;
+pub mod perfetto;
 pub mod rows;
 #[cfg(feature = "sql")]
 pub mod sql;
