@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
-use aorta_transform::perfetto;
+use aorta_transform::perfetto::{self, Ranks};
 
 use crate::toolbox_cli::{ExportArgs, ExportCommand, PerfettoArgs};
 
@@ -28,20 +28,32 @@ fn perfetto_trace(args: PerfettoArgs) -> Result<ExitCode> {
             many.join(", ")
         ),
     };
-    let w = perfetto::load(root, run, args.rank, args.step)?;
+    let ranks = match (args.all_ranks, args.rank.as_slice()) {
+        (true, _) => Ranks::All,
+        (false, []) => Ranks::Lowest,
+        (false, listed) => Ranks::Listed(listed.to_vec()),
+    };
+    let w = perfetto::load(root, run, &ranks, args.step)?;
     let text = perfetto::chrome_trace(&w);
     aorta_ingest::atomic::write_bytes(&args.out, text.as_bytes())
         .with_context(|| format!("writing {}", args.out.display()))?;
     let step = w
         .step
         .map_or("(no steps: the whole capture)".into(), |s| s.to_string());
-    println!(
-        "wrote {}: run {} rank {} step {step}, {} GPU activities, {} CPU slices",
-        args.out.display(),
-        w.run,
-        w.rank,
-        w.gpu.height(),
-        w.cpu.height()
-    );
+    for r in &w.ranks {
+        println!(
+            "run {} rank {} step {step}: {} GPU activities, {} CPU slices{}",
+            w.run,
+            r.rank,
+            r.gpu.height(),
+            r.cpu.height(),
+            match (w.ranks.len(), r.aligned) {
+                (1, _) => String::new(),
+                (_, true) => format!(", clock offset {} ns", r.offset_ns),
+                (_, false) => ", clock offset unknown: taken as 0 (run `aorta collectives`)".into(),
+            }
+        );
+    }
+    println!("wrote {}", args.out.display());
     Ok(ExitCode::SUCCESS)
 }

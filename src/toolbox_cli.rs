@@ -166,6 +166,7 @@ pub(crate) const EXPORT_EXAMPLES: &str = "\
 Examples:
   aorta export perfetto --run cuda --rank 0 --step 5 -o step5.json   # from ./aorta-data
   aorta export perfetto ds --run fsdp/fsdp_default                   # its lowest rank, first step
+  aorta export perfetto ds --run job --all-ranks --step 3 -o all.json # every rank, one timeline
   # then open the file in ui.perfetto.dev (or chrome://tracing)
 
 A Chrome trace-format JSON file of one step of one rank: the GPU activities of the step (by
@@ -173,7 +174,10 @@ their launch, as every aorta step table counts them) on one track per stream (`G
 / `stream <n>`), the CPU operators, annotations and runtime/driver calls of the step on their
 threads (Python function rows left out), each slice's category as its `cat` and a colour
 (`cname`), and a flow arrow from each launch to its kernel. Times are µs from the step's first
-slice (otherData.t0_ns). Written atomically to FILE and nowhere else. docs/TOOLBOX.md.";
+slice (otherData.t0_ns). Several ranks go on one timeline in aligned time: raw time minus
+the rank's clock offset, which `aorta collectives` estimates (run it first for ranks on
+different hosts; without it the offsets are taken as 0 and the command says so). Written
+atomically to FILE and nowhere else. docs/TOOLBOX.md.";
 
 #[derive(Args, Debug)]
 pub(crate) struct ExportArgs {
@@ -196,9 +200,13 @@ pub(crate) struct PerfettoArgs {
     /// The run (default: the dataset's only run).
     #[arg(long, value_name = "L")]
     pub run: Option<String>,
-    /// The rank (default: the run's lowest).
-    #[arg(long, value_name = "R")]
-    pub rank: Option<i64>,
+    /// The rank (default: the run's lowest); several (`--rank 0,1` or repeated) go on one
+    /// timeline, clock-aligned.
+    #[arg(long, value_name = "R", value_delimiter = ',')]
+    pub rank: Vec<i64>,
+    /// Every rank of the run on one timeline, clock-aligned.
+    #[arg(long, conflicts_with = "rank")]
+    pub all_ranks: bool,
     /// The step (default: the rank's first; a trace without steps exports its whole capture).
     #[arg(long, value_name = "N")]
     pub step: Option<i64>,

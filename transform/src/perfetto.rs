@@ -11,6 +11,11 @@
 //!
 //! Times are written relative to the window's first slice (`otherData.t0_ns` gives it), as
 //! exact decimal microseconds: absolute epoch nanoseconds do not fit a double.
+//!
+//! Several ranks of one step go on one timeline in *aligned* time, raw − the rank's
+//! `runs.clock_offset_ns` (estimated by `aorta collectives`, docs/COLLECTIVES.md; taken as
+//! 0 where it has not run), each rank's processes named `rank R …`. Process ids are the
+//! file's own (numbered in order), so two hosts' equal pids and device indices stay apart.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -86,77 +91,154 @@ const CPU_COLUMNS: [&str; 8] = [
     "external_id",
 ];
 
-/// The rows of one step of one rank.
-pub struct Window {
-    pub run: String,
+/// Which ranks to export.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ranks {
+    /// The run's lowest rank.
+    Lowest,
+    /// These ranks, on one timeline.
+    Listed(Vec<i64>),
+    /// Every rank of the run, on one timeline.
+    All,
+}
+
+/// The rows of one rank in the window.
+pub struct RankWindow {
     pub rank: i64,
-    /// Null: a trace without steps (its whole capture).
-    pub step: Option<i64>,
-    /// The first slice's start: time zero of the written trace.
-    pub t0_ns: i64,
+    /// Subtracted from its times: `runs.clock_offset_ns` with several ranks (null: not
+    /// estimated, taken as 0), 0 for one rank.
+    pub offset_ns: i64,
+    /// Whether `runs.clock_offset_ns` was known (always true for one rank).
+    pub aligned: bool,
     pub gpu: DataFrame,
     pub cpu: DataFrame,
 }
 
-/// The rows of `run`'s `rank` (default: its lowest) in `step` (default: the rank's first; a
-/// rank without steps exports its whole capture).
+/// One step of some ranks of a run.
+pub struct Window {
+    pub run: String,
+    /// Null: a trace without steps (its whole capture).
+    pub step: Option<i64>,
+    /// The first slice's (aligned) start: time zero of the written trace.
+    pub t0_ns: i64,
+    pub ranks: Vec<RankWindow>,
+}
+
+/// The run's ranks and each rank's steps, from the `steps` table.
+fn rank_steps(root: &Path, run: &str) -> Result<BTreeMap<i64, BTreeSet<i64>>, ExportError> {
+    let of_run = dataset::of_runs(&[run.to_string()]);
+    let steps = dataset::read_where(root, "steps", of_run, &["rank", "step"])?;
+    let (ranks, nums) = (ints(&steps, "rank"), ints(&steps, "step"));
+    let mut out: BTreeMap<i64, BTreeSet<i64>> = BTreeMap::new();
+    for i in 0..steps.height() {
+        let Some(r) = ranks[i] else { continue };
+        out.entry(r).or_default().extend(nums[i]);
+    }
+    Ok(out)
+}
+
+/// The rows of `ranks` of `run` in `step` (default: the first rank's first; a rank without
+/// steps exports its whole capture).
 pub fn load(
     root: &Path,
     run: &str,
-    rank: Option<i64>,
+    ranks: &Ranks,
     step: Option<i64>,
 ) -> Result<Window, ExportError> {
-    let this_run = dataset::of_runs(&[run.to_string()]);
-    let steps = dataset::read_where(root, "steps", this_run.clone(), &["rank", "step"])?;
-    let (ranks, nums) = (ints(&steps, "rank"), ints(&steps, "step"));
-    let all: BTreeSet<i64> = ranks.iter().flatten().copied().collect();
-    let rank = rank.or_else(|| all.first().copied()).unwrap_or(0);
-    if !all.contains(&rank) {
-        return Err(ExportError::NoRank {
-            root: root.to_path_buf(),
-            run: run.to_string(),
-            rank,
-            ranks: list(&all),
-        });
-    }
-    let of_rank: BTreeSet<i64> = (0..steps.height())
-        .filter(|&i| ranks[i] == Some(rank))
-        .filter_map(|i| nums[i])
-        .collect();
-    let step = match step {
-        Some(s) if !of_rank.contains(&s) => {
-            return Err(ExportError::NoStep {
+    let all = rank_steps(root, run)?;
+    let chosen: Vec<i64> = match ranks {
+        Ranks::Lowest => all.keys().take(1).copied().collect(),
+        Ranks::Listed(v) => v.clone(),
+        Ranks::All => all.keys().copied().collect(),
+    };
+    let no_step = |rank, step| ExportError::NoStep {
+        root: root.to_path_buf(),
+        run: run.to_string(),
+        rank,
+        step,
+        steps: list(&all[&rank]),
+    };
+    let mut step = step;
+    for &rank in &chosen {
+        let Some(steps) = all.get(&rank) else {
+            return Err(ExportError::NoRank {
                 root: root.to_path_buf(),
                 run: run.to_string(),
                 rank,
-                step: s,
-                steps: list(&of_rank),
-            })
+                ranks: list(&all.keys().copied().collect()),
+            });
+        };
+        step = step.or_else(|| steps.first().copied());
+        if let Some(s) = step.filter(|s| !steps.contains(s)) {
+            return Err(no_step(rank, s));
         }
-        Some(s) => Some(s),
-        None => of_rank.first().copied(),
+    }
+    let offsets = if chosen.len() > 1 {
+        clock_offsets(root, run)?
+    } else {
+        chosen.iter().map(|&r| (r, Some(0))).collect()
     };
+    let mut windows = Vec::new();
+    for &rank in &chosen {
+        let offset = offsets.get(&rank).copied().flatten();
+        windows.push(rank_window(root, run, rank, step, offset)?);
+    }
+    let t0_ns = windows
+        .iter()
+        .flat_map(|w| {
+            let starts = ints(&w.gpu, "start_ns")
+                .into_iter()
+                .chain(ints(&w.cpu, "start_ns"));
+            starts.flatten().map(move |s| s - w.offset_ns)
+        })
+        .min()
+        .unwrap_or(0);
+    Ok(Window {
+        run: run.to_string(),
+        step,
+        t0_ns,
+        ranks: windows,
+    })
+}
+
+/// `runs.clock_offset_ns` of each rank of `run` (the first file's, per rank).
+fn clock_offsets(root: &Path, run: &str) -> Result<BTreeMap<i64, Option<i64>>, ExportError> {
+    let of_run = dataset::of_runs(&[run.to_string()]);
+    let runs = dataset::read_where(root, "runs", of_run, &["rank", "clock_offset_ns"])?;
+    let (rank, off) = (ints(&runs, "rank"), ints(&runs, "clock_offset_ns"));
+    let mut out = BTreeMap::new();
+    for i in (0..runs.height()).rev() {
+        if let Some(r) = rank[i] {
+            let slot: &mut Option<i64> = out.entry(r).or_default();
+            *slot = off[i].or(*slot);
+        }
+    }
+    Ok(out)
+}
+
+fn rank_window(
+    root: &Path,
+    run: &str,
+    rank: i64,
+    step: Option<i64>,
+    offset: Option<i64>,
+) -> Result<RankWindow, ExportError> {
     let step_is = match step {
         Some(s) => col("step").eq(lit(s)),
         None => col("step").is_null(),
     };
-    let rows = this_run.and(col("rank").eq(lit(rank))).and(step_is);
+    let rows = dataset::of_runs(&[run.to_string()])
+        .and(col("rank").eq(lit(rank)))
+        .and(step_is);
     let gpu = dataset::read_where(root, "gpu_activities", rows.clone(), &GPU_COLUMNS)?;
     let cpu_cats = CPU_CATEGORIES
         .iter()
         .fold(lit(false), |e, c| e.or(col("category").eq(lit(*c))));
     let cpu = dataset::read_where(root, "cpu_ops", rows.and(cpu_cats), &CPU_COLUMNS)?;
-    let t0_ns = ints(&gpu, "start_ns")
-        .into_iter()
-        .chain(ints(&cpu, "start_ns"))
-        .flatten()
-        .min()
-        .unwrap_or(0);
-    Ok(Window {
-        run: run.to_string(),
+    Ok(RankWindow {
         rank,
-        step,
-        t0_ns,
+        offset_ns: offset.unwrap_or(0),
+        aligned: offset.is_some(),
         gpu,
         cpu,
     })
@@ -197,19 +279,50 @@ struct Slice<'a> {
     args: String,
 }
 
+/// The processes of the file: (rank, GPU or not, the dataset's pid or device) → the file's
+/// pid, numbered in order, and each one's threads.
+#[derive(Default)]
+struct Procs {
+    ids: BTreeMap<(i64, bool, i64), i64>,
+    threads: BTreeMap<i64, BTreeSet<i64>>,
+}
+
+impl Procs {
+    fn pid(&mut self, rank: i64, gpu: bool, own: i64, tid: i64) -> i64 {
+        let next = self.ids.len() as i64 + 1;
+        let pid = *self.ids.entry((rank, gpu, own)).or_insert(next);
+        self.threads.entry(pid).or_default().insert(tid);
+        pid
+    }
+}
+
 /// The window as Chrome trace-format JSON (one event per line).
 pub fn chrome_trace(w: &Window) -> String {
-    let mut events: Vec<String> = Vec::new();
-    let gpu = gpu_slices(w);
-    let cpu = cpu_slices(w);
-    metadata(&gpu, &cpu, &mut events);
-    for s in gpu.iter().chain(&cpu) {
-        events.push(slice_event(s, w.t0_ns));
+    let mut procs = Procs::default();
+    let mut slices = Vec::new();
+    let mut flows = Vec::new();
+    for r in &w.ranks {
+        let first = slices.len();
+        gpu_slices(r, &mut procs, &mut slices);
+        let gpu_end = slices.len();
+        cpu_slices(r, &mut procs, &mut slices);
+        flows.extend(links(r, first, gpu_end));
     }
-    flows(w, &mut events);
+    let mut events = metadata(&procs, w.ranks.len() > 1);
+    let t0 = w.t0_ns;
+    events.extend(slices.iter().map(|s| slice_event(s, t0)));
+    for (id, &(s, f)) in flows.iter().enumerate() {
+        events.push(flow_event("s", id, &slices[s], t0));
+        events.push(flow_event("f", id, &slices[f], t0));
+    }
+    let ranks: Vec<serde_json::Value> = w
+        .ranks
+        .iter()
+        .map(|r| serde_json::json!({"rank": r.rank, "clock_offset_ns": r.offset_ns, "aligned": r.aligned}))
+        .collect();
     let other = serde_json::json!({
         "generator": "aorta export perfetto",
-        "run": w.run, "rank": w.rank, "step": w.step, "t0_ns": w.t0_ns,
+        "run": w.run, "step": w.step, "t0_ns": w.t0_ns, "ranks": ranks,
     });
     format!(
         "{{\"displayTimeUnit\": \"ns\", \"otherData\": {other},\n\"traceEvents\": [\n{}\n]}}\n",
@@ -234,6 +347,18 @@ fn slice_event(s: &Slice, t0: i64) -> String {
     e
 }
 
+/// One end of a launch-to-kernel arrow (`ac2g`, as Kineto names them): `s` at the launch,
+/// `f` bound to the enclosing slice (the kernel) at its start.
+fn flow_event(ph: &str, id: usize, s: &Slice, t0: i64) -> String {
+    let bp = if ph == "f" { ", \"bp\": \"e\"" } else { "" };
+    format!(
+        "{{\"ph\": \"{ph}\"{bp}, \"id\": {id}, \"name\": \"ac2g\", \"cat\": \"ac2g\", \"pid\": {}, \"tid\": {}, \"ts\": {}}}",
+        s.pid,
+        s.tid,
+        us(s.start - t0)
+    )
+}
+
 /// `"key": value` pairs of the integers that are set.
 fn int_args(pairs: &[(&str, Option<i64>)]) -> String {
     pairs
@@ -243,152 +368,121 @@ fn int_args(pairs: &[(&str, Option<i64>)]) -> String {
         .join(", ")
 }
 
-fn gpu_slices(w: &Window) -> Vec<Slice<'_>> {
-    let g = &w.gpu;
+/// A GPU activity per slice, one track per (device, stream); correlation in its args.
+fn gpu_slices<'a>(r: &'a RankWindow, procs: &mut Procs, out: &mut Vec<Slice<'a>>) {
+    let g = &r.gpu;
     let (dev, stream, corr) = (ints(g, "device"), ints(g, "stream"), ints(g, "correlation"));
     let (start, end) = (ints(g, "start_ns"), ints(g, "end_ns"));
     let (name, cat, kind) = (strs(g, "name"), strs(g, "category"), strs(g, "kind"));
-    (0..g.height())
-        .map(|i| Slice {
-            pid: dev[i].unwrap_or(0),
-            tid: stream[i].unwrap_or(0),
+    for i in 0..g.height() {
+        let tid = stream[i].unwrap_or(0);
+        let start = start[i].unwrap_or(0) - r.offset_ns;
+        let mut args = format!("\"kind\": {}", json_str(kind[i].unwrap_or("")));
+        if let Some(c) = corr[i] {
+            let _ = write!(args, ", \"correlation\": {c}");
+        }
+        out.push(Slice {
+            pid: procs.pid(r.rank, true, dev[i].unwrap_or(0), tid),
+            tid,
             name: name[i].unwrap_or(""),
             cat: cat[i].unwrap_or(""),
-            start: start[i].unwrap_or(0),
-            end: end[i].or(start[i]).unwrap_or(0),
-            args: format!(
-                "\"kind\": {}{}",
-                json_str(kind[i].unwrap_or("")),
-                prefixed(int_args(&[("correlation", corr[i])]))
-            ),
-        })
-        .collect()
-}
-
-fn prefixed(s: String) -> String {
-    if s.is_empty() {
-        s
-    } else {
-        format!(", {s}")
+            start,
+            end: end[i].map_or(start, |e| e - r.offset_ns),
+            args,
+        });
     }
 }
 
-fn cpu_slices(w: &Window) -> Vec<Slice<'_>> {
-    let c = &w.cpu;
+/// A CPU row per slice on its thread; correlation and External id in its args.
+fn cpu_slices<'a>(r: &'a RankWindow, procs: &mut Procs, out: &mut Vec<Slice<'a>>) {
+    let c = &r.cpu;
     let (pid, tid) = (ints(c, "pid"), ints(c, "tid"));
     let (corr, ext) = (ints(c, "correlation"), ints(c, "external_id"));
     let (start, end) = (ints(c, "start_ns"), ints(c, "end_ns"));
     let (name, cat) = (strs(c, "name"), strs(c, "category"));
-    (0..c.height())
-        .map(|i| Slice {
-            // A string pid (no integer in the dataset) shows as process -1.
-            pid: pid[i].unwrap_or(-1),
-            tid: tid[i].unwrap_or(0),
+    for i in 0..c.height() {
+        let t = tid[i].unwrap_or(0);
+        let start = start[i].unwrap_or(0) - r.offset_ns;
+        out.push(Slice {
+            // A string pid (no integer in the dataset) is process -1.
+            pid: procs.pid(r.rank, false, pid[i].unwrap_or(-1), t),
+            tid: t,
             name: name[i].unwrap_or(""),
             cat: cat[i].unwrap_or(""),
-            start: start[i].unwrap_or(0),
-            end: end[i].or(start[i]).unwrap_or(0),
+            start,
+            end: end[i].map_or(start, |e| e - r.offset_ns),
             args: int_args(&[("correlation", corr[i]), ("External id", ext[i])]),
-        })
-        .collect()
+        });
+    }
 }
 
-/// Process and thread names and the order of the processes: CPU processes first, then one
-/// process per GPU with one thread per stream.
-fn metadata(gpu: &[Slice], cpu: &[Slice], events: &mut Vec<String>) {
+/// Process and thread names and the process order: each rank's CPU processes, then its GPUs
+/// with one thread per stream. With several ranks every name starts with `rank R`.
+fn metadata(procs: &Procs, many: bool) -> Vec<String> {
     let meta = |name: &str, pid: i64, tid: Option<i64>, arg: String| {
         let tid = tid.map_or(String::new(), |t| format!(", \"tid\": {t}"));
         format!("{{\"ph\": \"M\", \"name\": \"{name}\", \"pid\": {pid}{tid}, \"args\": {{{arg}}}}}")
     };
-    let tracks = |slices: &[Slice]| -> BTreeMap<i64, BTreeSet<i64>> {
-        let mut m: BTreeMap<i64, BTreeSet<i64>> = BTreeMap::new();
-        for s in slices {
-            m.entry(s.pid).or_default().insert(s.tid);
-        }
-        m
-    };
-    for (pid, tids) in tracks(cpu) {
-        let name = json_str(&format!("CPU process {pid}"));
-        events.push(meta("process_name", pid, None, format!("\"name\": {name}")));
+    let mut events = Vec::new();
+    for (&(rank, gpu, own), &pid) in &procs.ids {
+        let prefix = if many {
+            format!("rank {rank} ")
+        } else {
+            String::new()
+        };
+        let (what, thread) = if gpu {
+            (format!("{prefix}GPU {own}"), "stream")
+        } else {
+            (format!("{prefix}CPU process {own}"), "thread")
+        };
+        let sort = rank * 2 * GPU_SORT + i64::from(gpu) * GPU_SORT + pid;
+        events.push(meta(
+            "process_name",
+            pid,
+            None,
+            format!("\"name\": {}", json_str(&what)),
+        ));
         events.push(meta(
             "process_sort_index",
             pid,
             None,
-            format!("\"sort_index\": {pid}"),
+            format!("\"sort_index\": {sort}"),
         ));
-        for t in tids {
-            let name = json_str(&format!("thread {t}"));
+        for &t in &procs.threads[&pid] {
+            let name = json_str(&format!("{thread} {t}"));
             events.push(meta(
                 "thread_name",
                 pid,
                 Some(t),
                 format!("\"name\": {name}"),
             ));
-        }
-    }
-    for (dev, streams) in tracks(gpu) {
-        let name = json_str(&format!("GPU {dev}"));
-        events.push(meta("process_name", dev, None, format!("\"name\": {name}")));
-        let sort = GPU_SORT + dev;
-        events.push(meta(
-            "process_sort_index",
-            dev,
-            None,
-            format!("\"sort_index\": {sort}"),
-        ));
-        for s in streams {
-            let name = json_str(&format!("stream {s}"));
-            events.push(meta(
-                "thread_name",
-                dev,
-                Some(s),
-                format!("\"name\": {name}"),
-            ));
             events.push(meta(
                 "thread_sort_index",
-                dev,
-                Some(s),
-                format!("\"sort_index\": {s}"),
+                pid,
+                Some(t),
+                format!("\"sort_index\": {t}"),
             ));
         }
     }
+    events
 }
 
-/// A flow arrow (`ac2g`, as Kineto names it) from each runtime or driver call in the window
-/// to the GPU activity with its correlation id.
-fn flows(w: &Window, events: &mut Vec<String>) {
-    let c = &w.cpu;
-    let (cat, corr) = (strs(c, "category"), ints(c, "correlation"));
-    let (pid, tid, start) = (ints(c, "pid"), ints(c, "tid"), ints(c, "start_ns"));
-    let launches: BTreeMap<i64, usize> = (0..c.height())
+/// (launch, activity) of each GPU activity whose correlation is a runtime or driver call of
+/// the same rank in the window, as indices of the rank's slices (its GPU rows from `gpu_at`,
+/// its CPU rows from `cpu_at`, in row order).
+fn links(r: &RankWindow, gpu_at: usize, cpu_at: usize) -> Vec<(usize, usize)> {
+    let (cat, corr) = (strs(&r.cpu, "category"), ints(&r.cpu, "correlation"));
+    let launches: BTreeMap<i64, usize> = (0..r.cpu.height())
         .filter(|&i| matches!(cat[i], Some("runtime" | "driver")))
         .filter_map(|i| Some((corr[i]?, i)))
         .collect();
-    let g = &w.gpu;
-    let (gcorr, dev, stream, gstart) = (
-        ints(g, "correlation"),
-        ints(g, "device"),
-        ints(g, "stream"),
-        ints(g, "start_ns"),
-    );
-    let t0 = w.t0_ns;
-    for k in 0..g.height() {
-        let Some((id, &i)) = gcorr[k].and_then(|id| Some((id, launches.get(&id)?))) else {
-            continue;
-        };
-        events.push(format!(
-            "{{\"ph\": \"s\", \"id\": {id}, \"name\": \"ac2g\", \"cat\": \"ac2g\", \"pid\": {}, \"tid\": {}, \"ts\": {}}}",
-            pid[i].unwrap_or(-1),
-            tid[i].unwrap_or(0),
-            us(start[i].unwrap_or(t0) - t0)
-        ));
-        events.push(format!(
-            "{{\"ph\": \"f\", \"bp\": \"e\", \"id\": {id}, \"name\": \"ac2g\", \"cat\": \"ac2g\", \"pid\": {}, \"tid\": {}, \"ts\": {}}}",
-            dev[k].unwrap_or(0),
-            stream[k].unwrap_or(0),
-            us(gstart[k].unwrap_or(t0) - t0)
-        ));
-    }
+    let gcorr = ints(&r.gpu, "correlation");
+    (0..r.gpu.height())
+        .filter_map(|k| {
+            let i = launches.get(&gcorr[k]?)?;
+            Some((cpu_at + i, gpu_at + k))
+        })
+        .collect()
 }
 
 #[cfg(test)]

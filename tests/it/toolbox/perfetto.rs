@@ -44,18 +44,19 @@ const CHROME_COLOURS: [&str; 23] = [
     "rail_load",
 ];
 
-/// The FSDP2 job ingested once.
+/// The FSDP2 job ingested into a new dataset.
+fn fsdp_copy() -> Option<(tempfile::TempDir, PathBuf)> {
+    let root = corpus()?;
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dir.path().join("ds");
+    ingest_ok(&[&root.join("kineto/cuda/h200_fsdp2")], &ds, &["-q"]);
+    Some((dir, ds))
+}
+
+/// The FSDP2 job ingested once (read only).
 fn fsdp() -> Option<&'static Path> {
     static DS: OnceLock<Option<(tempfile::TempDir, PathBuf)>> = OnceLock::new();
-    DS.get_or_init(|| {
-        let root = corpus()?;
-        let dir = tempfile::tempdir().unwrap();
-        let ds = dir.path().join("ds");
-        ingest_ok(&[&root.join("kineto/cuda/h200_fsdp2")], &ds, &["-q"]);
-        Some((dir, ds))
-    })
-    .as_ref()
-    .map(|d| d.1.as_path())
+    DS.get_or_init(fsdp_copy).as_ref().map(|d| d.1.as_path())
 }
 
 /// `aorta export perfetto DS ARGS -o OUT`: its status, stdout and stderr.
@@ -66,8 +67,9 @@ fn export(ds: &Path, args: &[&str], out: &Path) -> std::process::Output {
     aorta(&a)
 }
 
-/// A track's slices: count and total duration (ns).
-type Tracks = BTreeMap<(i64, i64), (usize, i64)>;
+/// A track's slices: count and total duration (ns), by (rank, GPU or CPU, device or pid,
+/// stream or tid).
+type Tracks = BTreeMap<(i64, bool, i64, i64), (usize, i64)>;
 
 /// A µs value as exact ns (the file writes at most three decimals).
 fn ns(v: &Value) -> i64 {
@@ -185,6 +187,37 @@ fn check_format(doc: &Value) -> Checked {
     c
 }
 
+/// What a process name says: (rank, GPU or CPU, device or pid); `rank` when it names none.
+fn process(name: &str, rank: i64) -> (i64, bool, i64) {
+    let (rank, rest) = match name.strip_prefix("rank ") {
+        Some(r) => {
+            let (n, rest) = r.split_once(' ').unwrap();
+            (n.parse().unwrap(), rest)
+        }
+        None => (rank, name),
+    };
+    match rest.strip_prefix("GPU ") {
+        Some(d) => (rank, true, d.parse().unwrap()),
+        None => (
+            rank,
+            false,
+            rest.strip_prefix("CPU process ").unwrap().parse().unwrap(),
+        ),
+    }
+}
+
+/// The file's slices per track, keyed as the dataset's rows (`rank` for names without one).
+fn file_tracks(c: &Checked, rank: i64) -> Tracks {
+    c.slices
+        .iter()
+        .map(|((pid, tid), s)| {
+            let (r, gpu, own) = process(&c.process_names[pid], rank);
+            let n = (s.len(), s.iter().map(|x| x.1 - x.0).sum());
+            ((r, gpu, own, *tid), n)
+        })
+        .collect()
+}
+
 /// Slices of one track either nest or follow each other (sorts `slices`).
 fn nested(track: &(i64, i64), slices: &mut [(i64, i64, String)]) {
     slices.sort_by_key(|s| (s.0, std::cmp::Reverse(s.1)));
@@ -222,9 +255,10 @@ fn dataset_tracks(ds: &Path, table: &str, keys: [&str; 2], rank: i64, step: i64)
     let (a, b, total) = (i64s(&df, keys[0]), i64s(&df, keys[1]), i64s(&df, "total"));
     let n = df.column("n").unwrap().cast(&DataType::Int64).unwrap();
     let n = n.i64().unwrap();
+    let gpu = table == "gpu_activities";
     (0..df.height())
         .map(|i| {
-            let key = (a[i].unwrap_or(-1), b[i].unwrap_or(0));
+            let key = (rank, gpu, a[i].unwrap_or(-1), b[i].unwrap_or(0));
             (key, (n.get(i).unwrap() as usize, total[i].unwrap()))
         })
         .collect()
@@ -241,21 +275,12 @@ fn a_step_exports_as_a_strict_chrome_trace_holding_the_steps_rows() {
     let doc: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     let c = check_format(&doc);
     let is_gpu = |pid: &i64| c.process_names[pid].starts_with("GPU ");
-    let tracks = |gpu: bool| -> Tracks {
-        c.slices
-            .iter()
-            .filter(|(t, _)| is_gpu(&t.0) == gpu)
-            .map(|(t, s)| (*t, (s.len(), s.iter().map(|x| x.1 - x.0).sum())))
-            .collect()
-    };
-    let want_gpu = dataset_tracks(ds, "gpu_activities", ["device", "stream"], rank, step);
-    let want_cpu = dataset_tracks(ds, "cpu_ops", ["pid", "tid"], rank, step);
-    assert!(
-        want_gpu.len() >= 2 && want_cpu.len() >= 2,
-        "{want_gpu:?} {want_cpu:?}"
-    );
-    assert_eq!(tracks(true), want_gpu);
-    assert_eq!(tracks(false), want_cpu);
+    let mut want = dataset_tracks(ds, "gpu_activities", ["device", "stream"], rank, step);
+    assert!(want.len() >= 2, "{want:?}");
+    let cpu = dataset_tracks(ds, "cpu_ops", ["pid", "tid"], rank, step);
+    assert!(cpu.len() >= 2, "{cpu:?}");
+    want.extend(cpu);
+    assert_eq!(file_tracks(&c, rank), want);
     // Time zero is the window's first slice; the first kernel is where the dataset has it.
     let t0 = doc["otherData"]["t0_ns"].as_i64().unwrap();
     let acts = aorta_transform::dataset::scan(ds, "gpu_activities")
@@ -295,6 +320,70 @@ fn a_step_exports_as_a_strict_chrome_trace_holding_the_steps_rows() {
         .count();
     assert!(linked > 100, "{linked}");
     assert_eq!(c.flows.len(), linked);
+}
+
+/// Both ranks of a step on one timeline: each rank's tracks hold its rows, and its times are
+/// its raw times minus the clock offset `aorta collectives` estimated (0 until it ran).
+#[test]
+fn several_ranks_share_one_aligned_timeline() {
+    let Some((_keep, ds)) = fsdp_copy() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("both.json");
+    let o = export(&ds, &["--all-ranks", "--step", "5"], &out);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("clock offset unknown: taken as 0"), "{text}");
+    let o = aorta(&[
+        "collectives".as_ref(),
+        ds.as_os_str(),
+        "--format".as_ref(),
+        "json".as_ref(),
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let o = export(&ds, &["--rank", "0,1", "--step", "5"], &out);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let doc: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let c = check_format(&doc);
+    let mut want = Tracks::new();
+    for rank in [0, 1] {
+        want.extend(dataset_tracks(
+            &ds,
+            "gpu_activities",
+            ["device", "stream"],
+            rank,
+            5,
+        ));
+        want.extend(dataset_tracks(&ds, "cpu_ops", ["pid", "tid"], rank, 5));
+    }
+    assert_eq!(file_tracks(&c, -1), want);
+    // Each rank's first kernel sits at its raw start minus the rank's offset.
+    let runs = aorta_transform::dataset::read(&ds, "runs").unwrap();
+    let (rank, off) = (i64s(&runs, "rank"), i64s(&runs, "clock_offset_ns"));
+    let t0 = doc["otherData"]["t0_ns"].as_i64().unwrap();
+    for r in [0i64, 1] {
+        let offset = (0..runs.height())
+            .find_map(|i| (rank[i] == Some(r)).then_some(off[i]).flatten())
+            .unwrap_or_else(|| panic!("rank {r} has a clock offset after `aorta collectives`"));
+        let acts = aorta_transform::dataset::scan(&ds, "gpu_activities")
+            .unwrap()
+            .filter(col("rank").eq(lit(r)).and(col("step").eq(lit(5))))
+            .collect()
+            .unwrap();
+        let raw = i64s(&acts, "start_ns").into_iter().flatten().min().unwrap();
+        let written = c
+            .slices
+            .iter()
+            .filter(|((pid, _), _)| {
+                let (pr, gpu, _) = process(&c.process_names[pid], -1);
+                pr == r && gpu
+            })
+            .flat_map(|(_, s)| s.iter().map(|x| x.0))
+            .min()
+            .unwrap();
+        assert_eq!(written + t0, raw - offset, "rank {r}");
+    }
 }
 
 #[test]
