@@ -158,10 +158,13 @@ fn a_trace_without_memory_events_has_no_memory_part_and_says_so() {
     assert!(text.contains("run in: no memory events"), "{text}");
 }
 
+/// (device type code, device id, step) → (events, allocated peak, reserved peak).
+type RawPeaks = BTreeMap<(i64, i64, Option<i64>), (i64, i64, i64)>;
+
 /// Per (device type code, device id, step) of one raw trace: events, and the allocated peak
 /// (max of the total after and before each event) and reserved peak, the step being the
 /// `ProfilerStep#N` CPU span of the event's process around its `ts`.
-fn raw_peaks(path: &Path) -> BTreeMap<(i64, i64, Option<i64>), (i64, i64, i64)> {
+fn raw_peaks(path: &Path) -> RawPeaks {
     let raw = raw_json(path);
     let evs = events(&raw);
     let us = |v: &Value| (v.as_f64().unwrap() * 1000.0).round() as i64;
@@ -219,7 +222,7 @@ fn corpus_memory_peaks_match_the_raw_events() {
                 out: ds.clone(),
                 ..Default::default()
             };
-            aorta_ingest::ingest(&[path.clone()], &opts, &Default::default()).unwrap();
+            aorta_ingest::ingest(std::slice::from_ref(&path), &opts, &Default::default()).unwrap();
             let got = peaks_of(&ok(&["memory", ds.to_str().unwrap(), "--format", "json"]));
             assert_eq!(got, want, "{path:?}");
             checked += 1;

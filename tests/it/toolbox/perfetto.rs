@@ -99,14 +99,20 @@ fn text<'a>(e: &'a Value, k: &str) -> &'a str {
         .unwrap_or_else(|| panic!("{k} is not a string: {e}"))
 }
 
-/// What the check keeps: slices per track (start, end, cat), the process names, and the
-/// flows by id (start and finish ends).
+/// A slice as the check keeps it: start, end (ns), cat.
+type Span = (i64, i64, String);
+
+/// One end of a flow: pid, tid, ts (ns).
+type FlowEnd = (i64, i64, i64);
+
+/// What the check keeps: slices per track, the process names, and the flows by id (start
+/// and finish ends).
 #[derive(Default)]
 struct Checked {
-    slices: BTreeMap<(i64, i64), Vec<(i64, i64, String)>>,
+    slices: BTreeMap<(i64, i64), Vec<Span>>,
     process_names: BTreeMap<i64, String>,
     thread_names: BTreeSet<(i64, i64)>,
-    flows: BTreeMap<i64, (Option<(i64, i64, i64)>, Option<(i64, i64, i64)>)>,
+    flows: BTreeMap<i64, (Option<FlowEnd>, Option<FlowEnd>)>,
 }
 
 /// The strict Chrome trace-format check; panics on the first violation.
@@ -151,14 +157,15 @@ fn check_format(doc: &Value) -> Checked {
             }
             "s" | "f" => {
                 keys_within(e, &["ph", "bp", "id", "name", "cat", "pid", "tid", "ts"]);
-                (text(e, "name"), text(e, "cat"));
-                let end = Some((pid, int(e, "tid"), ns(&e["ts"])));
+                text(e, "name");
+                text(e, "cat");
+                let end = (pid, int(e, "tid"), ns(&e["ts"]));
                 let slot = c.flows.entry(int(e, "id")).or_default();
                 if ph == "s" {
-                    assert!(slot.0.replace(end.unwrap()).is_none(), "two starts: {e}");
+                    assert!(slot.0.replace(end).is_none(), "two starts: {e}");
                 } else {
                     assert_eq!(text(e, "bp"), "e", "{e}");
-                    assert!(slot.1.replace(end.unwrap()).is_none(), "two finishes: {e}");
+                    assert!(slot.1.replace(end).is_none(), "two finishes: {e}");
                 }
             }
             other => panic!("phase {other}"),
@@ -219,7 +226,7 @@ fn file_tracks(c: &Checked, rank: i64) -> Tracks {
 }
 
 /// Slices of one track either nest or follow each other (sorts `slices`).
-fn nested(track: &(i64, i64), slices: &mut [(i64, i64, String)]) {
+fn nested(track: &(i64, i64), slices: &mut [Span]) {
     slices.sort_by_key(|s| (s.0, std::cmp::Reverse(s.1)));
     let mut open: Vec<i64> = Vec::new();
     for s in slices.iter() {
