@@ -66,7 +66,8 @@ pub const COLOURS: &[(&str, &str)] = &[
 /// CPU row categories exported (`python_function` rows are not).
 const CPU_CATEGORIES: [&str; 4] = ["cpu_op", "user_annotation", "runtime", "driver"];
 
-/// Sort index of the first GPU process: after every CPU process.
+/// Process order: rank r's CPU processes from 2r × `GPU_SORT`, its GPUs from (2r + 1) ×
+/// `GPU_SORT` (plus the process's number in the file).
 const GPU_SORT: i64 = 1_000_000;
 
 const GPU_COLUMNS: [&str; 8] = [
