@@ -187,7 +187,7 @@ pub(crate) struct ExportArgs {
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum ExportCommand {
-    /// One step of one rank as a Chrome/Perfetto JSON trace.
+    /// One step of one or several ranks as a Chrome/Perfetto JSON trace.
     #[command(after_help = EXPORT_EXAMPLES)]
     Perfetto(PerfettoArgs),
 }
