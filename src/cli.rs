@@ -51,6 +51,11 @@ pub(crate) enum Command {
     /// Launch overhead, launch delay, longest launch gaps and the GPU launch queue per rank or step (HTA).
     #[command(after_help = crate::idle_cli::LAUNCHES_EXAMPLES)]
     Launches(crate::idle_cli::LaunchesArgs),
+    /// Device memory per rank and step: allocated and reserved peaks from the allocator events.
+    #[command(after_help = crate::toolbox_cli::MEMORY_EXAMPLES)]
+    Memory(crate::toolbox_cli::MemoryArgs),
+    /// Export a window of the dataset to another tool's format (Perfetto).
+    Export(crate::toolbox_cli::ExportArgs),
     /// Polars SQL over the dataset's tables; the result as a table, CSV, JSON or Parquet.
     #[command(after_help = crate::toolbox_cli::SQL_EXAMPLES)]
     Sql(crate::toolbox_cli::SqlArgs),

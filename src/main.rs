@@ -5,12 +5,14 @@ mod collectives_cmd;
 mod compare_cmd;
 mod dataset_cmd;
 mod dataset_lock;
+mod export_cmd;
 mod frame_out;
 mod idle_cli;
 mod idle_cmd;
 mod info_cmd;
 mod ingest_cmd;
 mod kernels_cmd;
+mod memory_cmd;
 mod notes;
 mod overlap_cmd;
 mod overlap_table;
@@ -66,6 +68,8 @@ fn run(args: cli::Cli) -> anyhow::Result<ExitCode> {
         cli::Command::Kernels(a) => kernels_cmd::run(a),
         cli::Command::Breakdown(a) => idle_cmd::run_breakdown(a),
         cli::Command::Launches(a) => idle_cmd::run_launches(a),
+        cli::Command::Memory(a) => memory_cmd::run(a),
+        cli::Command::Export(a) => export_cmd::run(a),
         cli::Command::Dataset(a) => dataset_cmd::run(a),
         cli::Command::Sql(a) => sql_cmd::run(a),
         cli::Command::Schema(a) => {

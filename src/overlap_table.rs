@@ -29,6 +29,8 @@ pub(crate) enum Show {
     Tbps,
     /// FLOPs as TFLOP, 3 decimals.
     Tflop,
+    /// A byte count in binary units (`1.5 GiB`).
+    Bytes,
 }
 
 pub(crate) type Col = (&'static str, &'static str, Show);
@@ -91,6 +93,7 @@ fn cell(df: &DataFrame, name: &str, i: usize, show: Show) -> String {
         (AnyValue::Float64(x), Show::Tflops) => fmt::tflops(x),
         (AnyValue::Float64(x), Show::Tbps) => fmt::tbps(x),
         (AnyValue::Int64(x), Show::Tflop) => format!("{:.3}", x as f64 * 1e-12),
+        (AnyValue::Int64(x), Show::Bytes) => fmt::bytes(x),
         (AnyValue::String(s), _) => s.to_string(),
         (AnyValue::StringOwned(s), _) => s.to_string(),
         (other, _) => other.to_string(),

@@ -1,4 +1,4 @@
-//! Arguments of the everyday toolbox (`info`, `kernels`, `sql`, `dataset rm|relabel`): the
+//! Arguments of the everyday toolbox (`info`, `kernels`, `memory`, `sql`, `dataset rm|relabel`): the
 //! questions HTA, TraceLens and Nsight Systems users ask every day, one command each.
 
 use std::path::PathBuf;
@@ -124,6 +124,102 @@ pub(crate) struct DatasetArgs {
     pub command: DatasetCommand,
 }
 
+pub(crate) const MEMORY_EXAMPLES: &str = "\
+Examples:
+  aorta memory                             # peaks per rank, device and step, ./aorta-data
+  aorta memory ds --run cuda --by rank     # one run, over the whole capture
+  aorta memory --format csv > peaks.csv
+
+From the profiler's allocator events (`profile_memory=True`; the `memory` table). Per
+(run, rank, device[, step]): allocator events, allocations and frees with their bytes, the
+allocated peak (the most the device held at any moment between the group's first and last
+event: each event gives the total after it, and before it = after - bytes) and the reserved
+peak (the caching allocator's hold: allocated plus cached). Step `-`: events outside every
+ProfilerStep. Runs without memory events print a line saying so. docs/TOOLBOX.md.";
+
+/// What one row of `aorta memory` is.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MemoryBy {
+    /// Each rank, device and step.
+    Step,
+    /// Each rank and device, over the whole capture.
+    Rank,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct MemoryArgs {
+    /// Dataset directory (written by `aorta ingest`).
+    #[arg(default_value = "aorta-data")]
+    pub dataset: PathBuf,
+    /// Only this run (default: every run of the dataset).
+    #[arg(long, value_name = "L")]
+    pub run: Option<String>,
+    /// Rows: per step or per rank.
+    #[arg(long, value_enum, default_value_t = MemoryBy::Step)]
+    pub by: MemoryBy,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+pub(crate) const EXPORT_EXAMPLES: &str = "\
+Examples:
+  aorta export perfetto --run cuda --rank 0 --step 5 -o step5.json   # from ./aorta-data
+  aorta export perfetto ds --run fsdp/fsdp_default                   # its lowest rank, first step
+  aorta export perfetto ds --run job --all-ranks --step 3 -o all.json # every rank, one timeline
+  # then open the file in ui.perfetto.dev (or chrome://tracing)
+
+A Chrome trace-format JSON file of one step of one rank: the GPU activities of the step (by
+their launch, as every aorta step table counts them) on one track per stream (`GPU <device>`
+/ `stream <n>`), the CPU operators, annotations and runtime/driver calls of the step on their
+threads (Python function rows left out), each slice's category as its `cat` and a colour
+(`cname`), and a flow arrow from each launch to its kernel. Times are µs from the step's first
+slice (otherData.t0_ns). Several ranks go on one timeline in aligned time: raw time minus
+the rank's clock offset, which `aorta collectives` estimates (run it first for ranks on
+different hosts; without it the offsets are taken as 0 and the command says so). Written
+atomically to FILE and nowhere else. docs/TOOLBOX.md.";
+
+#[derive(Args, Debug)]
+pub(crate) struct ExportArgs {
+    #[command(subcommand)]
+    pub command: ExportCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum ExportCommand {
+    /// One step of one or several ranks as a Chrome/Perfetto JSON trace.
+    #[command(after_help = EXPORT_EXAMPLES)]
+    Perfetto(PerfettoArgs),
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct PerfettoArgs {
+    /// Dataset directory (written by `aorta ingest`).
+    #[arg(default_value = "aorta-data")]
+    pub dataset: PathBuf,
+    /// The run (default: the dataset's only run).
+    #[arg(long, value_name = "L")]
+    pub run: Option<String>,
+    /// The rank (default: the run's lowest); several (`--rank 0,1` or repeated) go on one
+    /// timeline, clock-aligned.
+    #[arg(long, value_name = "R", value_delimiter = ',')]
+    pub rank: Vec<i64>,
+    /// Every rank of the run on one timeline, clock-aligned.
+    #[arg(long, conflicts_with = "rank")]
+    pub all_ranks: bool,
+    /// The step (default: the rank's first; a trace without steps exports its whole capture).
+    #[arg(long, value_name = "N")]
+    pub step: Option<i64>,
+    /// The trace file to write.
+    #[arg(
+        short,
+        long,
+        value_name = "FILE",
+        default_value = "aorta-perfetto.json"
+    )]
+    pub out: PathBuf,
+}
+
 pub(crate) const SQL_EXAMPLES: &str = "\
 Examples:
   # GPU activities and GPU time per run and category (the README's polars example)
@@ -137,7 +233,7 @@ Examples:
              WHERE code NOT IN ('outside_steps', 'jsonl_non_numeric') GROUP BY run, code\" -o f.parquet
 
 Tables (each with its partition columns `run` and `rank`): runs, gpu_activities, cpu_ops,
-steps, metrics, diagnostics, and the derived ones (overlap_steps, overlap_ranks,
+steps, metrics, diagnostics, memory, and the derived ones (overlap_steps, overlap_ranks,
 overlap_collectives, overlap_streams, overlap_stream_pairs, collectives,
 collective_instances, collective_ranks, op_perf, perf_steps: empty until the command that
 writes them has run). Columns: `aorta schema`, docs/SCHEMA.md. The SQL dialect is polars'

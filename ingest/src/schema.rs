@@ -10,11 +10,13 @@ use std::sync::Arc;
 
 use arrow_schema::{DataType, Field, Schema};
 
+mod memory;
 mod perf;
+pub use memory::MEMORY;
 pub use perf::{OP_PERF, PERF_STEPS};
 
 /// Bumped whenever a column is added, removed, renamed or changes meaning.
-pub const SCHEMA_VERSION: u32 = 5;
+pub const SCHEMA_VERSION: u32 = 6;
 
 /// The physical type of a column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -458,6 +460,7 @@ pub const TABLES: &[&Table] = &[
     &STEPS,
     &METRICS,
     &DIAGNOSTICS,
+    &MEMORY,
 ];
 
 /// Tables computed from the ingested ones (`aorta overlap`, `aorta collectives`, `aorta

@@ -80,6 +80,48 @@ fn run_report_renders_every_chart_without_console_errors() {
     // The timeline's rows are the streams of the step; the FSDP2 run uses a compute stream
     // and NCCL streams, so at least two.
     assert!(r.dom.contains(">stream "), "stream rows on the timeline");
+    // No memory events in these traces: no memory section.
+    assert!(!r.dom.contains("Device memory over time"));
+}
+
+/// The CUDA half: the memory chart of an H100 `profile_memory` trace, with its step's
+/// boundaries and the peaks table (its numbers are checked against the raw events in
+/// `toolbox::memory`).
+#[test]
+fn a_cuda_run_with_memory_events_draws_them() {
+    let Some(root) = corpus() else { return };
+    let Some(browser) = chromium() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dir.path().join("ds");
+    ingest_ok(
+        &[&root.join("kineto/cuda/h100_models/bert-small.json.gz")],
+        &ds,
+        &["-q"],
+    );
+    let html = dir.path().join("cuda.html");
+    let o = aorta(&[
+        "report".as_ref(),
+        ds.as_os_str(),
+        "-o".as_ref(),
+        html.as_os_str(),
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    // Timeline, categories per step (no overlap chart without communication), memory,
+    // roofline and MFU.
+    let r = open_and_check(&browser, &html, 5);
+    let legend = legend_texts(&r.dom);
+    for line in ["allocated", "reserved"] {
+        let name = format!(" rank 0 cuda:0 {line}");
+        assert!(
+            legend.iter().any(|l| l.ends_with(&name)),
+            "{name}: {legend:?}"
+        );
+    }
+    assert!(
+        r.dom.contains(">step 6<"),
+        "the step's label on the memory chart"
+    );
+    assert!(r.dom.contains("<td>cuda:0</td>"), "the peaks table");
 }
 
 #[test]
@@ -201,8 +243,17 @@ fn a_run_without_steps_or_communication_renders() {
         "{text}"
     );
     // Timeline, overlap and categories per step (step 6 of each model), compute /
-    // non-compute / idle per rank, exposed comm's note instead of a chart; roofline and MFU.
-    let r = open_and_check(&browser, &html, 8);
+    // non-compute / idle per rank, exposed comm's note instead of a chart; device memory per
+    // model (profile_memory traces); roofline and MFU.
+    let r = open_and_check(&browser, &html, 9);
+    let legend = legend_texts(&r.dom);
+    for model in ["bert-small", "qwen1.5-0.5b-chat"] {
+        for line in ["allocated", "reserved"] {
+            let name = format!("mi300x_models/{model} rank 0 hip:0 {line}");
+            assert!(legend.contains(&name), "{name}: {legend:?}");
+        }
+    }
+    assert_eq!(count(&r.dom, "<h2>Device memory over time"), 1);
     assert!(r
         .dom
         .contains("No communication kernels in the reported ranks."));

@@ -16,11 +16,13 @@ pub mod info;
 pub mod jsonl;
 pub mod kernels;
 pub mod launch;
+pub mod memory;
 pub mod nccl;
 pub mod overlap;
 pub mod overlap_tables;
 pub mod par;
 pub mod perf;
+pub mod perfetto;
 pub mod rows;
 #[cfg(feature = "sql")]
 pub mod sql;

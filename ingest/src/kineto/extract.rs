@@ -6,6 +6,7 @@
 use rustc_hash::FxHashMap;
 
 use super::links::{note, Partial};
+use super::memory::{self, MemEvent};
 use super::pending::{CpuWait, Waits};
 use crate::classify::{Category, Class, Classifier, Kind};
 use crate::json::{Cursor, JsonError};
@@ -67,6 +68,8 @@ pub struct Part {
     pub batch: Batch,
     pub waits: Waits,
     pub links: Partial,
+    /// The allocator's `[memory]` events, in file order.
+    pub memory: Vec<MemEvent>,
     classes: FxHashMap<(u32, Kind), Class>,
 }
 
@@ -91,6 +94,7 @@ struct Worker<'p, 'c, 'l> {
     b: &'p mut Batch,
     waits: &'p mut Waits,
     links: &'p mut Partial,
+    memory: &'p mut Vec<MemEvent>,
     classes: &'p mut FxHashMap<(u32, Kind), Class>,
     /// Stream offset of the event, for diagnostics.
     off: u64,
@@ -98,13 +102,15 @@ struct Worker<'p, 'c, 'l> {
 
 /// Reads the event at the cursor into `part`'s rows.
 pub fn event(ctx: &Ctx, c: &mut Cursor<'_>, part: &mut Part, off: u64) -> Result<(), JsonError> {
-    // Flows, instants and metadata are counted, never read past their `ph`.
-    let (ev, _) = trace_event::parse_if(c, |ph, _| ph == b"X")?;
+    // Flows, metadata and instants other than the allocator's are counted, never read past
+    // their `ph` and `cat`.
+    let (ev, _) = trace_event::parse_if(c, |ph, cat| ph == b"X" || memory::may_be(ph, cat))?;
     let mut wk = Worker {
         ctx,
         b: &mut part.batch,
         waits: &mut part.waits,
         links: &mut part.links,
+        memory: &mut part.memory,
         classes: &mut part.classes,
         off,
     };
@@ -131,6 +137,10 @@ impl Worker<'_, '_, '_> {
 
     fn event(&mut self, ev: &Ev) {
         if ev.ph != b"X" {
+            if ev.name == Some(memory::NAME) && memory::may_be(ev.ph, ev.cat) {
+                self.memory_event(ev);
+                return;
+            }
             if !OTHER_PHASES.contains(&ev.ph) {
                 let ph = String::from_utf8_lossy(ev.ph);
                 self.b.diag.add("unknown_phase", self.offset(), || {
@@ -165,6 +175,15 @@ impl Worker<'_, '_, '_> {
         match cpu {
             None => self.gpu(ev, cat, start, raw_end),
             Some(c) => self.cpu(ev, c, start, raw_end),
+        }
+    }
+
+    fn memory_event(&mut self, ev: &Ev) {
+        match memory::read(ev) {
+            Some(m) => self.memory.push(m),
+            None => self.b.diag.add("missing_timestamp", self.offset(), || {
+                "[memory] event without a usable ts".into()
+            }),
         }
     }
 

@@ -7,6 +7,7 @@
 
 pub mod extract;
 pub mod links;
+pub mod memory;
 pub mod pending;
 
 use crate::format::Format;
@@ -36,6 +37,8 @@ struct RowPass<'a> {
     links: Links,
     tx: Option<pending::Sender>,
     failed: Arc<AtomicBool>,
+    /// The `[memory]` events, in file order (few: they skip the spill).
+    memory: Vec<memory::MemEvent>,
 }
 
 impl Visitor for RowPass<'_> {
@@ -61,6 +64,7 @@ impl Visitor for RowPass<'_> {
 
     fn take(&mut self, part: extract::Part) -> Result<(), ParseErr> {
         self.links.absorb(part.links)?;
+        self.memory.extend(part.memory);
         let sent = self
             .tx
             .as_ref()
@@ -87,6 +91,7 @@ pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
         links: Links::default(),
         tx: Some(tx),
         failed,
+        memory: Vec::new(),
     };
     let res = drive(job, &mut walk, hasher.clone());
     drop(walk.tx.take());
@@ -114,7 +119,9 @@ pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
         tag: info.tag(job),
     };
     let base = links.meta.base_time_ns.unwrap_or(0);
-    let out = pending::settle(spilled, &links, base, &parts)?;
+    let mut out = pending::settle(spilled, &links, base, &parts)?;
+    out.written
+        .extend(memory::write(&walk.memory, &links, base, &parts)?);
     if std::env::var_os("AORTA_TIMING").is_some() {
         // Stage timings for benchmarking (docs/PERFORMANCE.md).
         let t2 = t0.elapsed();
@@ -272,6 +279,7 @@ mod tests {
                 links: Links::default(),
                 tx: Some(tx),
                 failed: Arc::new(AtomicBool::new(false)),
+                memory: Vec::new(),
             };
             walk(&path, &mut rows);
             drop(rows.tx.take());

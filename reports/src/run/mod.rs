@@ -1,5 +1,6 @@
 //! The single-run report (`aorta report`): a step's per-stream timeline, overlap per step,
-//! GPU time per category per step, and exposed communication per collective kind.
+//! GPU time per category per step, exposed communication per collective kind, and device
+//! memory over time when the trace recorded it.
 
 mod charts;
 mod copies;
@@ -7,6 +8,7 @@ mod cross_rank;
 mod data;
 mod header;
 mod idle;
+mod memory;
 mod perf;
 mod timeline;
 
@@ -111,6 +113,7 @@ pub fn run_report(
     copies::chart(&mut page, dataset, &d)?;
     charts::collectives(&mut page, &d.collectives);
     cross_rank::charts(&mut page, &d.jobs).map_err(ReportError::polars(dataset))?;
+    memory::chart(&mut page, dataset, &d.runs, opts.rank)?;
     let peaks = aorta_transform::perf::Peaks::load(opts.device_peaks.as_deref())?;
     let perf = aorta_transform::perf::compute(dataset, &d.runs, &peaks)?;
     perf::charts(&mut page, &perf, opts.rank);

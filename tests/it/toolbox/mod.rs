@@ -1,4 +1,4 @@
-//! The everyday toolbox (`aorta info`, `kernels`, `sql`, `dataset rm|relabel`, and the kernels
+//! The everyday toolbox (`aorta info`, `kernels`, `memory`, `export perfetto`, `sql`, `dataset rm|relabel`, and the kernels
 //! per call of `aorta compare`'s operators), driven from the outside. Every expected number is
 //! computed here from the dataset's rows read with polars (or a hand-made trace whose numbers
 //! are known by construction), never taken from the command's own output.
@@ -9,6 +9,8 @@ mod idle;
 mod idle_corpus;
 mod info;
 mod kernels;
+mod memory;
+mod perfetto;
 #[cfg(feature = "sql")]
 mod sql;
 
