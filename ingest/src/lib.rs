@@ -36,6 +36,7 @@ pub mod sink;
 pub mod source;
 pub mod step_span;
 pub mod strict;
+pub mod subcategory;
 mod summary;
 pub mod trace_event;
 pub mod walk;

@@ -14,7 +14,7 @@ mod perf;
 pub use perf::{OP_PERF, PERF_STEPS};
 
 /// Bumped whenever a column is added, removed, renamed or changes meaning.
-pub const SCHEMA_VERSION: u32 = 5;
+pub const SCHEMA_VERSION: u32 = 6;
 
 /// The physical type of a column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,6 +135,7 @@ pub const RUNS: Table = Table {
         req("file_bytes", I64, "Size of the input file on disk."),
         req("content_hash", S, "xxh3-128 of the file's bytes on disk; unchanged files are skipped on re-ingest."),
         req("rules_version", S, "Version of the classification rule table, plus `+user.` and a hash of the `--rules` file with one."),
+        opt("user_rules", S, "The `--rules` file's text as given to ingest; null without one. Its `[[subcategory]]` rows are applied when the subcategories are computed (docs/CLASSIFICATION.md)."),
         req("aorta_version", S, "Version of aorta that wrote the row."),
         req("schema_version", I64, "Dataset schema version (this document)."),
     ],
