@@ -50,8 +50,8 @@ fn run_report_renders_every_chart_without_console_errors() {
     let (_dir, html, _) = report_of(&root, "kineto/cuda/h200_fsdp2", "report.html");
     // Four per-rank charts, then across the two ranks: the caused-delay and wait-share
     // heatmaps and waiting vs transfer per collective kind; then the roofline and MFU per
-    // step (docs/PERF.md).
-    let r = open_and_check(&browser, &html, 9);
+    // step (docs/PERF.md); the category chart is followed by other_compute's subcategories.
+    let r = open_and_check(&browser, &html, 10);
     assert_eq!(count(&r.dom, "class=\"hm\""), 2, "two heatmaps drawn");
     let legend = legend_texts(&r.dom);
     for name in [
@@ -67,6 +67,9 @@ fn run_report_renders_every_chart_without_console_errors() {
         "H200 bf16 roof (989.5 TFLOP/s, 4.8 TB/s)",
         "h200_fsdp2 r0",
         "h200_fsdp2 r1",
+        "optimizer",
+        "copy_kernel",
+        "elementwise",
     ] {
         assert!(
             legend.iter().any(|l| l == name),
@@ -196,9 +199,9 @@ fn a_run_without_steps_or_communication_renders() {
             ),
         "{text}"
     );
-    // Timeline, overlap and categories per step (step 6 of each model), exposed comm's note
-    // instead of a chart; roofline and MFU.
-    let r = open_and_check(&browser, &html, 6);
+    // Timeline, overlap, categories and other_compute's subcategories per step (step 6 of
+    // each model), exposed comm's note instead of a chart; roofline and MFU.
+    let r = open_and_check(&browser, &html, 7);
     assert!(r
         .dom
         .contains("No communication kernels in the reported ranks."));
@@ -210,5 +213,14 @@ fn a_run_without_steps_or_communication_renders() {
         2,
         "one per model"
     );
-    assert!(legend_texts(&r.dom).iter().any(|l| l == "gemm"));
+    let legend = legend_texts(&r.dom);
+    for name in ["gemm", "normalization", "elementwise", "copy_kernel"] {
+        assert!(
+            legend.iter().any(|l| l == name),
+            "legend {name}: {legend:?}"
+        );
+    }
+    assert!(r
+        .dom
+        .contains("<h2>other_compute by subcategory per step</h2>"));
 }

@@ -122,3 +122,29 @@ fn bad_subcategory_rows_name_the_file() {
         assert!(!err.contains('\n'), "{err}");
     }
 }
+
+#[test]
+fn classification_md_lists_every_subcategory_row() {
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/CLASSIFICATION.md"
+    ))
+    .unwrap()
+    .replace("\\|", "|");
+    let table: toml::Table = aorta_ingest::classify::DEFAULT_RULES.parse().unwrap();
+    let rows = table["subcategory"].as_array().unwrap();
+    assert!(rows.len() >= SUBCATEGORIES.len() - 1);
+    for (i, r) in rows.iter().enumerate() {
+        let name = r["name"].as_str().unwrap();
+        assert!(r.get("why").is_some(), "row {} ({name}) has no why", i + 1);
+        for key in ["pattern", "function", "op", "within"] {
+            if let Some(p) = r.get(key).and_then(|p| p.as_str()) {
+                assert!(
+                    doc.contains(&format!("`{p}`")),
+                    "docs/CLASSIFICATION.md lacks {key} `{p}` of row {}",
+                    i + 1
+                );
+            }
+        }
+    }
+}

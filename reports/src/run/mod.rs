@@ -1,5 +1,6 @@
 //! The single-run report (`aorta report`): a step's per-stream timeline, overlap per step,
-//! GPU time per category per step, and exposed communication per collective kind.
+//! GPU time per category per step and other_compute's subcategories, and exposed
+//! communication per collective kind.
 
 mod charts;
 mod copies;
@@ -7,6 +8,7 @@ mod cross_rank;
 mod data;
 mod header;
 mod perf;
+mod subcats;
 mod timeline;
 
 use std::path::{Path, PathBuf};
@@ -106,6 +108,7 @@ pub fn run_report(
     }
     charts::overlap_per_step(&mut page, &d.steps);
     charts::categories_per_step(&mut page, &d.categories);
+    subcats::chart(&mut page, dataset, &d)?;
     copies::chart(&mut page, dataset, &d)?;
     charts::collectives(&mut page, &d.collectives);
     cross_rank::charts(&mut page, &d.jobs).map_err(ReportError::polars(dataset))?;

@@ -9,6 +9,7 @@ mod info;
 mod kernels;
 #[cfg(feature = "sql")]
 mod sql;
+mod subcategories;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
