@@ -98,7 +98,7 @@ pub fn compute(root: &Path, runs: &[String], by: By, top: usize) -> Result<Kerne
         _ => Rules::shipped(),
     };
     let cpu = if by == By::Subcategory {
-        subcategory::read_cpu(root, runs, &rules)?
+        subcategory::read_cpu(root, runs, &rules, &[])?
     } else {
         let launching = col("category")
             .eq(lit("cpu_op"))

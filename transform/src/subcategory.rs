@@ -107,18 +107,21 @@ pub const ACT_COLUMNS: [&str; 6] = [
 /// links, and what `within` matches among operators), and the user annotations and Python
 /// frames that some `within` condition matches (`Optimizer.step#…`, `nn.Module: …`; the
 /// rest are dropped here, row by row, as polars is built without its regex feature).
-pub fn read_cpu(root: &Path, runs: &[String], rules: &Rules) -> Result<DataFrame, DatasetError> {
+/// `extra`: columns read besides `LINK_COLUMNS`.
+pub fn read_cpu(
+    root: &Path,
+    runs: &[String],
+    rules: &Rules,
+    extra: &[&str],
+) -> Result<DataFrame, DatasetError> {
     let is = |c: &str| col("category").eq(lit(c.to_string()));
     let mut wanted = is("cpu_op").or(is("runtime"));
     if rules.any_within() {
         wanted = wanted.or(is("user_annotation")).or(is("python_function"));
     }
-    let df = dataset::read_where(
-        root,
-        "cpu_ops",
-        dataset::of_runs(runs).and(wanted),
-        &LINK_COLUMNS,
-    )?;
+    let mut cols = LINK_COLUMNS.to_vec();
+    cols.extend(extra);
+    let df = dataset::read_where(root, "cpu_ops", dataset::of_runs(runs).and(wanted), &cols)?;
     if !rules.any_within() {
         return Ok(df);
     }
@@ -181,7 +184,7 @@ pub fn of_activities<'r>(
     acts: &DataFrame,
     rules: &'r Rules,
 ) -> Result<Vec<Option<&'r str>>, DatasetError> {
-    let cpu = read_cpu(root, runs, rules)?;
+    let cpu = read_cpu(root, runs, rules, &[])?;
     let launchers = Links::new(&cpu, acts).launchers(acts);
     Ok(assign(acts, &cpu, &launchers, rules))
 }

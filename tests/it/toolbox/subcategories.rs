@@ -166,3 +166,83 @@ fn a_subcategory_declared_in_ingest_rules_reaches_kernels() {
     );
     assert!(!dir.path().join("ds2").exists(), "{err}");
 }
+
+/// `aorta compare`'s subcategories level on the qwen pair (one step window per side): the
+/// subcategories add up to the categories level's `other` less the step's memsets (counted
+/// here from the dataset's rows), and `normalization` is the RMSNorm kernels of the raw trace.
+#[test]
+fn compare_splits_other_into_subcategories() {
+    use polars::prelude::*;
+    let Some(root) = corpus() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dir.path().join("ds");
+    for (trace, label) in QWEN.iter().zip(["h100", "mi300x"]) {
+        ingest_ok(&[&root.join(trace)], &ds, &["-q", "--label", label]);
+    }
+    let out = dir.path().join("cmp");
+    let (d, o) = (ds.to_str().unwrap(), out.to_str().unwrap());
+    ok(&[
+        "compare",
+        d,
+        "--reference",
+        "h100",
+        "--candidate",
+        "mi300x",
+        "-o",
+        o,
+    ]);
+    let levels =
+        ParquetReader::new(std::fs::File::open(out.join("compare_levels.parquet")).unwrap())
+            .finish()
+            .unwrap();
+    let acts = super::whole(&ds, "gpu_activities");
+    let (level, key) = (strs_of(&levels, "level"), strs_of(&levels, "key"));
+    for (side, (trace, run)) in QWEN.iter().zip(["h100", "mi300x"]).enumerate() {
+        let col = ["reference_median", "candidate_median"][side];
+        let v = levels.column(col).unwrap().f64().unwrap().clone();
+        let at = |l: &str, k: &str| {
+            (0..levels.height())
+                .find(|&i| level[i] == l && key[i] == k)
+                .and_then(|i| v.get(i))
+        };
+        let subs: f64 = (0..levels.height())
+            .filter(|&i| level[i] == "subcategories")
+            .filter_map(|i| v.get(i))
+            .sum();
+        let (r, c, s, e) = (
+            strs_of(&acts, "run"),
+            strs_of(&acts, "category"),
+            acts.column("step").unwrap().i64().unwrap().clone(),
+            (
+                acts.column("start_ns").unwrap().i64().unwrap().clone(),
+                acts.column("end_ns").unwrap().i64().unwrap().clone(),
+            ),
+        );
+        let memset_ns: i64 = (0..acts.height())
+            .filter(|&i| r[i] == run && c[i] == "memset" && s.get(i).is_some())
+            .map(|i| e.1.get(i).unwrap() - e.0.get(i).unwrap())
+            .sum();
+        let other = at("categories", "other").unwrap();
+        assert!(
+            (subs - (other - memset_ns as f64 * 1e-6)).abs() < 1e-9,
+            "{run}: {subs} vs {other}"
+        );
+        let rms = rmsnorm_kernel_ns(&raw_exact(&root.join(trace)));
+        assert!(
+            (at("subcategories", "normalization").unwrap() - rms as f64 * 1e-6).abs() < 1e-9,
+            "{run}"
+        );
+    }
+    let page = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(page.contains("other_compute by subcategory: summary"));
+}
+
+fn strs_of(df: &polars::prelude::DataFrame, c: &str) -> Vec<String> {
+    df.column(c)
+        .unwrap()
+        .str()
+        .unwrap()
+        .iter()
+        .map(|s| s.unwrap_or("").to_string())
+        .collect()
+}
