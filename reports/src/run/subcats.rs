@@ -4,17 +4,12 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use aorta_ingest::subcategory::SUBCATEGORIES;
-use plotly::common::Marker;
-use plotly::layout::{Axis, BarMode};
-use plotly::{Bar, Plot};
-
-use super::charts::{category_axis, step_label, Many};
+use super::charts::{stacked_per_step, StepSeries};
 use super::data::{RunData, StepKey};
 use crate::error::ReportError;
-use crate::fmt;
 use crate::frames::{i64_col, str_col};
 use crate::page::Page;
+use aorta_ingest::subcategory::SUBCATEGORIES;
 
 /// Shades for the shipped subcategories, in `SUBCATEGORIES` order (`other` grey); a
 /// subcategory from a user's rules takes the next of `EXTRA`.
@@ -82,54 +77,12 @@ pub(crate) fn chart(page: &mut Page, root: &Path, d: &RunData) -> Result<(), Rep
             .unwrap_or(usize::MAX)
     };
     subs.sort_by_key(|(s, _)| (rank(s), *s));
-    render(page, &steps, &subs);
+    let mut user = Vec::new();
+    let series: Vec<StepSeries> = subs
+        .iter()
+        .map(|(sub, vals)| (*sub, color(sub, &mut user), vals))
+        .collect();
+    let y_title = "other_compute GPU time (ms, sum of durations)";
+    stacked_per_step(page, &steps, &series, y_title, Some("other_compute"));
     Ok(())
-}
-
-fn render(page: &mut Page, steps: &[StepKey], subs: &[(&str, BTreeMap<StepKey, i64>)]) {
-    let many = Many::of(steps.iter().map(|k| (k.0.as_str(), k.1)));
-    let x: Vec<String> = steps
-        .iter()
-        .map(|(run, rank, step)| step_label(run, *rank, *step, many))
-        .collect();
-    let (mut plot, mut user) = (Plot::new(), Vec::new());
-    for (sub, vals) in subs {
-        let y: Vec<f64> = steps
-            .iter()
-            .map(|k| vals.get(k).copied().unwrap_or(0) as f64 / 1e6)
-            .collect();
-        plot.add_trace(
-            Bar::new(x.clone(), y)
-                .name(*sub)
-                .marker(Marker::new().color(color(sub, &mut user).to_string())),
-        );
-    }
-    plot.set_layout(
-        crate::page::layout(420)
-            .bar_mode(BarMode::Stack)
-            .x_axis(category_axis(x.len()))
-            .y_axis(Axis::new().title("other_compute GPU time (ms, sum of durations)")),
-    );
-    page.plot(&mut plot);
-    let mut header = vec!["run", "rank", "step"];
-    header.extend(subs.iter().map(|(s, _)| *s));
-    header.push("other_compute");
-    let table: Vec<Vec<String>> = steps
-        .iter()
-        .map(|k| {
-            let mut r = vec![
-                k.0.clone(),
-                k.1.to_string(),
-                fmt::opt(k.2, |s| s.to_string()),
-            ];
-            r.extend(
-                subs.iter()
-                    .map(|(_, v)| fmt::opt(v.get(k).copied(), fmt::ms_ns)),
-            );
-            let total: i64 = subs.iter().filter_map(|(_, v)| v.get(k)).sum();
-            r.push(fmt::ms_ns(total));
-            r
-        })
-        .collect();
-    page.table(&header, &table);
 }

@@ -108,6 +108,17 @@ fn qwen_subcategories_add_up_to_other_compute_with_rmsnorm_as_normalization() {
         let rms = rmsnorm_kernel_ns(&raw_exact(&path));
         assert!(rms > 0, "{trace}");
         assert_eq!(subs["normalization"], rms, "{trace}");
+        // The report's per-step table (`subcategory::per_step`): the same totals.
+        let runs: Vec<String> = strs_of(&super::whole(&ds, "runs"), "run");
+        let per = aorta_transform::subcategory::per_step(&ds, &runs, None).unwrap();
+        let (sub, ns) = (strs_of(&per, "subcategory"), per.column("gpu_ns").unwrap());
+        let ns: Vec<i64> = ns.i64().unwrap().iter().map(|v| v.unwrap()).collect();
+        assert_eq!(ns.iter().sum::<i64>(), other_compute, "{trace}");
+        let norm: i64 = (0..ns.len())
+            .filter(|&i| sub[i] == "normalization")
+            .map(|i| ns[i])
+            .sum();
+        assert_eq!(norm, rms, "{trace}");
         for s in ["elementwise", "copy_kernel", "reduction", "embedding"] {
             assert!(
                 subs.get(s).is_some_and(|ns| *ns > 0),
