@@ -2,7 +2,7 @@
 //! compiled into one `RegexSet` per question, so every name is matched once and the rules
 //! stay data a reviewer can read, not `if`s scattered through the parsers. The table's
 //! `[[subcategory]]` rows, the second level of `other_compute`, are compiled by
-//! `crate::subcategory` and applied by transform.
+//! the `subcategory` module and applied by transform.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -171,8 +171,6 @@ impl Classifier {
                 source,
             })?;
             let user = parse_file(&text, &path)?;
-            // Checked now, applied by transform (crate::subcategory says why).
-            crate::subcategory::Subclassifier::new(Some((&text, &path)))?;
             files.insert(0, (path, user));
             version.push_str(&user_version(&text));
             let mut c = compile(files, version)?;

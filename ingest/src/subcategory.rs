@@ -13,8 +13,8 @@
 //! operator of a kernel is known only once the whole trace is read (Kineto writes kernels
 //! before their launches), and each of ingest's readers would have to carry the operators'
 //! names to its sink; transform already links every activity to its operator
-//! (`transform::launch`) for every format. So ingest checks the rows (a bad regex in
-//! `--rules` fails the ingest that names the file) and keeps the user's rules text in
+//! (`transform::launch`) for every format. So ingest checks the rows (`pipeline`: a bad
+//! regex in `--rules` fails the ingest that names the file) and keeps the user's rules text in
 //! `runs.user_rules`; transform compiles the shipped rows plus that text and classifies each
 //! distinct (name, operator, enclosing annotations) once.
 
