@@ -125,13 +125,7 @@ fn bad_subcategory_rows_name_the_file() {
 
 #[test]
 fn classification_md_lists_every_subcategory_row() {
-    let doc = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../docs/CLASSIFICATION.md"
-    ))
-    .unwrap()
-    .replace("\\|", "|");
-    let table: toml::Table = aorta_ingest::classify::DEFAULT_RULES.parse().unwrap();
+    let (doc, table) = crate::golden_categories::doc_and_table();
     let rows = table["subcategory"].as_array().unwrap();
     assert!(rows.len() >= SUBCATEGORIES.len() - 1);
     for (i, r) in rows.iter().enumerate() {
