@@ -42,7 +42,7 @@ pub(crate) enum Command {
     /// What a dataset holds: runs, ranks, devices, steps, files, and its findings by severity.
     #[command(after_help = crate::toolbox_cli::INFO_EXAMPLES)]
     Info(crate::toolbox_cli::InfoArgs),
-    /// The costliest kernels per run, rank, category or step, with their launching operator.
+    /// The costliest kernels per run, rank, category, subcategory or step, with their launching operator.
     #[command(after_help = crate::toolbox_cli::KERNELS_EXAMPLES)]
     Kernels(crate::toolbox_cli::KernelsArgs),
     /// Compute, non-compute and idle time per rank or step, idle split host-wait / kernel-wait / other (HTA).

@@ -50,6 +50,7 @@ fn by(b: KernelsBy) -> By {
         KernelsBy::Run => By::Run,
         KernelsBy::Rank => By::Rank,
         KernelsBy::Category => By::Category,
+        KernelsBy::Subcategory => By::Subcategory,
         KernelsBy::Step => By::Step,
     }
 }

@@ -44,6 +44,7 @@ Examples:
   aorta kernels ds --run cuda --top 20
   aorta kernels --by rank                  # top 10 per rank
   aorta kernels --by category --top 3      # the 3 costliest of each category
+  aorta kernels --by subcategory --top 3   # other_compute split: elementwise, normalization, ...
   aorta kernels --by step --format csv     # per step; `-` = outside every step
 
 A kernel is a GPU activity name (memcpys and memsets by their names too). Per group: count,
@@ -52,7 +53,9 @@ total, mean, p50 and p99 duration (end - start, ns; percentiles interpolated as 
 up), and the launching CPU operator (by External id, else through the runtime call; the one
 with most of the kernel's time). Activity outside every ProfilerStep is included: in the
 run, rank and category groups (the header says how much), and as its own step `-` with
---by step. docs/TOOLBOX.md.";
+--by step. --by subcategory splits other_compute by the [[subcategory]] rows of the rule
+table, from the kernel name and its launching operator (docs/CLASSIFICATION.md).
+docs/TOOLBOX.md.";
 
 /// What one group of `aorta kernels` is.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,6 +66,10 @@ pub(crate) enum KernelsBy {
     Rank,
     /// Each category (gemm, comm, attention, other_compute, memcpy, memset).
     Category,
+    /// Each subcategory of other_compute (elementwise, normalization, reduction, softmax,
+    /// optimizer, embedding, convolution, copy_kernel, fused, other, and any from `--rules`),
+    /// every other category whole.
+    Subcategory,
     /// Each step (`-`: outside every step).
     Step,
 }
@@ -75,7 +82,7 @@ pub(crate) struct KernelsArgs {
     /// Only this run (default: every run of the dataset).
     #[arg(long, value_name = "L")]
     pub run: Option<String>,
-    /// Groups: per run, rank, category or step.
+    /// Groups: per run, rank, category, subcategory or step.
     #[arg(long, value_enum, default_value_t = KernelsBy::Run)]
     pub by: KernelsBy,
     /// Kernels listed per group, costliest first.

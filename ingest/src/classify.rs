@@ -1,6 +1,8 @@
 //! Kernel taxonomy: a rule table (ingest/rules/default.toml, extendable with `--rules`)
 //! compiled into one `RegexSet` per question, so every name is matched once and the rules
-//! stay data a reviewer can read, not `if`s scattered through the parsers.
+//! stay data a reviewer can read, not `if`s scattered through the parsers. The table's
+//! `[[subcategory]]` rows, the second level of `other_compute`, are compiled by
+//! the `subcategory` module and applied by transform.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -139,6 +141,8 @@ enum KindFilter {
 /// The compiled rule table, with a cache of names already seen.
 pub struct Classifier {
     version: String,
+    /// The `--rules` file's text, kept in `runs.user_rules` for its `[[subcategory]]` rows.
+    user_text: Option<String>,
     rule_set: RegexSet,
     rules: Vec<(KindFilter, Category)>,
     op_set: RegexSet,
@@ -169,8 +173,16 @@ impl Classifier {
             let user = parse_file(&text, &path)?;
             files.insert(0, (path, user));
             version.push_str(&user_version(&text));
+            let mut c = compile(files, version)?;
+            c.user_text = Some(text);
+            return Ok(c);
         }
         compile(files, version)
+    }
+
+    /// The `--rules` file's text, when one was given.
+    pub fn user_rules(&self) -> Option<&str> {
+        self.user_text.as_deref()
     }
 
     /// The rules of one file alone, without the shipped table (for the fuzzer, which would
@@ -254,15 +266,20 @@ fn parse_file(text: &str, path: &str) -> Result<RuleFile, RulesError> {
     })
 }
 
-fn invalid(path: &str, msg: String) -> RulesError {
+pub(crate) fn invalid(path: &str, msg: String) -> RulesError {
     RulesError::Invalid {
         path: path.into(),
         msg,
     }
 }
 
+/// A `function` regex as the pattern it stands for: anchored at the function name.
+pub(crate) fn function_pattern(path: &str, f: String) -> Result<String, RulesError> {
+    Ok(format!("{FUNCTION_PREFIX}(?:{})", pattern(path, f)?))
+}
+
 /// Checks one pattern on its own, so an error names the file and the pattern on one line.
-fn pattern(path: &str, p: String) -> Result<String, RulesError> {
+pub(crate) fn pattern(path: &str, p: String) -> Result<String, RulesError> {
     match regex::Regex::new(&p) {
         Ok(_) => Ok(p),
         Err(e) => {
@@ -295,7 +312,7 @@ fn compile(files: Vec<(String, RuleFile)>, version: String) -> Result<Classifier
                 .ok_or_else(|| invalid(format!("unknown category `{}`", r.category)))?;
             let p = match (r.pattern, r.function) {
                 (Some(p), None) => p,
-                (None, Some(f)) => format!("{FUNCTION_PREFIX}(?:{})", pattern(&path, f)?),
+                (None, Some(f)) => function_pattern(&path, f)?,
                 _ => {
                     return Err(invalid(
                         "a [[rule]] has either `pattern` or `function`".to_string(),
@@ -322,6 +339,7 @@ fn compile(files: Vec<(String, RuleFile)>, version: String) -> Result<Classifier
     let set = |p: Vec<String>| RegexSet::new(p).map_err(|e| invalid("rules", e.to_string()));
     Ok(Classifier {
         version,
+        user_text: None,
         rule_set: set(patterns)?,
         rules,
         op_set: set(op_pats)?,
@@ -465,7 +483,7 @@ mod tests {
         let c = Classifier::with_user_rules(Some(&p)).unwrap();
         let v = c.version().to_string();
         assert!(
-            v.starts_with("1.1+user.") && v.len() == "1.1+user.".len() + 16,
+            v.starts_with("1.2+user.") && v.len() == "1.2+user.".len() + 16,
             "{v}"
         );
         assert_eq!(

@@ -334,6 +334,7 @@ pub fn runs_batch(
     b.i64("file_bytes", [job.file_bytes as i64]);
     b.str("content_hash", [info.content_hash.as_str()]);
     b.str("rules_version", [job.classifier.version()]);
+    b.opt_str("user_rules", [job.classifier.user_rules()]);
     b.str("aorta_version", [env!("CARGO_PKG_VERSION")]);
     b.i64("schema_version", [SCHEMA_VERSION as i64]);
     b.finish()

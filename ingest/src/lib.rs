@@ -37,6 +37,7 @@ pub mod source;
 mod sqlite;
 pub mod step_span;
 pub mod strict;
+pub mod subcategory;
 mod summary;
 pub mod trace_event;
 pub mod walk;

@@ -55,6 +55,11 @@ struct Planned {
 /// exist before is removed again when the ingest fails.
 pub fn ingest(paths: &[PathBuf], opts: &Options, progress: &Progress) -> Result<Summary> {
     let classifier = Arc::new(Classifier::with_user_rules(opts.rules.as_deref())?);
+    // `[[subcategory]]` rows are applied by transform; a bad one fails here, naming the file.
+    if let (Some(text), Some(path)) = (classifier.user_rules(), &opts.rules) {
+        let path = path.display().to_string();
+        crate::subcategory::Subclassifier::new(Some((text, &path)))?;
+    }
     let rank_map = Arc::new(match &opts.rank_map {
         Some(p) => file::RankMap::load(p)?,
         None => file::RankMap::default(),

@@ -137,6 +137,7 @@ pub const RUNS: Table = Table {
         req("file_bytes", I64, "Size of the input file on disk."),
         req("content_hash", S, "xxh3-128 of the file's bytes on disk; unchanged files are skipped on re-ingest."),
         req("rules_version", S, "Version of the classification rule table, plus `+user.` and a hash of the `--rules` file with one."),
+        opt("user_rules", S, "The `--rules` file's text as given to ingest; null without one. Its `[[subcategory]]` rows are applied when the subcategories are computed (docs/CLASSIFICATION.md)."),
         req("aorta_version", S, "Version of aorta that wrote the row."),
         req("schema_version", I64, "Dataset schema version (this document)."),
     ],

@@ -51,8 +51,8 @@ fn run_report_renders_every_chart_without_console_errors() {
     // Six per-rank charts (compute / non-compute / idle shares and the idle split among
     // them), then across the two ranks: the caused-delay and wait-share
     // heatmaps and waiting vs transfer per collective kind; then the roofline and MFU per
-    // step (docs/PERF.md).
-    let r = open_and_check(&browser, &html, 11);
+    // step (docs/PERF.md); the category chart is followed by other_compute's subcategories.
+    let r = open_and_check(&browser, &html, 12);
     assert_eq!(count(&r.dom, "class=\"hm\""), 2, "two heatmaps drawn");
     let legend = legend_texts(&r.dom);
     for name in [
@@ -71,6 +71,9 @@ fn run_report_renders_every_chart_without_console_errors() {
         "idle: host-wait",
         "idle: kernel-wait",
         "idle: other",
+        "optimizer",
+        "copy_kernel",
+        "elementwise",
     ] {
         assert!(
             legend.iter().any(|l| l == name),
@@ -242,8 +245,8 @@ fn a_run_without_steps_or_communication_renders() {
             ),
         "{text}"
     );
-    // Timeline, overlap and categories per step (step 6 of each model), compute /
-    // non-compute / idle per rank, exposed comm's note instead of a chart; device memory per
+    // Timeline, overlap, categories and other_compute's subcategories per step (step 6 of
+    // each model), compute / non-compute / idle per rank, exposed comm's note instead of a chart; device memory per
     // model (profile_memory traces); roofline and MFU.
     let r = open_and_check(&browser, &html, 9);
     let legend = legend_texts(&r.dom);
@@ -265,5 +268,14 @@ fn a_run_without_steps_or_communication_renders() {
         2,
         "one per model"
     );
-    assert!(legend_texts(&r.dom).iter().any(|l| l == "gemm"));
+    let legend = legend_texts(&r.dom);
+    for name in ["gemm", "normalization", "elementwise", "copy_kernel"] {
+        assert!(
+            legend.iter().any(|l| l == name),
+            "legend {name}: {legend:?}"
+        );
+    }
+    assert!(r
+        .dom
+        .contains("<h2>other_compute by subcategory per step</h2>"));
 }

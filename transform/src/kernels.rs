@@ -8,6 +8,10 @@
 //! the operator that launched it (`crate::launch`), the one with the most of its time when
 //! several did.
 //!
+//! By subcategory, the group of an `other_compute` activity is its subcategory
+//! (`crate::subcategory`) and that of any other activity its category, so the groups still
+//! cover all GPU time.
+//!
 //! Activity outside every `ProfilerStep` is included in every grouping: it is counted in the
 //! run's, rank's and category's rows (and the header says how much of it there is); grouped
 //! by step it is its own group, step null (shown `-`), as is the whole capture of a trace
@@ -21,6 +25,7 @@ use polars::prelude::*;
 use crate::dataset::{self, DatasetError};
 use crate::launch::{Links, LINK_COLUMNS, NO_OP};
 use crate::rows::{ints, str_column, strs};
+use crate::subcategory::{self, Rules};
 use crate::summary::quantile;
 
 /// What one group of kernels is.
@@ -29,6 +34,9 @@ pub enum By {
     Run,
     Rank,
     Category,
+    /// `other_compute` split into its subcategories (`crate::subcategory`), every other
+    /// category whole.
+    Subcategory,
     Step,
 }
 
@@ -39,6 +47,7 @@ impl By {
             By::Run => None,
             By::Rank => Some("rank"),
             By::Category => Some("category"),
+            By::Subcategory => Some("subcategory"),
             By::Step => Some("step"),
         }
     }
@@ -84,12 +93,29 @@ pub fn compute(root: &Path, runs: &[String], by: By, top: usize) -> Result<Kerne
         |table: &str, filter: Expr, cols: &[&str]| dataset::read_where(root, table, filter, cols);
     let wanted = dataset::of_runs(runs);
     let acts = read("gpu_activities", wanted.clone(), &ACTS)?;
-    let launching = col("category")
-        .eq(lit("cpu_op"))
-        .or(col("category").eq(lit("runtime")));
-    let cpu = read("cpu_ops", wanted.and(launching), &LINK_COLUMNS)?;
-    let ops = launch_names(&cpu, &acts);
-    let rows = table(&acts, &ops, by, top).map_err(|source| DatasetError::Polars {
+    let rules = match by {
+        By::Subcategory => Rules::load(root, runs)?,
+        _ => Rules::shipped(),
+    };
+    let cpu = if by == By::Subcategory {
+        subcategory::read_cpu(root, runs, &rules, &[])?
+    } else {
+        let launching = col("category")
+            .eq(lit("cpu_op"))
+            .or(col("category").eq(lit("runtime")));
+        read("cpu_ops", wanted.and(launching), &LINK_COLUMNS)?
+    };
+    let launchers = Links::new(&cpu, &acts).launchers(&acts);
+    let names = strs(&cpu, "name");
+    let ops: Vec<&str> = launchers
+        .iter()
+        .map(|op| op.and_then(|o| names[o]).unwrap_or(NO_OP))
+        .collect();
+    let subs = match by {
+        By::Subcategory => subcategory::assign(&acts, &cpu, &launchers, &rules),
+        _ => Vec::new(),
+    };
+    let rows = table(&acts, &ops, &subs, by, top).map_err(|source| DatasetError::Polars {
         path: root.join("gpu_activities"),
         source,
     })?;
@@ -97,16 +123,6 @@ pub fn compute(root: &Path, runs: &[String], by: By, top: usize) -> Result<Kerne
         totals: totals(&acts, runs),
         rows,
     })
-}
-
-/// The launching operator's name of every activity (`NO_OP` when none is found).
-fn launch_names<'a>(cpu: &'a DataFrame, acts: &DataFrame) -> Vec<&'a str> {
-    let names = strs(cpu, "name");
-    Links::new(cpu, acts)
-        .launchers(acts)
-        .into_iter()
-        .map(|op| op.and_then(|o| names[o]).unwrap_or(NO_OP))
-        .collect()
 }
 
 /// Each activity's duration, never negative.
@@ -171,7 +187,14 @@ struct Row<'a> {
     group_ns: i64,
 }
 
-fn table(acts: &DataFrame, ops: &[&str], by: By, top: usize) -> PolarsResult<DataFrame> {
+/// `subs`: each activity's subcategory (by subcategory only).
+fn table(
+    acts: &DataFrame,
+    ops: &[&str],
+    subs: &[Option<&str>],
+    by: By,
+    top: usize,
+) -> PolarsResult<DataFrame> {
     let (run, name) = (strs(acts, "run"), strs(acts, "name"));
     let (kind, cat) = (strs(acts, "kind"), strs(acts, "category"));
     let (rank, step) = (ints(acts, "rank"), ints(acts, "step"));
@@ -181,6 +204,7 @@ fn table(acts: &DataFrame, ops: &[&str], by: By, top: usize) -> PolarsResult<Dat
         By::Rank => Key::Int(rank[i]),
         By::Step => Key::Int(step[i]),
         By::Category => Key::Str(cat[i].unwrap_or("").to_string()),
+        By::Subcategory => Key::Str(subs[i].or(cat[i]).unwrap_or("").to_string()),
     };
     type Group<'a> = (i64, HashMap<&'a str, Acc<'a>>);
     let mut groups: BTreeMap<(&str, Key), Group> = BTreeMap::new();
@@ -239,8 +263,8 @@ fn frame(rows: &mut [Row], by: By) -> PolarsResult<DataFrame> {
         |r: &Row, total: i64| (r.group_ns > 0).then(|| 100.0 * total as f64 / r.group_ns as f64);
     let mut cols = vec![str_column("run", rows.iter().map(|r| r.run))];
     match by.key() {
-        Some("category") => cols.push(str_column(
-            "category",
+        Some(k @ ("category" | "subcategory")) => cols.push(str_column(
+            k,
             rows.iter().map(|r| match &r.key {
                 Key::Str(s) => s.as_str(),
                 _ => "",

@@ -27,5 +27,6 @@ pub mod rows;
 #[cfg(feature = "sql")]
 pub mod sql;
 pub mod steps;
+pub mod subcategory;
 pub mod summary;
 pub mod sweep;

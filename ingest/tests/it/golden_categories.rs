@@ -51,15 +51,20 @@ fn misclassified(file: &str) -> (usize, String) {
     (rows, wrong.join("\n"))
 }
 
-#[test]
-fn classification_md_lists_every_rule_of_the_shipped_table() {
+/// docs/CLASSIFICATION.md (table cells' `\|` as `|`) and the shipped rule table.
+pub(crate) fn doc_and_table() -> (String, toml::Table) {
     let doc = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../docs/CLASSIFICATION.md"
     ))
     .unwrap()
     .replace("\\|", "|");
-    let table: toml::Table = aorta_ingest::classify::DEFAULT_RULES.parse().unwrap();
+    (doc, aorta_ingest::classify::DEFAULT_RULES.parse().unwrap())
+}
+
+#[test]
+fn classification_md_lists_every_rule_of_the_shipped_table() {
+    let (doc, table) = doc_and_table();
     let rules = table["rule"].as_array().unwrap();
     for r in rules {
         let pattern = r.get("pattern").or(r.get("function"));

@@ -10,6 +10,7 @@ mod common;
 mod chrome_nsys_robustness;
 mod fuzz_replay;
 mod golden_categories;
+mod golden_subcategories;
 mod robustness;
 mod rocprof;
 mod rocprof_csv;

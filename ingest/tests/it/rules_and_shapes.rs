@@ -66,7 +66,7 @@ fn editing_the_rules_file_re_reads_the_inputs_on_re_ingest() {
     );
     let versions = column(&out, "runs", "rules_version");
     let v = versions[0].as_deref().unwrap();
-    assert!(v.starts_with("1.1+user.") && v.len() == 25, "{v}");
+    assert!(v.starts_with("1.2+user.") && v.len() == 25, "{v}");
 }
 
 #[test]

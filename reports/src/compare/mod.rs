@@ -37,6 +37,12 @@ pub fn compare_report(dir: &Path, out: &Path) -> Result<usize, ReportError> {
     charts::steps(&mut page, &t.steps);
     charts::categories(&mut page, &t.categories);
     levels_table(&mut page, &t.levels, "categories", "Categories: summary");
+    levels_table(
+        &mut page,
+        &t.levels,
+        "subcategories",
+        "other_compute by subcategory: summary",
+    );
     charts::operators(&mut page, &t.operators);
     charts::collectives(&mut page, &t.collectives);
     levels_table(&mut page, &t.levels, "collectives", "Collectives: summary");

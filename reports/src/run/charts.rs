@@ -253,16 +253,11 @@ pub(crate) fn categories_per_step(page: &mut Page, rows: &[CategoryRow]) {
         page.note("No GPU activities in the reported ranks: no chart.");
         return;
     }
-    let many = Many::of(rows.iter().map(|r| (r.run.as_str(), r.rank)));
     let mut steps: Vec<StepKey> = rows
         .iter()
         .map(|r| (r.run.clone(), r.rank, r.step))
         .collect();
     steps.dedup();
-    let x: Vec<String> = steps
-        .iter()
-        .map(|(run, rank, step)| step_label(run, *rank, *step, many))
-        .collect();
     let mut by_cat: BTreeMap<&str, BTreeMap<StepKey, i64>> = BTreeMap::new();
     for r in rows {
         by_cat
@@ -270,28 +265,58 @@ pub(crate) fn categories_per_step(page: &mut Page, rows: &[CategoryRow]) {
             .or_default()
             .insert((r.run.clone(), r.rank, r.step), r.gpu_ns);
     }
+    let series: Vec<StepSeries> = by_cat
+        .iter()
+        .map(|(cat, vals)| (*cat, category_color(cat), vals))
+        .collect();
+    stacked_per_step(
+        page,
+        &steps,
+        &series,
+        "GPU time (ms, sum of durations)",
+        None,
+    );
+}
+
+/// One stack of a per-step chart: its name, color, and ns per step.
+pub(crate) type StepSeries<'a> = (&'a str, &'a str, &'a BTreeMap<StepKey, i64>);
+
+/// A bar per step stacked by series (ms), then the table of the same numbers; `total` names
+/// a last column with each row's sum.
+pub(crate) fn stacked_per_step(
+    page: &mut Page,
+    steps: &[StepKey],
+    series: &[StepSeries],
+    y_title: &str,
+    total: Option<&str>,
+) {
+    let many = Many::of(steps.iter().map(|k| (k.0.as_str(), k.1)));
+    let x: Vec<String> = steps
+        .iter()
+        .map(|(run, rank, step)| step_label(run, *rank, *step, many))
+        .collect();
     let mut plot = Plot::new();
-    for (cat, vals) in &by_cat {
+    for (name, color, vals) in series {
         let y: Vec<f64> = steps
             .iter()
             .map(|k| vals.get(k).copied().unwrap_or(0) as f64 / 1e6)
             .collect();
         plot.add_trace(
             Bar::new(x.clone(), y)
-                .name(*cat)
-                .marker(Marker::new().color(category_color(cat).to_string())),
+                .name(*name)
+                .marker(Marker::new().color(color.to_string())),
         );
     }
     plot.set_layout(
         crate::page::layout(420)
             .bar_mode(BarMode::Stack)
             .x_axis(category_axis(x.len()))
-            .y_axis(Axis::new().title("GPU time (ms, sum of durations)")),
+            .y_axis(Axis::new().title(y_title)),
     );
     page.plot(&mut plot);
-    let cats: Vec<&str> = by_cat.keys().copied().collect();
     let mut header = vec!["run", "rank", "step"];
-    header.extend(&cats);
+    header.extend(series.iter().map(|s| s.0));
+    header.extend(total);
     let table: Vec<Vec<String>> = steps
         .iter()
         .map(|k| {
@@ -301,9 +326,13 @@ pub(crate) fn categories_per_step(page: &mut Page, rows: &[CategoryRow]) {
                 fmt::opt(k.2, |s| s.to_string()),
             ];
             r.extend(
-                cats.iter()
-                    .map(|c| fmt::opt(by_cat[c].get(k).copied(), fmt::ms_ns)),
+                series
+                    .iter()
+                    .map(|s| fmt::opt(s.2.get(k).copied(), fmt::ms_ns)),
             );
+            if total.is_some() {
+                r.push(fmt::ms_ns(series.iter().filter_map(|s| s.2.get(k)).sum()));
+            }
             r
         })
         .collect();

@@ -1,6 +1,6 @@
 //! The single-run report (`aorta report`): a step's per-stream timeline, overlap per step,
-//! GPU time per category per step, exposed communication per collective kind, and device
-//! memory over time when the trace recorded it.
+//! GPU time per category per step and other_compute's subcategories, exposed
+//! communication per collective kind, and device memory over time when the trace recorded it.
 
 mod charts;
 mod copies;
@@ -10,6 +10,7 @@ mod header;
 mod idle;
 mod memory;
 mod perf;
+mod subcats;
 mod timeline;
 
 use std::path::{Path, PathBuf};
@@ -109,6 +110,7 @@ pub fn run_report(
     }
     charts::overlap_per_step(&mut page, &d.steps);
     charts::categories_per_step(&mut page, &d.categories);
+    subcats::chart(&mut page, dataset, &d)?;
     idle::chart(&mut page, dataset, &d)?;
     copies::chart(&mut page, dataset, &d)?;
     charts::collectives(&mut page, &d.collectives);

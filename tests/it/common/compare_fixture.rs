@@ -51,6 +51,7 @@ pub(crate) fn summary() -> Summary {
         levels: Levels {
             steps: vec![],
             categories: vec![],
+            subcategories: vec![],
             collectives: vec![],
         },
         operators: OperatorsSummary {

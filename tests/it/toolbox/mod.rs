@@ -13,6 +13,7 @@ mod memory;
 mod perfetto;
 #[cfg(feature = "sql")]
 mod sql;
+mod subcategories;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

@@ -1,6 +1,6 @@
 //! The tables one side of a comparison needs, read once: its overlap tables (computed as
 //! `aorta overlap` does), its GPU activities, the CPU operators and runtime calls that
-//! launched them, and JSONL losses.
+//! launched them (and the annotations around them, for the subcategories), and JSONL losses.
 
 use std::path::Path;
 
@@ -10,6 +10,7 @@ use crate::collectives::Job;
 use crate::dataset;
 use crate::overlap::{self, OverlapTables};
 use crate::steps;
+use crate::subcategory::{self, Rules};
 
 use super::{CompareError, Side};
 
@@ -20,6 +21,8 @@ pub(super) struct SideData {
     pub overlap: OverlapTables,
     pub acts: DataFrame,
     pub cpu: DataFrame,
+    /// The subcategory rules of the side's runs.
+    pub rules: Rules,
     pub losses: Vec<f64>,
 }
 
@@ -65,12 +68,9 @@ impl SideData {
         };
         let acts = read("gpu_activities", wanted.clone(), &ACTS)?;
         let acts = steps::drop_outside(&acts).map_err(polars("gpu_activities"))?;
-        let cpu_cat = col("category")
-            .eq(lit("cpu_op"))
-            .or(col("category").eq(lit("runtime")));
-        let mut cpu_cols = crate::launch::LINK_COLUMNS.to_vec();
-        cpu_cols.extend(["input_dims", "input_types"]);
-        let cpu = read("cpu_ops", wanted.clone().and(cpu_cat), &cpu_cols)?;
+        // The operators and runtime calls, and the annotations the subcategories look at.
+        let rules = Rules::load(root, &side.runs)?;
+        let cpu = subcategory::read_cpu(root, &side.runs, &rules, &["input_dims", "input_types"])?;
         let loss = read(
             "metrics",
             wanted.and(col("key").eq(lit("loss"))),
@@ -102,6 +102,7 @@ impl SideData {
             overlap,
             acts,
             cpu,
+            rules,
             losses,
         })
     }

@@ -16,6 +16,7 @@ mod operators;
 mod output;
 mod pairs;
 mod select;
+mod subcats;
 mod summary_json;
 
 use std::path::{Path, PathBuf};
@@ -183,6 +184,7 @@ pub fn compare_with(
     );
     let mut level_rows = step_rows.levels();
     level_rows.extend(category_rows.levels());
+    level_rows.extend(subcats::levels(&sides));
     level_rows.extend(collectives::levels(&colls));
     let refused = !verdict.comparable && !opts.force;
     level_rows.iter_mut().for_each(|r| r.refused = refused);

@@ -83,11 +83,14 @@ pub struct ComparisonSummary {
     pub ratio_delta: Option<f64>,
 }
 
-/// The three levels of `compare_levels`, as JSON.
+/// The levels of `compare_levels`, as JSON.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Levels {
     pub steps: Vec<LevelEntry>,
     pub categories: Vec<LevelEntry>,
+    /// `other_compute` per subcategory (absent in summaries written before it existed).
+    #[serde(default)]
+    pub subcategories: Vec<LevelEntry>,
     pub collectives: Vec<LevelEntry>,
 }
 
@@ -316,6 +319,7 @@ pub(super) fn build(
         levels: Levels {
             steps: level("steps"),
             categories: level("categories"),
+            subcategories: level("subcategories"),
             collectives: level("collectives"),
         },
         operators: OperatorsSummary {
