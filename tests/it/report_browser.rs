@@ -109,9 +109,10 @@ fn a_cuda_run_with_memory_events_draws_them() {
         html.as_os_str(),
     ]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
-    // Timeline, categories per step (no overlap chart without communication), memory,
-    // roofline and MFU.
-    let r = open_and_check(&browser, &html, 5);
+    // Timeline, categories and other_compute's subcategories per step (no overlap chart
+    // without communication), compute / non-compute / idle (two charts), memory, roofline
+    // and MFU.
+    let r = open_and_check(&browser, &html, 8);
     let legend = legend_texts(&r.dom);
     for line in ["allocated", "reserved"] {
         let name = format!(" rank 0 cuda:0 {line}");
@@ -245,10 +246,10 @@ fn a_run_without_steps_or_communication_renders() {
             ),
         "{text}"
     );
-    // Timeline, overlap, categories and other_compute's subcategories per step (step 6 of
-    // each model), compute / non-compute / idle per rank, exposed comm's note instead of a chart; device memory per
-    // model (profile_memory traces); roofline and MFU.
-    let r = open_and_check(&browser, &html, 9);
+    // Two timelines (step 6 of each model), overlap, categories and other_compute's
+    // subcategories per step, compute / non-compute / idle per rank (two charts), exposed
+    // comm's note instead of a chart, device memory (profile_memory traces), roofline, MFU.
+    let r = open_and_check(&browser, &html, 11);
     let legend = legend_texts(&r.dom);
     for model in ["bert-small", "qwen1.5-0.5b-chat"] {
         for line in ["allocated", "reserved"] {
