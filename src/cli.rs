@@ -454,8 +454,9 @@ pub(crate) struct IngestArgs {
     /// lines `PID RANK`, e.g. `1701896 0`.
     #[arg(long, value_name = "FILE")]
     pub rank_map: Option<PathBuf>,
-    /// Steps from annotation ranges (NVTX, user annotations) whose name matches REGEX, the
-    /// first capture group being the step number, instead of `ProfilerStep#N`:
+    /// Steps from annotation ranges (NVTX, Kineto user annotations, rocprofv3 CSV roctx
+    /// markers) whose name matches REGEX, the first capture group being the step number,
+    /// instead of `ProfilerStep#N`:
     /// `--step-marker 'train_step (\d+)'`.
     #[arg(long, value_name = "REGEX", value_parser = aorta_ingest::step_span::StepMarker::parse)]
     pub step_marker: Option<aorta_ingest::step_span::StepMarker>,

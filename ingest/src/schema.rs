@@ -493,12 +493,26 @@ const KEEP: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
     .remove(b'.')
     .remove(b'~');
 
-/// A partition value as one path segment: every other byte (`/`, `=`, `%`, blanks, control
-/// characters, non-ASCII) percent-encoded, as Hive and Spark write them. A label is data, not
-/// a path: `../x` stays inside its table, and polars, pyarrow, DuckDB and Spark read the
-/// original label back from the `run` column.
+/// A partition value as one path segment: every other ASCII byte (`/`, `=`, `%`, blanks,
+/// control characters, punctuation) percent-encoded, as Hive and Spark write them; other
+/// characters as they are (UTF-8). A label is data, not a path: `../x` stays inside its
+/// table, and polars, pyarrow, DuckDB and Spark read the original label back from the `run`
+/// column. Non-ASCII stays unencoded because Spark decodes each `%XX` into one character, not
+/// into a byte of UTF-8 (`tests/it/notebooks.rs` reads hostile labels back with all four).
 pub fn encode_value(v: &str) -> String {
-    percent_encoding::utf8_percent_encode(v, KEEP).to_string()
+    let mut out = String::with_capacity(v.len());
+    let mut buf = [0u8; 4];
+    for c in v.chars() {
+        if c.is_ascii() {
+            out.extend(percent_encoding::utf8_percent_encode(
+                c.encode_utf8(&mut buf),
+                KEEP,
+            ));
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// One (run, rank) partition of a table, relative to the dataset root:
@@ -539,7 +553,8 @@ pub fn markdown() -> String {
          file and table, zstd-compressed, string columns dictionary-encoded. `<out>/manifest.json` \
          records the schema version and every input (path, hash, label, rank, parts and each part's \
          size and content hash, its findings per diagnostic code). The label \
-         is percent-encoded in the path as Hive writes partition values (`a/b` is `run=a%2Fb`): \
+         is percent-encoded in the path as Hive writes partition values (`a/b` is `run=a%2Fb`; \
+         ASCII punctuation and blanks only, other characters stay UTF-8, as Spark reads them): \
          any label is one directory, and readers decode it back into the `run` column.\n\n\
          Partition columns (in the path, not in the files; every reader adds them with hive \
          partitioning):\n\n"
@@ -616,5 +631,6 @@ mod partition_tests {
         assert_eq!(encode_value("plain_label-1.2~"), "plain_label-1.2~");
         assert_eq!(encode_value("../x"), "..%2Fx");
         assert_eq!(encode_value("a=b%"), "a%3Db%25");
+        assert_eq!(encode_value("日本 語/x"), "日本%20語%2Fx");
     }
 }

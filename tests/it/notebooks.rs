@@ -28,7 +28,10 @@ fn python() -> Option<PathBuf> {
     let py = repo().join(".venv/bin/python");
     let ok = py.exists()
         && Command::new(&py)
-            .args(["-c", "import nbclient, polars, pandas, duckdb, matplotlib"])
+            .args([
+                "-c",
+                "import nbclient, polars, pandas, duckdb, matplotlib, pyspark",
+            ])
             .status()
             .is_ok_and(|s| s.success());
     if ok {
@@ -340,5 +343,52 @@ fn dataset_reads_with_no_options_in_pandas_duckdb_and_polars() {
     for lib in ["pandas", "duckdb", "polars"] {
         let rows: Vec<Window> = got[lib].as_array().unwrap().iter().map(window).collect();
         assert_eq!(rows, want, "{lib} vs aorta overlap --by rank --json");
+    }
+}
+
+/// Run labels are data, not paths (RELIABILITY.md): each hostile label, percent-encoded into
+/// its partition directory, reads back as written through pyarrow, DuckDB, polars and Spark
+/// (its JVM: `java` on the PATH, which .ci/run installs), each decoding the directories its
+/// own way.
+#[test]
+fn hostile_labels_read_back_in_pyarrow_duckdb_polars_and_spark() {
+    let Some(py) = python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dir.path().join("ds");
+    let labels = [
+        "../../x",
+        "a/b=c",
+        "50% done",
+        "..",
+        "tab\tend",
+        "日本語 ü",
+        "q?#*:[]{}^'\"\\|<>",
+        "007",
+    ];
+    // One trace per label (a file ingested under a new label moves to it).
+    for (i, label) in labels.iter().enumerate() {
+        let trace = dir.path().join(format!("t{i}.json"));
+        let text = format!(
+            r#"{{"traceEvents":[{{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":{i},"dur":2,"args":{{"stream":7}}}}]}}"#
+        );
+        std::fs::write(&trace, text).unwrap();
+        ingest_ok(&[&trace], &ds, &["--label", label, "-q"]);
+    }
+    let got: Value = serde_json::from_str(&run_py(
+        &py,
+        &["notebooks/check_labels.py", ds.to_str().unwrap()],
+        &[],
+    ))
+    .unwrap();
+    let mut want: Vec<&str> = labels.to_vec();
+    want.sort();
+    for reader in ["pyarrow", "duckdb", "polars", "spark"] {
+        let runs: Vec<&str> = got[reader]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        assert_eq!(runs, want, "{reader}");
     }
 }

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use crate::classify::Kind;
 use crate::error::{IngestError, Result};
 use crate::file::{FileJob, FileOutcome, RunInfo};
+use crate::rocprof::links::{ApiLinks, Call};
 use crate::rocprof::{Api, Dispatch, Emit, MemoryCopy};
 
 /// What a CSV file holds, from its header.
@@ -360,7 +361,34 @@ fn api(emit: &mut Emit, r: &Row) -> Result<()> {
         correlation: r.int("correlation_id")?,
         external: None,
     };
+    emit.links.note(&Call {
+        domain: a.domain,
+        name: a.name,
+        tid: a.tid,
+        start,
+        end,
+        correlation: a.correlation,
+    });
     emit.api(&a)
+}
+
+/// The order the files of a job are read in: the API records first, the marker and RCCL
+/// traces before the others (a HIP call's step comes from the markers), then the copies and
+/// dispatches, which take their steps and collectives from them (`links`).
+fn read_order(files: &[&Path], kinds: &[CsvKind]) -> Vec<usize> {
+    let rank = |i: usize| {
+        let name = files[i].to_string_lossy().to_ascii_lowercase();
+        match kinds[i] {
+            CsvKind::Api if name.contains("marker") || name.contains("rccl") => 0,
+            CsvKind::Api => 1,
+            CsvKind::Copy => 2,
+            CsvKind::Kernel => 3,
+            _ => 4,
+        }
+    };
+    let mut order: Vec<usize> = (0..files.len()).collect();
+    order.sort_by_key(|&i| rank(i));
+    order
 }
 
 pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
@@ -380,7 +408,12 @@ pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
         None => Agents::default(),
     };
     let mut emit = Emit::new(&job.classifier, &parts);
-    for (f, k) in files.iter().zip(&kinds) {
+    emit.links = ApiLinks::new((*job.step_marker).clone());
+    for i in read_order(&files, &kinds) {
+        let (f, k) = (&files[i], &kinds[i]);
+        if *k != CsvKind::Api {
+            emit.links.seal();
+        }
         let res = match k {
             CsvKind::Kernel => each_row(f, |r| kernel(&mut emit, &agents, r)),
             CsvKind::Copy => each_row(f, |r| copy(&mut emit, &agents, r)),
@@ -390,10 +423,13 @@ pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
         };
         res?;
     }
+    emit.links.seal();
+    let spans = emit.links.spans().to_vec();
     let events = emit.events;
     let out = emit.finish()?;
     let names = agents.names;
-    super::finish(job, info, &parts, out, events, &|d| names.get(&d).cloned())
+    let gpu_name = |d| names.get(&d).cloned();
+    super::finish(job, info, &parts, (out, &spans), events, &gpu_name)
 }
 
 #[cfg(test)]

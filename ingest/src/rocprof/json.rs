@@ -355,5 +355,7 @@ pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
         (Some(h), _) => h.clone(),
         (None, h) => digest(h.as_ref().expect("hasher set above")),
     };
-    super::finish(job, info, &parts, out, events, &|d| names.get(&d).cloned())
+    super::finish(job, info, &parts, (out, &[]), events, &|d| {
+        names.get(&d).cloned()
+    })
 }

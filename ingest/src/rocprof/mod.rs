@@ -6,11 +6,13 @@
 //! is only how a record is found and named, so each reader (`csv`, `json`, `rocpd`) turns its
 //! container into the plain values of `Emit`, which classifies, batches and hands rows to
 //! the same writer thread the Kineto reader uses. Timestamps are integer ns already
-//! (`CLOCK_BOOTTIME` of the profiled host, not the Unix epoch); rocprof has no profiler
-//! steps, so `step` is null.
+//! (`CLOCK_BOOTTIME` of the profiled host, not the Unix epoch). rocprof has no profiler
+//! steps: steps come from marker ranges (`--step-marker`), and RCCL kernels' collectives from
+//! the RCCL API calls around their launches (`links`; the CSV reader), else `step` is null.
 
 pub mod csv;
 pub mod json;
+pub mod links;
 mod records;
 pub mod rocpd;
 mod stream;
@@ -23,11 +25,13 @@ use std::thread::JoinHandle;
 
 use rustc_hash::FxHashMap;
 
+use crate::classify::Category;
 use crate::classify::{Class, Classifier, Kind};
 use crate::error::{IngestError, Result};
 use crate::file::{FileJob, FileOutcome, RunInfo};
 use crate::rows::{Batch, CpuCategory, CpuRow, GpuRow, StepSource};
 use crate::sink::{Parts, SinkOut};
+use links::ApiLinks;
 
 /// Rows per batch handed to the writer thread. Small on purpose: a batch of ~250-byte rows
 /// stays under glibc's 1 MiB mmap threshold (see `tune_allocator`), so its memory is reused
@@ -114,6 +118,8 @@ pub struct Emit<'a> {
     /// The batch's string id of each kernel name by the reader's kernel id (see
     /// `kernel_by_id`); cleared with every batch sent.
     names: FxHashMap<i64, u32>,
+    /// Step spans, RCCL calls and launches from the API records read so far.
+    pub links: ApiLinks,
 }
 
 impl<'a> Emit<'a> {
@@ -128,6 +134,7 @@ impl<'a> Emit<'a> {
             writer: Some(writer),
             events: 0,
             names: FxHashMap::default(),
+            links: ApiLinks::default(),
         }
     }
 
@@ -178,23 +185,44 @@ impl<'a> Emit<'a> {
         self.names.clear();
     }
 
+    /// A GPU row's step: the span holding its launch, else its start (`links`).
+    fn gpu_step(&self, launch: Option<(i64, i64)>, start: i64) -> (Option<i64>, StepSource) {
+        if let Some(step) = launch.and_then(|(_, ts)| self.links.step_at(ts)) {
+            return (Some(step), StepSource::Launch);
+        }
+        match self.links.step_at(start) {
+            Some(step) => (Some(step), StepSource::GpuTime),
+            None => (None, StepSource::None),
+        }
+    }
+
     fn push_kernel(&mut self, d: &Dispatch, class: Class, name: u32) -> Result<()> {
         let raw_end = d.end;
         let end = self.checked_end(d.start, d.end, d.name);
+        let launch = self.links.launch(d.correlation);
+        let (step, step_source) = self.gpu_step(launch, d.start);
+        // A comm kernel whose name does not say its collective (RCCL's `Generic`) takes the
+        // collective of the RCCL call around its launch.
+        let comm_op = match class {
+            (Category::Comm, None | Some("other")) => launch
+                .and_then(|(tid, ts)| self.links.rccl_at(tid, ts))
+                .or(class.1),
+            _ => class.1,
+        };
         self.batch.gpu.push(GpuRow {
             device: d.device,
             stream: d.stream,
             kind: Kind::Kernel,
             name,
             category: class.0,
-            comm_op: class.1,
+            comm_op,
             start: d.start,
             end,
             raw_end,
             correlation: d.correlation,
             external_id: nonzero(d.external),
-            step: None,
-            step_source: StepSource::None,
+            step,
+            step_source,
             grid: d.grid,
             block: d.workgroup,
             bytes: None,
@@ -207,6 +235,7 @@ impl<'a> Emit<'a> {
         let (category, comm_op) = self.classify(Kind::Memcpy, c.name);
         let name = self.batch.strings.id(c.name);
         let end = self.checked_end(c.start, c.end, c.name);
+        let (step, step_source) = self.gpu_step(self.links.launch(c.correlation), c.start);
         self.batch.gpu.push(GpuRow {
             device: c.device,
             stream: c.stream,
@@ -219,8 +248,8 @@ impl<'a> Emit<'a> {
             raw_end: c.end,
             correlation: c.correlation,
             external_id: None,
-            step: None,
-            step_source: StepSource::None,
+            step,
+            step_source,
             grid: [None; 3],
             block: [None; 3],
             bytes: c.bytes,
@@ -232,6 +261,7 @@ impl<'a> Emit<'a> {
     pub fn api(&mut self, a: &Api) -> Result<()> {
         let name = self.batch.strings.id(a.name);
         let end = self.checked_end(a.start, a.end, a.name);
+        let step = self.links.step_at(a.start);
         self.batch.cpu.push(CpuRow {
             category: api_category(a.domain),
             name,
@@ -241,7 +271,7 @@ impl<'a> Emit<'a> {
             end,
             correlation: a.correlation,
             external_id: nonzero(a.external),
-            step: None,
+            step,
             input_dims: None,
             input_types: None,
             concrete_inputs: None,
@@ -338,7 +368,7 @@ pub fn finish(
     job: &FileJob,
     mut info: RunInfo,
     parts: &Parts,
-    out: SinkOut,
+    (out, spans): (SinkOut, &[crate::step_span::Span]),
     events: u64,
     gpu_names: &dyn Fn(i64) -> Option<String>,
 ) -> Result<FileOutcome> {
@@ -351,5 +381,5 @@ pub fn finish(
         .max_by_key(|(_, n)| **n)
         .map(|(d, _)| *d);
     info.device_name = info.device_index.and_then(gpu_names);
-    info.finish(job, parts, out, (&[], 0))
+    info.finish(job, parts, out, (spans, 0))
 }

@@ -245,5 +245,5 @@ pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
     res?;
     let names = gpu_names(&conn);
     let name_of = |d: i64| names.iter().find(|(i, _)| *i == d).map(|(_, n)| n.clone());
-    super::finish(job, info, &parts, out?, events, &name_of)
+    super::finish(job, info, &parts, (out?, &[]), events, &name_of)
 }

@@ -352,3 +352,109 @@ fn rank_map_gives_the_rank_of_a_rocprof_process_by_the_pid_in_its_file_name() {
     let s = aorta_ingest::ingest(std::slice::from_ref(&kt), &opts, &Default::default()).unwrap();
     assert_eq!(s.ingested[0].1.rank, 5);
 }
+
+/// Steps from marker ranges (`--step-marker`) and RCCL kernels' collectives from the RCCL
+/// API calls around their launches, in a capture written by hand: each kernel's step and
+/// collective below is known by construction.
+#[test]
+fn marker_ranges_give_steps_and_rccl_calls_give_collectives() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    std::fs::create_dir(&run).unwrap();
+    let api = "Domain,Function,Process_Id,Thread_Id,Correlation_Id,Start_Timestamp,End_Timestamp\n";
+    // Steps 1 [1000, 2000] and 2 [2000, 3000]; `forward` is not a step.
+    std::fs::write(
+        run.join("9_marker_api_trace.csv"),
+        format!("{api}MARKER_CORE_API,train_step 1,9,5,60,1000,2000\nMARKER_CORE_API,forward,9,5,61,1000,1500\nMARKER_CORE_API,train_step 2,9,5,62,2000,3000\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        run.join("9_rccl_api_trace.csv"),
+        format!("{api}RCCL_API,ncclAllReduce,9,5,50,1050,1150\nRCCL_API,ncclAllGather,9,5,51,2050,2150\nRCCL_API,ncclCommGetAsyncError,9,5,52,3490,3520\nRCCL_API,ncclReduceScatter,9,6,53,3490,3520\n"),
+    )
+    .unwrap();
+    // The launches: in the all-reduce, in the all-gather, a GEMM's in step 2, and an RCCL
+    // kernel's outside every step and every collective call of its thread (thread 6's
+    // reduce-scatter is another thread's).
+    std::fs::write(
+        run.join("9_hip_api_trace.csv"),
+        format!("{api}HIP_RUNTIME_API_EXT,hipExtLaunchKernel,9,5,11,1100,1110\nHIP_RUNTIME_API_EXT,hipExtLaunchKernel,9,5,12,2100,2110\nHIP_RUNTIME_API_EXT,hipLaunchKernel,9,5,13,2500,2510\nHIP_RUNTIME_API_EXT,hipExtLaunchKernel,9,5,14,3500,3510\n"),
+    )
+    .unwrap();
+    let rccl = "ncclDevKernel_Generic_1(ncclDevKernelArgsStorage<4096ul>)";
+    std::fs::write(
+        run.join("9_kernel_trace.csv"),
+        format!("Kind,Agent_Id,Queue_Id,Stream_Id,Kernel_Name,Correlation_Id,Start_Timestamp,End_Timestamp\n\
+         KERNEL_DISPATCH,1,1,1,\"{rccl}\",11,1200,1500\n\
+         KERNEL_DISPATCH,1,1,1,\"{rccl}\",12,2200,2400\n\
+         KERNEL_DISPATCH,1,1,2,Cijk_Alik_Bljk,13,3200,3300\n\
+         KERNEL_DISPATCH,1,1,2,elementwise_kernel,99,1600,1700\n\
+         KERNEL_DISPATCH,1,1,1,\"{rccl}\",14,3600,3700\n"),
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let opts = Options {
+        out: out.clone(),
+        step_marker: aorta_ingest::step_span::StepMarker::parse(r"^train_step (\d+)$").unwrap(),
+        ..Default::default()
+    };
+    let s = aorta_ingest::ingest(std::slice::from_ref(&run), &opts, &Default::default()).unwrap();
+    assert_eq!(s.ingested.len(), 1, "one job for the process's four files");
+    let mut got = Vec::new();
+    for b in batches(&out, "gpu_activities") {
+        let (corr, step) = (ints(&b, "correlation"), ints(&b, "step"));
+        let (op, source) = (strs(&b, "comm_op"), strs(&b, "step_source"));
+        for i in 0..b.num_rows() {
+            got.push((
+                corr[i].unwrap(),
+                step[i],
+                op[i].clone(),
+                source[i].clone().unwrap(),
+            ));
+        }
+    }
+    got.sort();
+    let s = |x: &str| Some(x.to_string());
+    assert_eq!(
+        got,
+        [
+            (11, Some(1), s("all_reduce"), "launch".into()),
+            (12, Some(2), s("all_gather"), "launch".into()),
+            // Launched in step 2, run after it: the launch decides.
+            (13, Some(2), None, "launch".into()),
+            (14, None, s("other"), "none".into()),
+            // No launch record: its GPU start.
+            (99, Some(1), None, "gpu_time".into()),
+        ]
+    );
+    let mut steps: Vec<i64> = batches(&out, "steps")
+        .iter()
+        .flat_map(|b| ints(b, "step"))
+        .flatten()
+        .collect();
+    steps.sort();
+    assert_eq!(steps, [1, 2]);
+    // Host calls take the step their start falls in.
+    let mut cpu = Vec::new();
+    for b in batches(&out, "cpu_ops") {
+        let (corr, step) = (ints(&b, "correlation"), ints(&b, "step"));
+        cpu.extend((0..b.num_rows()).map(|i| (corr[i].unwrap(), step[i])));
+    }
+    cpu.sort();
+    assert_eq!(
+        cpu,
+        [
+            (11, Some(1)),
+            (12, Some(2)),
+            (13, Some(2)),
+            (14, None),
+            (50, Some(1)),
+            (51, Some(2)),
+            (52, None),
+            (53, None),
+            (60, Some(1)),
+            (61, Some(1)),
+            (62, Some(2)),
+        ]
+    );
+}
