@@ -161,7 +161,8 @@ pub(crate) struct CompareArgs {
     pub out: PathBuf,
     /// Exit 1 when the candidate regressed: PCT alone gates the median step time and exposed
     /// comm (growth past PCT percent); KEY=PCT rules, comma-separated, gate any steps-level key
-    /// (step_ms, comm_hidden_pct, …), category.NAME, collective.KIND.busbw|algbw|ms or op.NAME.
+    /// (step_ms, comm_hidden_pct, …), category.NAME, subcategory.NAME,
+    /// collective.KIND.busbw|algbw|ms or op.NAME.
     /// A negative PCT fails on a drop past it (bandwidth). docs/COMPARE.md.
     #[arg(long, value_name = "PCT|KEY=PCT,…", value_parser = parse_gate)]
     pub fail_if_regressed: Option<GateSpec>,

@@ -201,6 +201,8 @@ fn compare_splits_other_into_subcategories() {
         "mi300x",
         "-o",
         o,
+        "--fail-if-regressed",
+        "subcategory.normalization=1000",
     ]);
     let levels =
         ParquetReader::new(std::fs::File::open(out.join("compare_levels.parquet")).unwrap())
@@ -244,6 +246,13 @@ fn compare_splits_other_into_subcategories() {
             "{run}"
         );
     }
+    // The gate on a subcategory compares the same medians: each side's RMSNorm kernels.
+    let summary: aorta_transform::compare::Summary =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let check = &summary.regression.unwrap().checks[0];
+    assert_eq!(check.key, "subcategory.normalization");
+    let rms = QWEN.map(|t| rmsnorm_kernel_ns(&raw_exact(&root.join(t))) as f64 * 1e-6);
+    assert!((check.reference - rms[0]).abs() < 1e-9 && (check.candidate - rms[1]).abs() < 1e-9);
     let page = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(page.contains("other_compute by subcategory: summary"));
 }

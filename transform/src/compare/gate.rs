@@ -3,7 +3,8 @@
 //!
 //! SPEC is a bare percentage (`5`: the median step time and exposed communication may not
 //! grow by more than 5 %), or rules `KEY=PCT` separated by commas: a key of the steps level
-//! (`step_ms=5`), a category (`category.gemm=3`), a collective kind's bandwidth or time
+//! (`step_ms=5`), a category (`category.gemm=3`), a subcategory of other_compute
+//! (`subcategory.normalization=5`), a collective kind's bandwidth or time
 //! (`collective.all_reduce.busbw=-10`) or an operator (`op.aten::mm=5`). A positive PCT
 //! fails on growth past it, a negative one on a drop past it (for bandwidth, where more is
 //! better).
@@ -32,6 +33,8 @@ pub enum Metric {
     Step(String),
     /// `category.NAME`: the category's GPU ms per step.
     Category(String),
+    /// `subcategory.NAME`: an other_compute subcategory's GPU ms per step.
+    Subcategory(String),
     /// `collective.KIND.STAT`: the kind's bandwidth or time per call, over all its sizes.
     Collective(String, CollStat),
     /// `op.NAME`: the operator's GPU ms per step window, summed over its input shapes.
@@ -62,7 +65,7 @@ pub struct Rule {
 /// A SPEC or a key that cannot be gated.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum GateError {
-    #[error("--fail-if-regressed `{0}`: expected a percentage (`5`) or KEY=PCT rules separated by commas (`step_ms=5,category.gemm=3,collective.all_reduce.busbw=-10,op.aten::mm=5`)")]
+    #[error("--fail-if-regressed `{0}`: expected a percentage (`5`) or KEY=PCT rules separated by commas (`step_ms=5,category.gemm=3,subcategory.normalization=5,collective.all_reduce.busbw=-10,op.aten::mm=5`)")]
     Syntax(String),
     #[error("--fail-if-regressed: `{key}` is not in this comparison ({known})")]
     Absent { key: String, known: String },
@@ -97,6 +100,9 @@ pub fn parse(spec: &str) -> Result<Vec<Rule>, GateError> {
 fn metric(key: &str) -> Option<Metric> {
     if let Some(name) = key.strip_prefix("category.") {
         return (!name.is_empty()).then(|| Metric::Category(name.into()));
+    }
+    if let Some(name) = key.strip_prefix("subcategory.") {
+        return (!name.is_empty()).then(|| Metric::Subcategory(name.into()));
     }
     if let Some(name) = key.strip_prefix("op.") {
         return (!name.is_empty()).then(|| Metric::Operator(name.into()));
@@ -198,6 +204,7 @@ fn value(c: &Comparison, m: &Metric) -> Option<(String, f64, f64)> {
     match m {
         Metric::Step(k) => medians(levels.step(k)),
         Metric::Category(k) => medians(levels.categories.iter().find(|e| &e.key == k)),
+        Metric::Subcategory(k) => medians(levels.subcategories.iter().find(|e| &e.key == k)),
         Metric::Collective(kind, stat) => {
             let side = |s| collective(&c.collectives, s, kind, *stat);
             let unit = if *stat == CollStat::Ms { "ms" } else { "GB/s" };
@@ -263,6 +270,7 @@ fn known(c: &Comparison, m: &Metric) -> String {
     let list = match m {
         Metric::Step(_) => keys("", &levels.steps),
         Metric::Category(_) => keys("category.", &levels.categories),
+        Metric::Subcategory(_) => keys("subcategory.", &levels.subcategories),
         Metric::Collective(..) => {
             let mut kinds: Vec<String> = strs(&c.collectives, "comm_op")
                 .into_iter()
