@@ -8,6 +8,7 @@
 
 mod bombs;
 mod damaged;
+mod hostile;
 mod locks;
 mod read_only;
 mod walk_strict;
