@@ -599,6 +599,22 @@ fn push_columns(s: &mut String, cols: &[Column]) {
 mod partition_tests {
     use super::*;
 
+    proptest::proptest! {
+        /// The one owner of label paths: whatever the label, `partition_dir` is exactly
+        /// `<table>/run=<one segment>/rank=<r>` (no `..`, no root, no separator inside), and
+        /// the segment decodes back to the label.
+        #[test]
+        fn any_label_is_one_segment_under_its_table(label in proptest::prelude::any::<String>()) {
+            let p = partition_dir("gpu_activities", &label, 3);
+            let parts: Vec<std::path::Component> = p.components().collect();
+            proptest::prop_assert_eq!(parts.len(), 3);
+            proptest::prop_assert!(parts.iter().all(|c| matches!(c, std::path::Component::Normal(_))));
+            let seg = parts[1].as_os_str().to_str().unwrap().strip_prefix("run=").unwrap();
+            let back = percent_encoding::percent_decode_str(seg).decode_utf8().unwrap();
+            proptest::prop_assert_eq!(back, label);
+        }
+    }
+
     #[test]
     fn a_hostile_label_is_one_segment_and_decodes_back() {
         let labels = [
