@@ -71,8 +71,7 @@ impl ApiLinks {
     /// Notes what an API record is: a step span (a marker range the marker names), an RCCL
     /// collective call, and, for every call with a thread and correlation id, a launch.
     pub fn note(&mut self, c: &Call) {
-        let domain = c.domain.to_ascii_uppercase();
-        if domain.starts_with("MARKER") || domain.starts_with("ROCTX") {
+        if super::is_marker(c.domain) {
             if let Some(step) = self.marker.step(c.name.as_bytes()) {
                 let span = Span {
                     start: c.start,
@@ -88,7 +87,7 @@ impl ApiLinks {
             }
         }
         let Some(tid) = c.tid else { return };
-        if domain.starts_with("RCCL") {
+        if super::has_prefix(c.domain, "RCCL") {
             if let Some(kind) = rccl_kind(c.name) {
                 self.rccl
                     .entry(tid)
@@ -123,6 +122,10 @@ impl ApiLinks {
 
     /// The (thread, time) of the host call with correlation id `corr`.
     pub fn launch(&self, corr: Option<i64>) -> Option<(i64, i64)> {
+        // The JSON and rocpd readers note nothing: no hashing per dispatch there.
+        if self.launches.is_empty() {
+            return None;
+        }
         self.launches.get(&corr?).copied()
     }
 

@@ -91,14 +91,26 @@ pub struct Api<'a> {
 /// `cpu_ops.category` of an API domain: markers are user annotations, HSA is the driver
 /// layer under HIP, everything else (HIP, RCCL, rocDecode…) a runtime call.
 pub fn api_category(domain: &str) -> CpuCategory {
-    let d = domain.to_ascii_uppercase();
-    if d.starts_with("MARKER") || d.starts_with("ROCTX") {
+    if is_marker(domain) {
         CpuCategory::UserAnnotation
-    } else if d.starts_with("HSA") {
+    } else if has_prefix(domain, "HSA") {
         CpuCategory::Driver
     } else {
         CpuCategory::Runtime
     }
+}
+
+/// Whether `domain` starts with `prefix`, ASCII case ignored (no allocation: one call per
+/// API record).
+pub fn has_prefix(domain: &str, prefix: &str) -> bool {
+    domain
+        .get(..prefix.len())
+        .is_some_and(|d| d.eq_ignore_ascii_case(prefix))
+}
+
+/// A marker (roctx) domain.
+pub fn is_marker(domain: &str) -> bool {
+    has_prefix(domain, "MARKER") || has_prefix(domain, "ROCTX")
 }
 
 /// `0` is rocprof's "no external correlation".
