@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
-use aorta_transform::collectives::sizes;
+use aorta_transform::collectives::{sizes, Job};
 use aorta_transform::overlap::{self, OverlapTables};
 use aorta_transform::rows::ints;
 use aorta_transform::summary::{self, Spread, RATIOS};
@@ -22,15 +22,17 @@ pub(crate) fn run(args: OverlapArgs) -> Result<ExitCode> {
     let root = args.dataset.as_path();
     let access = crate::dataset_lock::for_write(root, "aorta overlap")?;
     let runs = select_runs(root, args.run.as_deref())?;
+    // The collectives matched once: for the wait/transfer split and for `--by size`.
+    let jobs = overlap::analyze(root, &runs)?;
     let tables = if access.writable() {
-        overlap::compute_and_store(root, &runs)?
+        overlap::compute_and_store_with(root, &runs, &jobs)?
     } else {
         crate::dataset_lock::not_saved(root, "overlap tables");
-        overlap::from_dataset(root, &runs)?
+        overlap::from_dataset_with(root, &runs, &jobs)?
     };
     crate::notes::print_job_notes(root, &runs)?;
     let format = if args.json { Format::Json } else { args.format };
-    print(root, &tables, &runs, args.by, format)?;
+    print_with(root, &tables, &jobs, args.by, format)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -42,14 +44,33 @@ pub(crate) fn print(
     by: By,
     format: Format,
 ) -> Result<()> {
-    let mut out = std::io::stdout().lock();
     let views = runs
         .iter()
-        .map(|r| RunView::new(root, tables, r, by))
+        .map(|r| RunView::new(root, tables, r, None, by))
         .collect::<Result<Vec<_>>>()?;
+    write_views(root, &views, by, format)
+}
+
+/// `print` for the runs of `jobs`, whose matched collectives `--by collective|size` reuses.
+fn print_with(
+    root: &Path,
+    tables: &OverlapTables,
+    jobs: &[Job],
+    by: By,
+    format: Format,
+) -> Result<()> {
+    let views = jobs
+        .iter()
+        .map(|j| RunView::new(root, tables, &j.run, Some(j), by))
+        .collect::<Result<Vec<_>>>()?;
+    write_views(root, &views, by, format)
+}
+
+fn write_views(root: &Path, views: &[RunView], by: By, format: Format) -> Result<()> {
+    let mut out = std::io::stdout().lock();
     match format {
         Format::Table => views.iter().try_for_each(|v| v.print_table(&mut out))?,
-        Format::Csv => print_csv(&mut out, &views)?,
+        Format::Csv => print_csv(&mut out, views)?,
         Format::Json => {
             let doc = json!({
                 "dataset": root.display().to_string(),
@@ -110,11 +131,22 @@ struct RunView {
 }
 
 impl RunView {
-    fn new(root: &Path, t: &OverlapTables, run: &str, by: By) -> Result<RunView> {
+    /// `job`: the run's matched collectives where the caller has them (else matched here
+    /// when the view needs them).
+    fn new(
+        root: &Path,
+        t: &OverlapTables,
+        run: &str,
+        job: Option<&Job>,
+        by: By,
+    ) -> Result<RunView> {
         let (steps, ranks) = (only_run(&t.steps, run)?, only_run(&t.ranks, run)?);
         let sizes = matches!(by, By::Collective | By::Size)
             .then(|| {
-                let calls = sizes::of_run(root, run)?;
+                let calls = match job {
+                    Some(j) => sizes::of_run(root, j)?,
+                    None => sizes::of_run(root, &Job::analyze(root, run)?)?,
+                };
                 anyhow::Ok(sizes::frame("run", &[(run, &calls)])?)
             })
             .transpose()?;

@@ -312,9 +312,24 @@ pub fn compute_and_store(
     root: &std::path::Path,
     runs: &[String],
 ) -> Result<OverlapTables, DatasetError> {
-    let tables = from_dataset(root, runs)?;
+    compute_and_store_with(root, runs, &analyze(root, runs)?)
+}
+
+/// `compute_and_store` with the runs' collectives already matched, for a caller that uses
+/// them too (`aorta overlap --by size`), so the matching runs once.
+pub fn compute_and_store_with(
+    root: &std::path::Path,
+    runs: &[String],
+    jobs: &[Job],
+) -> Result<OverlapTables, DatasetError> {
+    let tables = from_dataset_with(root, runs, jobs)?;
     dataset::replace_runs(root, runs, &tables.tables())?;
     Ok(tables)
+}
+
+/// The collectives of `runs` matched across ranks, one `Job` per run.
+pub fn analyze(root: &std::path::Path, runs: &[String]) -> Result<Vec<Job>, DatasetError> {
+    runs.iter().map(|r| Job::analyze(root, r)).collect()
 }
 
 /// Reads `gpu_activities` and `metrics` of `runs` and computes their overlap tables, trace
@@ -323,11 +338,7 @@ pub fn from_dataset(
     root: &std::path::Path,
     runs: &[String],
 ) -> Result<OverlapTables, DatasetError> {
-    let jobs = runs
-        .iter()
-        .map(|r| Job::analyze(root, r))
-        .collect::<Result<Vec<_>, _>>()?;
-    from_dataset_with(root, runs, &jobs)
+    from_dataset_with(root, runs, &analyze(root, runs)?)
 }
 
 /// `from_dataset` with the runs' collectives already matched (`Job::analyze`), for the

@@ -201,20 +201,19 @@ pub fn frame(group_column: &str, groups: &[(&str, &Calls)]) -> PolarsResult<Data
     ])
 }
 
-/// `run`'s calls per key, read from the dataset at `root` (its real steps only, as `aorta
-/// compare`'s collective level counts them) and timed by matching the run's collectives.
-pub fn of_run(root: &Path, run: &str) -> Result<Calls, DatasetError> {
+/// `job`'s calls per key, read from the dataset at `root` (its real steps only, as `aorta
+/// compare`'s collective level counts them) and timed by the job's matching.
+pub fn of_run(root: &Path, job: &Job) -> Result<Calls, DatasetError> {
     let polars = |source| DatasetError::Polars {
         path: root.join("gpu_activities"),
         source,
     };
     let cols: Vec<Expr> = COLUMNS.iter().map(|c| col(*c)).collect();
     let acts = dataset::scan(root, "gpu_activities")?
-        .filter(col("run").eq(lit(run)))
+        .filter(col("run").eq(lit(job.run.as_str())))
         .select(cols)
         .collect()
         .map_err(polars)?;
     let acts = steps::drop_outside(&acts).map_err(polars)?;
-    let job = Job::analyze(root, run)?;
-    Ok(calls(&acts, std::slice::from_ref(&job)))
+    Ok(calls(&acts, std::slice::from_ref(job)))
 }
