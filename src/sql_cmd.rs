@@ -1,29 +1,18 @@
-//! `aorta sql`: one polars SQL statement over the dataset (`aorta_transform::sql`), printed
-//! as aligned text, CSV or JSON, or written with `-o` (Parquet, CSV or JSON by the file's
-//! extension) through a temporary file and a rename: a failed query leaves no file. Built
-//! with the `sql` feature only (its cost: docs/PERFORMANCE.md); without it the command says
-//! how to get it.
+//! `aorta sql`: one SQL statement over the dataset (`aorta_transform::sql`, SQLite over the
+//! dataset's tables), printed as aligned text, CSV or JSON, or written with `-o` (Parquet, CSV
+//! or JSON by the file's extension) through a temporary file and a rename: a failed query
+//! leaves no file.
 
+use std::io::Write;
+use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
+use polars::prelude::*;
 
-use crate::toolbox_cli::SqlArgs;
-#[cfg(feature = "sql")]
-use {
-    crate::frame_out::{frame_json, render_frame, write_csv},
-    crate::toolbox_cli::SqlFormat,
-    anyhow::Context,
-    polars::prelude::*,
-    std::{io::Write, path::Path},
-};
+use crate::frame_out::{frame_json, render_frame, write_csv};
+use crate::toolbox_cli::{SqlArgs, SqlFormat};
 
-#[cfg(not(feature = "sql"))]
-pub(crate) fn run(_args: SqlArgs) -> Result<ExitCode> {
-    bail!("this aorta was built without SQL: build it with `cargo build --features sql` (docs/TOOLBOX.md)")
-}
-
-#[cfg(feature = "sql")]
 pub(crate) fn run(args: SqlArgs) -> Result<ExitCode> {
     let root = args.dataset.as_path();
     let _lock = crate::dataset_lock::for_read(root, "aorta sql")?;
@@ -43,7 +32,6 @@ pub(crate) fn run(args: SqlArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-#[cfg(feature = "sql")]
 fn by_extension(path: &Path) -> Option<SqlFormat> {
     match path.extension()?.to_str()?.to_ascii_lowercase().as_str() {
         "parquet" => Some(SqlFormat::Parquet),
@@ -54,7 +42,6 @@ fn by_extension(path: &Path) -> Option<SqlFormat> {
     }
 }
 
-#[cfg(feature = "sql")]
 fn write(out: &mut impl Write, df: &mut DataFrame, format: SqlFormat) -> std::io::Result<()> {
     match format {
         SqlFormat::Table => out.write_all(render_frame(df, 80).as_bytes()),

@@ -243,10 +243,10 @@ Tables (each with its partition columns `run` and `rank`): runs, gpu_activities,
 steps, metrics, diagnostics, memory, and the derived ones (overlap_steps, overlap_ranks,
 overlap_collectives, overlap_streams, overlap_stream_pairs, collectives,
 collective_instances, collective_ranks, op_perf, perf_steps: empty until the command that
-writes them has run). Columns: `aorta schema`, docs/SCHEMA.md. The SQL dialect is polars'
-(docs.pola.rs, SQL interface). -o writes the result as .parquet, .csv or .json (by its
-extension, else --format), atomically. Built with `cargo build --features sql` (polars SQL costs
-the build time docs/PERFORMANCE.md gives); without it this command says so.";
+writes them has run). Columns: `aorta schema`, docs/SCHEMA.md. The SQL dialect is SQLite's
+(sqlite.org/lang.html): one read-only statement; a table is read only if the query uses it,
+only the columns it uses, and `run = '…'` / `rank = N` read only those partitions. -o writes
+the result as .parquet, .csv or .json (by its extension, else --format), atomically.";
 
 #[derive(Args, Debug)]
 pub(crate) struct SqlArgs {

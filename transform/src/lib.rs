@@ -24,7 +24,6 @@ pub mod par;
 pub mod perf;
 pub mod perfetto;
 pub mod rows;
-#[cfg(feature = "sql")]
 pub mod sql;
 pub mod steps;
 pub mod subcategory;

@@ -11,7 +11,6 @@ mod info;
 mod kernels;
 mod memory;
 mod perfetto;
-#[cfg(feature = "sql")]
 mod sql;
 mod subcategories;
 

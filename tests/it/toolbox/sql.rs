@@ -132,3 +132,71 @@ fn a_broken_query_is_one_line_and_writes_nothing() {
     );
     assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
 }
+
+/// `aorta sql … --format csv` as lines without the header.
+fn csv_rows(root: &std::path::Path, sql: &str) -> Vec<String> {
+    let out = ok(&["sql", sql, root.to_str().unwrap(), "--format", "csv"]);
+    out.lines().skip(1).map(str::to_string).collect()
+}
+
+#[test]
+fn partition_filters_and_joins_give_what_polars_gives() {
+    let root = bundled();
+    let acts = super::whole(root, "gpu_activities");
+    let (run, rank) = (
+        acts.column("run").unwrap().str().unwrap(),
+        acts.column("rank").unwrap().i64().unwrap(),
+    );
+    let first = run.get(0).unwrap().to_string();
+    let n = (0..acts.height())
+        .filter(|&i| run.get(i) == Some(first.as_str()) && rank.get(i) == Some(0))
+        .count();
+    // `run = '…' AND rank = 0` reaches the scan (partitions pruned); `rank = '0'` (a text)
+    // and `rank + 0 = 0` do not: SQLite filters every row. All three count the same rows.
+    for filter in ["rank = 0", "rank = '0'", "rank + 0 = 0"] {
+        let q = format!("SELECT COUNT(*) FROM gpu_activities WHERE run = '{first}' AND {filter}");
+        assert_eq!(csv_rows(root, &q), [n.to_string()], "{filter}");
+    }
+    // A join across two tables: each run's GPU activities per rank of the `runs` table
+    // (which has a row per input file: hence DISTINCT).
+    let runs = super::whole(root, "runs");
+    let q = "SELECT r.run, r.rank, COUNT(a.start_ns) FROM (SELECT DISTINCT run, rank FROM runs) r \
+             LEFT JOIN gpu_activities a ON a.run = r.run AND a.rank = r.rank \
+             GROUP BY r.run, r.rank ORDER BY r.run, r.rank";
+    let mut expected: Vec<String> = (0..runs.height())
+        .map(|i| {
+            let r = runs.column("run").unwrap().str().unwrap().get(i).unwrap();
+            let k = runs.column("rank").unwrap().i64().unwrap().get(i).unwrap();
+            let n = (0..acts.height())
+                .filter(|&j| run.get(j) == Some(r) && rank.get(j) == Some(k))
+                .count();
+            format!("{r},{k},{n}")
+        })
+        .collect();
+    expected.sort();
+    expected.dedup();
+    assert_eq!(csv_rows(root, q), expected);
+}
+
+#[test]
+fn statements_that_would_write_are_refused_and_write_nothing() {
+    let root = bundled();
+    let tmp = tempfile::tempdir().unwrap();
+    let target = tmp.path().join("x.db");
+    let t = target.to_str().unwrap();
+    for sql in [
+        format!("ATTACH DATABASE '{t}' AS x"),
+        format!("VACUUM INTO '{t}'"),
+        "CREATE TABLE t(a)".to_string(),
+        "SELECT 1; SELECT 2".to_string(),
+    ] {
+        let args = ["sql", sql.as_str(), root.to_str().unwrap()];
+        let a: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
+        let o = aorta(&a);
+        assert_eq!(code(&o), 2, "{sql}");
+        let err = stderr(&o);
+        assert_eq!(err.lines().count(), 1, "{sql}: {err}");
+        assert!(err.contains("query"), "{sql}: {err}");
+        assert!(!target.exists(), "{sql} wrote {t}");
+    }
+}
