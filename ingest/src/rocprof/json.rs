@@ -6,18 +6,29 @@
 //! read, in one pass. Should the tables come after the records, the records are kept as
 //! compact integers until the end of the process object and resolved then (memory grows with
 //! the record count only in that case).
-
+//!
+//! Steps and RCCL collectives (`links`): rocprofiler-sdk writes the dispatches first and the
+//! API records after them (`prescan` cites the writer). When a roctx message (`strings.
+//! marker_api`) names a step, two pre-passes find the spans and each launch's step before the
+//! records are read; a capture without such a message is read once, as before. An RCCL
+//! kernel whose name does not say its collective waits, as a compact record, until the
+//! process's RCCL calls (`rccl_api`) and its launch have been read: only those kernels are
+//! held, and only their launches noted.
 use crate::format::Format;
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::Value;
+use std::path::Path;
 
-use super::records::{self, Rec};
+use super::links::{ApiLinks, Call};
+use super::prescan::{self, Steps};
+use super::records::{self, Rec, Strings};
 use super::stream::Stream;
 use super::{Api, Dispatch, Emit, MemoryCopy};
-use crate::classify::{Class, Kind};
+use crate::classify::{Category, Class, Kind};
 use crate::error::{IngestError, ParseErr, Result};
 use crate::file::{FileJob, FileOutcome, RunInfo};
 use crate::source::{digest, Hasher};
+use crate::step_span::{Span, StepMarker};
 use crate::trace_event::{pick, text};
 use crate::window::Window;
 
@@ -34,22 +45,42 @@ struct Agent {
 struct Tables {
     pid: Option<i64>,
     agents: FxHashMap<i64, Agent>,
-    /// `strings.buffer_records[kind]`: the kind's name and its operation names.
-    kinds: Vec<(String, Vec<String>)>,
+    /// Kind and operation names, roctx messages.
+    strings: Strings,
     /// kernel id → name, and its class once a dispatch needed it.
     symbols: FxHashMap<i64, (String, Option<Class>)>,
     seen_symbols: bool,
     seen_agents: bool,
 }
 
+impl Tables {
+    fn complete(&self) -> bool {
+        self.seen_symbols && self.seen_agents
+    }
+}
+
 struct Reader<'e, 'c> {
     emit: &'e mut Emit<'c>,
+    path: &'e Path,
+    marker: &'e StepMarker,
     t: Tables,
     /// Records read before their tables: (buffer kind, record).
     deferred: Vec<(Bucket, Rec)>,
     gpu_names: FxHashMap<i64, String>,
     /// The first write error, reported instead of a parse error.
     failed: Option<IngestError>,
+    /// The pre-passes' steps per process object, once made (`None` inside: unreadable).
+    steps: Option<Option<Vec<Steps>>>,
+    /// The index of the process object being read.
+    proc_index: usize,
+    /// Per process object: whether a dispatch, an API record was read yet.
+    seen_dispatch: bool,
+    seen_api: bool,
+    /// RCCL kernels waiting for their process's RCCL calls, and their correlation ids.
+    held: Vec<Rec>,
+    wanted: FxHashSet<i64>,
+    /// The step spans of the process objects read (the `steps` table).
+    spans: Vec<Span>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -77,6 +108,8 @@ impl Reader<'_, '_> {
     fn process(&mut self, s: &mut Stream) -> Result<(), ParseErr> {
         self.t = Tables::default();
         self.emit.forget_kernel_ids();
+        self.emit.links = ApiLinks::new(self.marker.clone());
+        (self.seen_dispatch, self.seen_api) = (false, false);
         s.object("a process object", |s, key| match key {
             "metadata" => {
                 let v: Value = serde_json::from_slice(&s.raw("metadata")?)
@@ -93,12 +126,51 @@ impl Reader<'_, '_> {
                 self.t.seen_symbols = true;
                 s.array("kernel_symbols", |s| self.symbol(s)).map(|_| ())
             }
-            "buffer_records" => s.object("buffer_records", |s, kind| self.records(s, kind)),
+            "buffer_records" => {
+                self.install_steps();
+                s.object("buffer_records", |s, kind| self.records(s, kind))
+            }
             _ => s.skip(key).map(|_| ()),
         })?;
-        for (b, r) in std::mem::take(&mut self.deferred) {
-            self.row(b, &r, s.offset())?;
+        self.proc_index += 1;
+        self.settle(s.offset())
+    }
+
+    /// When a roctx message names a step (and the tables came first), the pre-passes' spans
+    /// and launch steps of this process object.
+    fn install_steps(&mut self) {
+        if !(self.t.complete() && self.t.strings.names_steps(self.marker)) {
+            return;
         }
+        let all = self
+            .steps
+            .get_or_insert_with(|| prescan::scan(self.path, self.marker));
+        if let Some(st) = all.as_mut().and_then(|a| a.get_mut(self.proc_index)) {
+            let Steps {
+                spans,
+                launch_steps,
+            } = std::mem::take(st);
+            self.emit.links = ApiLinks::with_steps(self.marker.clone(), spans, launch_steps);
+        }
+    }
+
+    /// The end of a process object: records read before their tables (their API records
+    /// noted first, as the CSV reader reads its API files first), then the held RCCL kernels.
+    fn settle(&mut self, off: u64) -> Result<(), ParseErr> {
+        let deferred = std::mem::take(&mut self.deferred);
+        for (_, r) in deferred.iter().filter(|(b, _)| *b == Bucket::Api) {
+            self.note_api(r, true);
+        }
+        self.seen_api = true;
+        self.emit.links.seal();
+        for (b, r) in deferred {
+            self.row(b, &r, off)?;
+        }
+        for r in std::mem::take(&mut self.held) {
+            self.row(Bucket::Dispatch, &r, off)?;
+        }
+        self.wanted.clear();
+        self.spans.extend_from_slice(self.emit.links.spans());
         Ok(())
     }
 
@@ -133,24 +205,7 @@ impl Reader<'_, '_> {
     fn strings(&mut self, s: &mut Stream) -> Result<(), ParseErr> {
         let v: Value =
             serde_json::from_slice(&s.raw("strings")?).map_err(|e| json_err(s, "strings", e))?;
-        let list = v.get("buffer_records").and_then(Value::as_array);
-        self.t.kinds = list
-            .into_iter()
-            .flatten()
-            .map(|k| {
-                let name = k
-                    .get("kind")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string();
-                let ops = k.get("operations").and_then(Value::as_array);
-                let ops = ops.into_iter().flatten();
-                (
-                    name,
-                    ops.map(|o| o.as_str().unwrap_or("").to_string()).collect(),
-                )
-            })
-            .collect();
+        self.t.strings = Strings::parse(&v);
         Ok(())
     }
 
@@ -181,16 +236,53 @@ impl Reader<'_, '_> {
             self.emit.skipped(n, || format!("buffer_records.{kind}"));
             return Ok(());
         };
+        if b == Bucket::Api {
+            self.seen_api = true;
+        } else {
+            // The API arrays read so far are all in: their RCCL calls sorted.
+            self.emit.links.seal();
+        }
+        self.seen_dispatch |= b == Bucket::Dispatch;
         s.array(kind, |s| {
             let r = s.read("a record", records::parse)?;
-            if self.t.seen_symbols && self.t.seen_agents {
-                self.row(b, &r, s.offset())
-            } else {
+            if !self.t.complete() {
                 self.deferred.push((b, r));
-                Ok(())
+                return Ok(());
             }
+            if b == Bucket::Api {
+                self.note_api(&r, false);
+            }
+            self.row(b, &r, s.offset())
         })
         .map(|_| ())
+    }
+
+    /// Notes what `links` needs of an API record: everything (`all`, for records read
+    /// before their tables), else its RCCL call, and the launch when dispatches may still
+    /// come or a held RCCL kernel waits for it. The spans came from the pre-passes.
+    fn note_api(&mut self, r: &Rec, all: bool) {
+        let (Some(start), Some(end)) = (r.start, r.end) else {
+            return;
+        };
+        let (domain, name) = self.t.strings.api_names(r);
+        let c = Call {
+            domain,
+            name,
+            tid: r.tid,
+            start,
+            end,
+            correlation: r.corr,
+        };
+        let links = &mut self.emit.links;
+        if all {
+            links.note(&c);
+        } else if !links.note_rccl(&c) {
+            if let (Some(tid), Some(corr)) = (r.tid, r.corr) {
+                if !self.seen_dispatch || self.wanted.contains(&corr) {
+                    links.note_launch(corr, tid, start);
+                }
+            }
+        }
     }
 
     /// Resolves a record and hands it to the emitter; a write error stops the parse.
@@ -238,6 +330,13 @@ impl Reader<'_, '_> {
             Some(c) => *c,
             None => *class.insert(self.emit.classify(Kind::Kernel, name)),
         };
+        // An RCCL kernel that does not say its collective waits for the RCCL calls, which
+        // come after the dispatches.
+        if !self.seen_api && matches!(class, (Category::Comm, None | Some("other"))) {
+            self.wanted.extend(r.corr);
+            self.held.push(r.clone());
+            return Ok(());
+        }
         let d = Dispatch {
             device,
             stream: r.stream.unwrap_or(0),
@@ -252,17 +351,6 @@ impl Reader<'_, '_> {
         self.emit.kernel_by_id(id, &d, class)
     }
 
-    fn op_name(&self, r: &Rec) -> (&str, &str) {
-        let k = r
-            .kind
-            .and_then(|k| self.t.kinds.get(usize::try_from(k).ok()?));
-        let op = r.op.and_then(|o| k?.1.get(usize::try_from(o).ok()?));
-        (
-            k.map_or("", |k| k.0.as_str()),
-            op.map_or("", String::as_str),
-        )
-    }
-
     fn copy(&mut self, r: &Rec) -> Result<()> {
         let Some((start, end)) = self.times(r, "memory_copy") else {
             return Ok(());
@@ -273,7 +361,7 @@ impl Reader<'_, '_> {
         } else {
             r.src_agent
         };
-        let name = match self.op_name(r).1 {
+        let name = match self.t.strings.names(r).1 {
             "" => "MEMORY_COPY".to_string(),
             op => op.to_string(),
         };
@@ -293,11 +381,11 @@ impl Reader<'_, '_> {
         let Some((start, end)) = self.times(r, "API") else {
             return Ok(());
         };
-        let (domain, op) = self.op_name(r);
-        let (domain, op) = (domain.to_string(), op.to_string());
+        let (domain, name) = self.t.strings.api_names(r);
+        let (domain, name) = (domain.to_string(), name.to_string());
         let a = Api {
             domain: &domain,
-            name: if op.is_empty() { "unknown" } else { &op },
+            name: if name.is_empty() { "unknown" } else { &name },
             pid: self.t.pid,
             tid: r.tid,
             start,
@@ -338,13 +426,24 @@ pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
     let mut emit = Emit::new(&job.classifier, &parts);
     let mut reader = Reader {
         emit: &mut emit,
+        path: &job.path,
+        marker: &job.step_marker,
         t: Tables::default(),
         deferred: Vec::new(),
         gpu_names: FxHashMap::default(),
         failed: None,
+        steps: None,
+        proc_index: 0,
+        seen_dispatch: false,
+        seen_api: false,
+        held: Vec::new(),
+        wanted: FxHashSet::default(),
+        spans: Vec::new(),
     };
     let res = walk(&mut reader, &mut Stream::new(win));
     let (failed, names) = (reader.failed.take(), std::mem::take(&mut reader.gpu_names));
+    let mut spans = std::mem::take(&mut reader.spans);
+    spans.sort_by_key(|s| (s.start, s.end));
     if let Some(e) = failed {
         return Err(e);
     }
@@ -355,7 +454,7 @@ pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
         (Some(h), _) => h.clone(),
         (None, h) => digest(h.as_ref().expect("hasher set above")),
     };
-    super::finish(job, info, &parts, (out, &[]), events, &|d| {
+    super::finish(job, info, &parts, (out, &spans), events, &|d| {
         names.get(&d).cloned()
     })
 }

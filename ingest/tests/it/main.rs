@@ -15,4 +15,5 @@ mod robustness;
 mod rocprof;
 mod rocprof_csv;
 mod rocprof_robustness;
+mod rocprof_steps;
 mod rules_and_shapes;
