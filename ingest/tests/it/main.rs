@@ -8,6 +8,7 @@
 mod common;
 
 mod chrome_nsys_robustness;
+mod chrome_steps;
 mod fuzz_replay;
 mod golden_categories;
 mod golden_subcategories;

@@ -84,12 +84,22 @@ pub(crate) fn strs(b: &RecordBatch, col: &str) -> Vec<Option<String>> {
 /// Ingests `bytes` as the file `name`; on failure checks the message names the file and,
 /// for parse errors, an offset within the input, and that nothing was left behind.
 pub(crate) fn check(name: &str, bytes: &[u8]) -> Result<(), TestCaseError> {
+    check_with(name, bytes, Default::default())
+}
+
+/// `check`, with `--step-marker`.
+pub(crate) fn check_with(
+    name: &str,
+    bytes: &[u8],
+    step_marker: aorta_ingest::step_span::StepMarker,
+) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().unwrap();
     let path: PathBuf = dir.path().join(name);
     std::fs::write(&path, bytes).unwrap();
     let out = dir.path().join("out");
     let opts = aorta_ingest::Options {
         out: out.clone(),
+        step_marker,
         ..Default::default()
     };
     match aorta_ingest::ingest(std::slice::from_ref(&path), &opts, &Default::default()) {
