@@ -19,6 +19,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::Value;
 use std::path::Path;
 
+use super::held::Held;
 use super::links::{ApiLinks, Call};
 use super::prescan::{self, Steps};
 use super::records::{self, Rec, Strings};
@@ -77,7 +78,7 @@ struct Reader<'e, 'c> {
     seen_dispatch: bool,
     seen_api: bool,
     /// RCCL kernels waiting for their process's RCCL calls, and their correlation ids.
-    held: Vec<Rec>,
+    held: Held,
     wanted: FxHashSet<i64>,
     /// The step spans of the process objects read (the `steps` table).
     spans: Vec<Span>,
@@ -159,16 +160,17 @@ impl Reader<'_, '_> {
     fn settle(&mut self, off: u64) -> Result<(), ParseErr> {
         let deferred = std::mem::take(&mut self.deferred);
         for (_, r) in deferred.iter().filter(|(b, _)| *b == Bucket::Api) {
-            self.note_api(r, true);
+            self.note_api(r);
         }
         self.seen_api = true;
         self.emit.links.seal();
         for (b, r) in deferred {
-            self.row(b, &r, off)?;
+            self.row(b, &r, off, false)?;
         }
-        for r in std::mem::take(&mut self.held) {
-            self.row(Bucket::Dispatch, &r, off)?;
-        }
+        let io_err = |e| ParseErr::new(off, format!("reading back held RCCL kernels failed: {e}"));
+        self.held
+            .take()
+            .drain(|r| self.row(Bucket::Dispatch, r, off, false), io_err)?;
         self.wanted.clear();
         self.spans.extend_from_slice(self.emit.links.spans());
         Ok(())
@@ -249,48 +251,35 @@ impl Reader<'_, '_> {
                 self.deferred.push((b, r));
                 return Ok(());
             }
-            if b == Bucket::Api {
-                self.note_api(&r, false);
-            }
-            self.row(b, &r, s.offset())
+            self.row(b, &r, s.offset(), true)
         })
         .map(|_| ())
     }
 
-    /// Notes what `links` needs of an API record: everything (`all`, for records read
-    /// before their tables), else its RCCL call, and the launch when dispatches may still
-    /// come or a held RCCL kernel waits for it. The spans came from the pre-passes.
-    fn note_api(&mut self, r: &Rec, all: bool) {
+    /// Notes everything `links` takes from an API record read before its tables (as the
+    /// CSV reader reads its API files first).
+    fn note_api(&mut self, r: &Rec) {
         let (Some(start), Some(end)) = (r.start, r.end) else {
             return;
         };
         let (domain, name) = self.t.strings.api_names(r);
-        let c = Call {
+        self.emit.links.note(&Call {
             domain,
             name,
             tid: r.tid,
             start,
             end,
             correlation: r.corr,
-        };
-        let links = &mut self.emit.links;
-        if all {
-            links.note(&c);
-        } else if !links.note_rccl(&c) {
-            if let (Some(tid), Some(corr)) = (r.tid, r.corr) {
-                if !self.seen_dispatch || self.wanted.contains(&corr) {
-                    links.note_launch(corr, tid, start);
-                }
-            }
-        }
+        });
     }
 
-    /// Resolves a record and hands it to the emitter; a write error stops the parse.
-    fn row(&mut self, b: Bucket, r: &Rec, off: u64) -> Result<(), ParseErr> {
+    /// Resolves a record and hands it to the emitter (`note`: an API record's links too);
+    /// a write error stops the parse.
+    fn row(&mut self, b: Bucket, r: &Rec, off: u64, note: bool) -> Result<(), ParseErr> {
         let res = match b {
             Bucket::Dispatch => self.dispatch(r),
             Bucket::Copy => self.copy(r),
-            Bucket::Api => self.api(r),
+            Bucket::Api => self.api(r, note),
         };
         res.map_err(|e| {
             let msg = e.to_string();
@@ -334,8 +323,9 @@ impl Reader<'_, '_> {
         // come after the dispatches.
         if !self.seen_api && matches!(class, (Category::Comm, None | Some("other"))) {
             self.wanted.extend(r.corr);
-            self.held.push(r.clone());
-            return Ok(());
+            return self.held.push(r).map_err(|e| {
+                IngestError::file(self.path, format!("holding RCCL kernels failed: {e}"))
+            });
         }
         let d = Dispatch {
             device,
@@ -377,15 +367,17 @@ impl Reader<'_, '_> {
         self.emit.copy(&c)
     }
 
-    fn api(&mut self, r: &Rec) -> Result<()> {
+    /// An API record's row; with `note`, what `links` needs of it: its RCCL call, and its
+    /// launch when dispatches may still come or a held RCCL kernel waits for it (the spans
+    /// came from the pre-passes).
+    fn api(&mut self, r: &Rec, note: bool) -> Result<()> {
         let Some((start, end)) = self.times(r, "API") else {
             return Ok(());
         };
         let (domain, name) = self.t.strings.api_names(r);
-        let (domain, name) = (domain.to_string(), name.to_string());
         let a = Api {
-            domain: &domain,
-            name: if name.is_empty() { "unknown" } else { &name },
+            domain,
+            name: if name.is_empty() { "unknown" } else { name },
             pid: self.t.pid,
             tid: r.tid,
             start,
@@ -393,6 +385,24 @@ impl Reader<'_, '_> {
             correlation: r.corr,
             external: r.ext,
         };
+        if note {
+            let c = Call {
+                domain,
+                name,
+                tid: r.tid,
+                start,
+                end,
+                correlation: r.corr,
+            };
+            let links = &mut self.emit.links;
+            if !links.note_rccl(&c) {
+                if let (Some(tid), Some(corr)) = (r.tid, r.corr) {
+                    if !self.seen_dispatch || self.wanted.contains(&corr) {
+                        links.note_launch(corr, tid, start);
+                    }
+                }
+            }
+        }
         self.emit.api(&a)
     }
 }
@@ -436,7 +446,7 @@ pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
         proc_index: 0,
         seen_dispatch: false,
         seen_api: false,
-        held: Vec::new(),
+        held: Held::new(&job.staging),
         wanted: FxHashSet::default(),
         spans: Vec::new(),
     };

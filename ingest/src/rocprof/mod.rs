@@ -12,6 +12,7 @@
 //! (`links`), the same way in all three readers; without markers `step` is null.
 
 pub mod csv;
+mod held;
 pub mod json;
 pub mod links;
 mod prescan;
