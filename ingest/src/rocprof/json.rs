@@ -11,9 +11,9 @@
 //! API records after them (`prescan` cites the writer). When a roctx message (`strings.
 //! marker_api`) names a step, two pre-passes find the spans and each launch's step before the
 //! records are read; a capture without such a message is read once, as before. An RCCL
-//! kernel whose name does not say its collective waits, as a compact record, until the
-//! process's RCCL calls (`rccl_api`) and its launch have been read: only those kernels are
-//! held, and only their launches noted.
+//! kernel whose name does not say its collective waits (`held`), with the later dispatches
+//! of its stream, until the process's RCCL calls (`rccl_api`) and its launch have been read;
+//! only the RCCL kernels' launches are noted.
 use crate::format::Format;
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::Value;
@@ -77,8 +77,12 @@ struct Reader<'e, 'c> {
     /// Per process object: whether a dispatch, an API record was read yet.
     seen_dispatch: bool,
     seen_api: bool,
-    /// RCCL kernels waiting for their process's RCCL calls, and their correlation ids.
+    /// Dispatches waiting for their process's RCCL calls: each RCCL kernel whose name gives
+    /// no collective, and every later dispatch on the streams (device, stream) of those, so a
+    /// stream's rows still reach the writer in file order; and the RCCL kernels' correlation
+    /// ids.
     held: Held,
+    holding: FxHashSet<(i64, i64)>,
     wanted: FxHashSet<i64>,
     /// The step spans of the process objects read (the `steps` table).
     spans: Vec<Span>,
@@ -167,12 +171,21 @@ impl Reader<'_, '_> {
         for (b, r) in deferred {
             self.row(b, &r, off, false)?;
         }
+        self.release(off)?;
+        self.spans.extend_from_slice(self.emit.links.spans());
+        Ok(())
+    }
+
+    /// Writes the held kernels, in their order, now that the RCCL calls and launches are in.
+    fn release(&mut self, off: u64) -> Result<(), ParseErr> {
+        self.seen_api = true;
+        self.emit.links.seal();
         let io_err = |e| ParseErr::new(off, format!("reading back held RCCL kernels failed: {e}"));
         self.held
             .take()
             .drain(|r| self.row(Bucket::Dispatch, r, off, false), io_err)?;
+        self.holding.clear();
         self.wanted.clear();
-        self.spans.extend_from_slice(self.emit.links.spans());
         Ok(())
     }
 
@@ -240,9 +253,9 @@ impl Reader<'_, '_> {
         };
         if b == Bucket::Api {
             self.seen_api = true;
-        } else {
-            // The API arrays read so far are all in: their RCCL calls sorted.
-            self.emit.links.seal();
+        } else if self.seen_api {
+            // The API arrays are all in (rocprofv3 writes them together).
+            self.release(s.offset())?;
         }
         self.seen_dispatch |= b == Bucket::Dispatch;
         s.array(kind, |s| {
@@ -320,9 +333,15 @@ impl Reader<'_, '_> {
             None => *class.insert(self.emit.classify(Kind::Kernel, name)),
         };
         // An RCCL kernel that does not say its collective waits for the RCCL calls, which
-        // come after the dispatches.
-        if !self.seen_api && matches!(class, (Category::Comm, None | Some("other"))) {
-            self.wanted.extend(r.corr);
+        // come after the dispatches, and so does every later dispatch on its stream: the
+        // writer clips a stream's overlaps in the order its rows arrive.
+        let stream = (device, r.stream.unwrap_or(0));
+        let rccl = no_collective(class);
+        if !self.seen_api && (rccl || self.holding.contains(&stream)) {
+            if rccl {
+                self.wanted.extend(r.corr);
+                self.holding.insert(stream);
+            }
             return self.held.push(r).map_err(|e| {
                 IngestError::file(self.path, format!("holding RCCL kernels failed: {e}"))
             });
@@ -407,6 +426,12 @@ impl Reader<'_, '_> {
     }
 }
 
+/// An RCCL kernel whose name gives no collective (`ncclDevKernel_Generic_1`): its
+/// collective is the RCCL call's around its launch.
+fn no_collective(c: Class) -> bool {
+    matches!(c, (Category::Comm, None | Some("other")))
+}
+
 fn walk(reader: &mut Reader, s: &mut Stream) -> Result<(), ParseErr> {
     s.object("the document", |s, key| match key {
         "rocprofiler-sdk-tool" => s
@@ -447,6 +472,7 @@ pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
         seen_dispatch: false,
         seen_api: false,
         held: Held::new(&job.staging),
+        holding: FxHashSet::default(),
         wanted: FxHashSet::default(),
         spans: Vec::new(),
     };

@@ -7,7 +7,9 @@
 //! The capture: thread 5 runs step 1 = `train_step 1` [1000, 2000] and step 2 =
 //! `train_step 2` [2000, 3000] (`forward` is a range but no step), three RCCL calls and the
 //! launches inside them; thread 6 has an RCCL call of its own and launches one kernel at
-//! 1990, in step 1, that runs at 2050, in step 2.
+//! 1990, in step 1, that runs at 2050, in step 2. All kernels and copies share one stream,
+//! and the first RCCL kernel overlaps the kernel after it: the writer clips it to 1450 in
+//! every container (the JSON reader holds that stream's kernels back in their order).
 
 use std::path::{Path, PathBuf};
 
@@ -48,41 +50,41 @@ const KERNELS: &[(&str, i64, i64, i64)] = &[
     ("Cijk_Alik_Bljk", 13, 3200, 3300),
     (GENERIC, 14, 3600, 3700),
     ("elementwise_kernel", 16, 2050, 2060),
-    ("elementwise_kernel", 99, 1600, 1700),
+    ("elementwise_kernel", 99, 1450, 1505),
 ];
 /// (correlation id, start, end) of the host-to-device copies; 98 has no launch record.
-const COPIES: &[(i64, i64, i64)] = &[(15, 1400, 1450), (98, 2600, 2650)];
+const COPIES: &[(i64, i64, i64)] = &[(15, 1510, 1540), (98, 2600, 2650)];
 
-type Gpu = (i64, Option<i64>, Option<String>, String);
+type Gpu = (i64, Option<i64>, Option<String>, String, i64);
 type Cpu = (i64, String, Option<i64>);
 
-/// Every GPU row by construction: (correlation, step, comm_op, step_source), with
-/// `--step-marker 'train_step (\d+)'`.
+/// Every GPU row by construction: (correlation, step, comm_op, step_source, end), with
+/// `--step-marker 'train_step (\d+)'` (`steps`) or without.
 fn gpu_expected(steps: bool) -> Vec<Gpu> {
     let rows = [
         // The RCCL kernels take the collective of the call around their launch...
-        (11, Some(1), Some("all_reduce"), "launch"),
-        (12, Some(2), Some("all_gather"), "launch"),
+        (11, Some(1), Some("all_reduce"), "launch", 1450),
+        (12, Some(2), Some("all_gather"), "launch", 2400),
         // ...a GEMM launched in step 2 and run after it, the launch's step...
-        (13, Some(2), None, "launch"),
+        (13, Some(2), None, "launch", 3300),
         // ...an RCCL kernel launched outside the steps and inside only a non-collective
         // call of its thread (thread 6's reduce-scatter is another thread's): `other`.
-        (14, None, Some("other"), "none"),
-        (15, Some(1), None, "launch"),
+        (14, None, Some("other"), "none", 3700),
+        (15, Some(1), None, "launch", 1540),
         // Launched at 1990 (step 1), run at 2050 (step 2): the launch decides.
-        (16, Some(1), None, "launch"),
+        (16, Some(1), None, "launch", 2060),
         // No launch record: the GPU start decides.
-        (98, Some(2), None, "gpu_time"),
-        (99, Some(1), None, "gpu_time"),
+        (98, Some(2), None, "gpu_time", 2650),
+        (99, Some(1), None, "gpu_time", 1505),
     ];
     rows.iter()
-        .map(|&(c, step, op, source)| {
+        .map(|&(c, step, op, source, end)| {
             let (step, source) = if steps {
                 (step, source)
             } else {
                 (None, "none")
             };
-            (c, step, op.map(str::to_string), source.to_string())
+            (c, step, op.map(str::to_string), source.to_string(), end)
         })
         .collect()
 }
@@ -128,12 +130,14 @@ fn ingest(input: &Path, out: &Path, steps: bool) -> (Vec<Gpu>, Vec<Cpu>, Vec<i64
     for b in batches(out, "gpu_activities") {
         let (corr, step) = (ints(&b, "correlation"), ints(&b, "step"));
         let (op, source) = (strs(&b, "comm_op"), strs(&b, "step_source"));
+        let end = ints(&b, "end_ns");
         for i in 0..b.num_rows() {
             gpu.push((
                 corr[i].unwrap(),
                 step[i],
                 op[i].clone(),
                 source[i].clone().unwrap(),
+                end[i].unwrap(),
             ));
         }
     }
