@@ -8,12 +8,13 @@
 //! cache, not the process), so memory stays bounded whatever the number of RCCL kernels.
 
 use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::io::{self, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use bytemuck::{Pod, Zeroable};
 
 use super::records::Rec;
+use crate::source::read_full;
 
 /// Held kernels kept in memory before the rest go to the file (7 MB).
 const IN_MEMORY: usize = 1 << 16;
@@ -143,18 +144,6 @@ impl Held {
         }
         Ok(())
     }
-}
-
-/// Reads until `buf` is full or the file ends; the bytes read.
-fn read_full(file: &mut File, buf: &mut [u8]) -> io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match file.read(&mut buf[n..])? {
-            0 => break,
-            k => n += k,
-        }
-    }
-    Ok(n)
 }
 
 #[cfg(test)]

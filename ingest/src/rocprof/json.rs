@@ -20,7 +20,7 @@ use serde_json::Value;
 use std::path::Path;
 
 use super::held::Held;
-use super::links::{ApiLinks, Call};
+use super::links::ApiLinks;
 use super::prescan::{self, Steps};
 use super::records::{self, Rec, Strings};
 use super::stream::Stream;
@@ -272,18 +272,10 @@ impl Reader<'_, '_> {
     /// Notes everything `links` takes from an API record read before its tables (as the
     /// CSV reader reads its API files first).
     fn note_api(&mut self, r: &Rec) {
-        let (Some(start), Some(end)) = (r.start, r.end) else {
-            return;
-        };
         let (domain, name) = self.t.strings.api_names(r);
-        self.emit.links.note(&Call {
-            domain,
-            name,
-            tid: r.tid,
-            start,
-            end,
-            correlation: r.corr,
-        });
+        if let Some(c) = r.call(domain, name) {
+            self.emit.links.note(&c);
+        }
     }
 
     /// Resolves a record and hands it to the emitter (`note`: an API record's links too);
@@ -404,15 +396,7 @@ impl Reader<'_, '_> {
             correlation: r.corr,
             external: r.ext,
         };
-        if note {
-            let c = Call {
-                domain,
-                name,
-                tid: r.tid,
-                start,
-                end,
-                correlation: r.corr,
-            };
+        if let Some(c) = r.call(domain, name).filter(|_| note) {
             let links = &mut self.emit.links;
             if !links.note_rccl(&c) {
                 if let (Some(tid), Some(corr)) = (r.tid, r.corr) {

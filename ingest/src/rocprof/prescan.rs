@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::links::{ApiLinks, Call};
+use super::links::ApiLinks;
 use super::records::{self, Rec, Strings};
 use super::runs::CorrRuns;
 use super::stream::Stream;
@@ -44,16 +44,7 @@ pub(super) fn scan(path: &Path, marker: &StepMarker) -> Option<Vec<Steps>> {
                 links.resize_with(i + 1, || ApiLinks::new(marker.clone()));
             }
             let (domain, name) = t.api_names(r);
-            if let (true, Some(start), Some(end)) = (super::is_marker(domain), r.start, r.end) {
-                let (tid, correlation) = (r.tid, r.corr);
-                let c = Call {
-                    domain,
-                    name,
-                    tid,
-                    start,
-                    end,
-                    correlation,
-                };
+            if let Some(c) = r.call(domain, name).filter(|_| super::is_marker(domain)) {
                 links[i].note_span(&c);
             }
         },

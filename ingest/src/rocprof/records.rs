@@ -9,6 +9,7 @@
 use rustc_hash::FxHashMap;
 use serde_json::Value;
 
+use super::links::Call;
 use crate::json::{int_from_value, Cursor, JResult};
 
 /// A process object's `strings`: each buffer record kind's name and operation names, and the
@@ -90,6 +91,20 @@ impl Strings {
         self.messages
             .values()
             .any(|m| marker.step(m.as_bytes()).is_some())
+    }
+}
+
+impl Rec {
+    /// What `ApiLinks` takes of an API record named `domain`/`name`: `None` without times.
+    pub(super) fn call<'a>(&self, domain: &'a str, name: &'a str) -> Option<Call<'a>> {
+        Some(Call {
+            domain,
+            name,
+            tid: self.tid,
+            start: self.start?,
+            end: self.end?,
+            correlation: self.corr,
+        })
     }
 }
 

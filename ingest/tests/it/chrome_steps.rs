@@ -12,7 +12,7 @@ use aorta_ingest::step_span::StepMarker;
 use aorta_ingest::Options;
 use proptest::prelude::*;
 
-use crate::common::{batches, check_with, ints, strs};
+use crate::common::{batches, check_with, ints, step_numbers, strs};
 
 /// A JSON array (generic Chrome, not Kineto); times in µs.
 const TRACE: &str = r#"[
@@ -62,15 +62,9 @@ fn rows(out: &Path) -> (Vec<Gpu>, Vec<Cpu>, Vec<i64>) {
         let (n, s, st) = (strs(&b, "name"), ints(&b, "start_ns"), ints(&b, "step"));
         cpu.extend((0..b.num_rows()).map(|i| (n[i].clone().unwrap(), s[i].unwrap(), st[i])));
     }
-    let mut steps: Vec<i64> = batches(out, "steps")
-        .iter()
-        .flat_map(|b| ints(b, "step"))
-        .flatten()
-        .collect();
     gpu.sort();
     cpu.sort();
-    steps.sort();
-    (gpu, cpu, steps)
+    (gpu, cpu, step_numbers(out))
 }
 
 fn ingest(trace: &Path, out: &Path, marker: Option<&str>) -> (Vec<Gpu>, Vec<Cpu>, Vec<i64>) {

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use aorta_ingest::step_span::StepMarker;
 use aorta_ingest::Options;
 
-use crate::common::{batches, corpus, ints, strs};
+use crate::common::{batches, ints, rocpd_copy, step_numbers, strs};
 
 const GENERIC: &str = "ncclDevKernel_Generic_1(ncclDevKernelArgsStorage<4096ul>)";
 const PID: i64 = 908;
@@ -148,15 +148,9 @@ fn ingest(input: &Path, out: &Path, steps: bool) -> (Vec<Gpu>, Vec<Cpu>, Vec<i64
             (0..b.num_rows()).map(|i| (corr[i].unwrap(), name[i].clone().unwrap(), step[i])),
         );
     }
-    let mut steps: Vec<i64> = batches(out, "steps")
-        .iter()
-        .flat_map(|b| ints(b, "step"))
-        .flatten()
-        .collect();
     gpu.sort();
     cpu.sort();
-    steps.sort();
-    (gpu, cpu, steps)
+    (gpu, cpu, step_numbers(out))
 }
 
 /// Checks every container's rows, with and without the marker, against the expected ones.
@@ -420,19 +414,7 @@ fn json_capture_gives_the_steps_and_collectives_by_construction() {
 // replaced by this capture's, as generateRocpd.cpp writes them. ----
 
 fn write_rocpd(dir: &Path) -> Option<PathBuf> {
-    let db = corpus("rocprofv3/rocpd/mi350x_908_results.DERIVED.db")?;
-    let p = dir.join("908_results.db");
-    std::fs::copy(&db, &p).unwrap();
-    let c = rusqlite::Connection::open(&p).unwrap();
-    let meta = |tag: &str| -> String {
-        c.query_row(
-            "SELECT value FROM rocpd_metadata WHERE tag = ?1",
-            [tag],
-            |r| r.get(0),
-        )
-        .unwrap()
-    };
-    let (u, g) = (meta("uuid"), meta("guid"));
+    let (p, c, u, g) = rocpd_copy(dir)?;
     let mut sql = format!(
         "DELETE FROM rocpd_kernel_dispatch{u}; DELETE FROM rocpd_event{u}; DELETE FROM rocpd_region{u};
          DELETE FROM rocpd_memory_copy{u};
