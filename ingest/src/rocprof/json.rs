@@ -14,6 +14,7 @@
 //! kernel whose name does not say its collective waits (`held`), with the later dispatches
 //! of its stream, until the process's RCCL calls (`rccl_api`) and its launch have been read;
 //! only the RCCL kernels' launches are noted.
+
 use crate::format::Format;
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::Value;

@@ -11,8 +11,8 @@
 //! before the rows that need them are written: the CSV reader reads the API files first,
 //! the rocpd reader queries the regions first, and the JSON reader, whose file puts the
 //! dispatches before the API records, learns the spans and the launches' steps in a
-//! pre-pass (`prescan`, kept as `CorrRuns`) and holds back only the RCCL kernels whose
-//! collective an RCCL call must name.
+//! pre-pass (`prescan`, kept as `CorrRuns`) and holds back the RCCL kernels whose
+//! collective an RCCL call must name (with the later dispatches of their streams, `held`).
 
 use rustc_hash::FxHashMap;
 
