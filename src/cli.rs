@@ -413,6 +413,8 @@ Examples:
   aorta ingest traces/ --keep-going          # land the good files, list the broken ones
   aorta ingest job.sqlite --rank-map ranks.txt  # Nsight Systems export; ranks.txt: `12345 0`
   aorta ingest job.sqlite --step-marker 'train_step (\\d+)'  # steps from NVTX ranges
+  aorta ingest rocprof/ --step-marker 'train_step (\\d+)'   # from roctx ranges (CSV, JSON, rocpd)
+  aorta ingest trace.json --step-marker '^iter (\\d+)$'     # from a generic Chrome trace's ranges
 
 Run labels: a run is a job. A file in ROOT/a/b/ belongs to run a/b (the directory that holds
 it); a file directly in ROOT to run ROOT. Files of one directory that cannot be one job (traces
@@ -455,9 +457,11 @@ pub(crate) struct IngestArgs {
     /// lines `PID RANK`, e.g. `1701896 0`.
     #[arg(long, value_name = "FILE")]
     pub rank_map: Option<PathBuf>,
-    /// Steps from annotation ranges (NVTX, Kineto user annotations, rocprofv3 CSV roctx
-    /// markers) whose name matches REGEX, the first capture group being the step number,
-    /// instead of `ProfilerStep#N`:
+    /// Steps from annotation ranges whose name matches REGEX, the first capture group being
+    /// the step number, instead of `ProfilerStep#N`: NVTX ranges, Kineto user annotations,
+    /// rocprofv3 roctx marker ranges (by their message, in CSV, JSON and rocpd output), and
+    /// the CPU-thread ranges (`X`, `B`/`E`) of generic Chrome traces, which take steps only
+    /// from this flag (read twice then):
     /// `--step-marker 'train_step (\d+)'`.
     #[arg(long, value_name = "REGEX", value_parser = aorta_ingest::step_span::StepMarker::parse)]
     pub step_marker: Option<aorta_ingest::step_span::StepMarker>,

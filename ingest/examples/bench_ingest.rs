@@ -18,6 +18,16 @@ fn main() {
         args.drain(i..i + 2);
         d
     });
+    // `--step-marker REGEX`, as `aorta ingest` takes it.
+    let step_marker = args
+        .iter()
+        .position(|a| a == "--step-marker")
+        .map(|i| {
+            let m = aorta_ingest::step_span::StepMarker::parse(&args[i + 1]).unwrap();
+            args.drain(i..i + 2);
+            m
+        })
+        .unwrap_or_default();
     let tmp = std::env::temp_dir().join(format!("aorta-bench-{}", std::process::id()));
     let out = keep.clone().unwrap_or(tmp);
     let paths: Vec<PathBuf> = args.iter().map(PathBuf::from).collect();
@@ -25,6 +35,7 @@ fn main() {
         out: out.clone(),
         jobs,
         force: true,
+        step_marker,
         ..Default::default()
     };
     let t0 = Instant::now();

@@ -184,7 +184,8 @@ fn decoder(
     })
 }
 
-fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+/// Reads until `buf` is full or the input ends; the bytes read.
+pub(crate) fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     let mut n = 0;
     while n < buf.len() {
         match r.read(&mut buf[n..])? {

@@ -8,8 +8,10 @@
 //! `B`/`E` edges are paired in file order in the driver's sequential `take`, so the only
 //! memory that grows with the file is the stack of still-open `B`s per thread.
 //! Timestamps stay on the trace's own clock (µs text → exact ns); there is no base time.
+//! Steps come only from `--step-marker`, through a walk made first (`steps`).
 
 pub mod slices;
+pub mod steps;
 
 use crate::format::Format;
 use std::collections::BTreeSet;
@@ -21,9 +23,11 @@ use crate::classify::Classifier;
 use crate::error::{IngestError, ParseErr, Result};
 use crate::file::{FileJob, FileOutcome, RunInfo};
 use crate::json::{Cursor, JsonError};
+use crate::kineto::links::Links;
 use crate::rows::Batch;
 use crate::sink::Parts;
 use crate::source::{digest, Hasher};
+use crate::step_span::StepMarker;
 use crate::trace_event;
 use crate::walk::{Driver, Shape, Visitor};
 use crate::window::Window;
@@ -39,6 +43,8 @@ fn drive(job: &FileJob, v: &mut impl Visitor, hash: Option<Hasher>) -> Result<Sh
 /// The pass that writes rows: workers parse, `take` pairs and sends to the writer thread.
 struct RowPass<'a> {
     classifier: &'a Classifier,
+    /// The step spans and launches, with `--step-marker`.
+    links: Option<Links>,
     pairs: Pairs,
     tx: Option<SyncSender<Batch>>,
     failed: Arc<AtomicBool>,
@@ -53,12 +59,12 @@ impl Visitor for RowPass<'_> {
 
     fn event(&self, c: &mut Cursor<'_>, part: &mut Part, off: u64) -> Result<(), JsonError> {
         let ev = trace_event::parse(c)?;
-        slices::event(&ev, part, off);
+        slices::event(&ev, part, off, self.links.as_ref());
         Ok(())
     }
 
     fn take(&mut self, mut part: Part) -> Result<(), ParseErr> {
-        self.pairs.take(&mut part);
+        self.pairs.take(&mut part, self.links.as_ref());
         slices::classify(&mut part.batch, self.classifier);
         let sent = self
             .tx
@@ -103,12 +109,28 @@ pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
     // Whichever pass reads the file first hashes it.
     let mut unhashed = hasher.clone();
     let mut info = RunInfo::new(Format::Chrome, String::new());
+    // `--step-marker`: the walk for the steps, which also gives the pids for the rank map.
+    let mut links = None;
+    let mut pids = None;
+    if let StepMarker::Regex(_) = *job.step_marker {
+        let want_pids = !job.rank_map.is_empty();
+        let mut scan = steps::StepScan::new((*job.step_marker).clone(), want_pids);
+        drive(job, &mut scan, unhashed.take())?;
+        pids = Some(std::mem::take(&mut scan.pids));
+        links = Some(scan.finish());
+    }
     let rank = if job.rank_map.is_empty() {
         info.resolve_rank(job, None)
     } else {
-        let mut scan = PidScan::default();
-        drive(job, &mut scan, unhashed.take())?;
-        rank_of_pids(&mut info, job, &scan.pids)
+        let pids = match pids {
+            Some(p) => p,
+            None => {
+                let mut scan = PidScan::default();
+                drive(job, &mut scan, unhashed.take())?;
+                scan.pids
+            }
+        };
+        rank_of_pids(&mut info, job, &pids)
     };
     let parts = Parts {
         root: job.staging.clone(),
@@ -125,6 +147,7 @@ pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
     let (tx, writer) = spawn_writer(parts.clone(), failed.clone(), WRITER_QUEUE);
     let mut pass = RowPass {
         classifier: &job.classifier,
+        links,
         pairs: Pairs::default(),
         tx: Some(tx),
         failed,
@@ -144,7 +167,8 @@ pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
     info.platform = out.vendor_hint.unwrap_or("unknown");
     let busiest = out.counts.devices.iter().max_by_key(|(_, n)| **n);
     info.device_index = busiest.map(|(d, _)| *d);
-    info.finish(job, &parts, out, (&[], 0))
+    let spans = pass.links.as_ref().map_or(&[][..], Links::cpu_spans);
+    info.finish(job, &parts, out, (spans, 0))
 }
 
 /// The rank of a trace whose pids the rank map may name: the lowest mapped pid's, with a

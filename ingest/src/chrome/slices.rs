@@ -4,8 +4,10 @@
 
 use rustc_hash::FxHashMap;
 
+use super::steps;
 use crate::classify::{Category, Classifier, Kind};
 use crate::diag::Diagnostics;
+use crate::kineto::links::Links;
 use crate::rows::{Batch, CpuCategory, CpuRow, GpuRow, StepSource};
 use crate::trace_event::{self, pid_key, Cat, Ev};
 
@@ -57,6 +59,8 @@ pub struct Slice<'s> {
     pub name: &'s str,
     pub target: Target,
     pub pid: Option<i64>,
+    /// The process as step spans are keyed (`trace_event::pid_key`).
+    pub pid_key: i64,
     pub tid: Option<i64>,
     pub start: i64,
     pub raw_end: i64,
@@ -69,6 +73,7 @@ pub struct Open {
     pub name: String,
     pub target: Target,
     pub pid: Option<i64>,
+    pub pid_key: i64,
     pub tid: Option<i64>,
     pub ts: Option<i64>,
     pub off: u64,
@@ -169,8 +174,9 @@ pub fn thread(ev: &Ev) -> (i64, i64) {
     (pid_key(ev.pid), pid_key(ev.tid))
 }
 
-/// Reads one parsed event into `part`: rows for `X` and instants, edges for `B`/`E`.
-pub fn event(ev: &Ev, part: &mut Part, off: u64) {
+/// Reads one parsed event into `part`: rows for `X` and instants (with their steps when
+/// `links` has them), edges for `B`/`E`.
+pub fn event(ev: &Ev, part: &mut Part, off: u64, links: Option<&Links>) {
     let diag = &mut part.batch.diag;
     let at = Some(off as i64);
     match ev.ph {
@@ -185,7 +191,7 @@ pub fn event(ev: &Ev, part: &mut Part, off: u64) {
             };
             let n = name(ev);
             let slice = slice(ev, &n, ts, end, off);
-            push(&mut part.batch, slice);
+            push(&mut part.batch, slice, links);
         }
         b"i" | b"I" => {
             let Some(ts) = timestamp(ev, diag, at) else {
@@ -201,13 +207,14 @@ pub fn event(ev: &Ev, part: &mut Part, off: u64) {
                     external_id: None,
                 };
             }
-            push(&mut part.batch, s);
+            push(&mut part.batch, s, links);
         }
         b"B" => {
             let open = Open {
                 name: name(ev),
                 target: target(ev),
                 pid: ev.pid.and_then(trace_event::int),
+                pid_key: pid_key(ev.pid),
                 tid: ev.tid.and_then(trace_event::int),
                 ts: ev.ts.and_then(trace_event::micros),
                 off,
@@ -231,6 +238,7 @@ fn slice<'s>(ev: &Ev, name: &'s str, start: i64, raw_end: i64, off: u64) -> Slic
         name,
         target: target(ev),
         pid: ev.pid.and_then(trace_event::int),
+        pid_key: pid_key(ev.pid),
         tid: ev.tid.and_then(trace_event::int),
         start,
         raw_end,
@@ -264,8 +272,9 @@ fn duration(ev: &Ev, diag: &mut Diagnostics, at: Option<i64>) -> i64 {
     }
 }
 
-/// Classifies a slice and appends its row to `b`.
-pub fn push(b: &mut Batch, s: Slice) {
+/// Appends a slice's row to `b` (classified later, by `classify`), with its step when
+/// `links` has them (`--step-marker`, `steps`).
+pub fn push(b: &mut Batch, s: Slice, links: Option<&Links>) {
     let at = Some(s.off as i64);
     if s.raw_end < s.start {
         let d = s.raw_end - s.start;
@@ -291,17 +300,30 @@ pub fn push(b: &mut Batch, s: Slice) {
             end,
             correlation,
             external_id,
-            step: None,
+            step: links
+                .and_then(|l| steps::cpu_step(l, s.pid_key, s.start, &mut b.diag, s.off, s.name)),
             input_dims: None,
             input_types: None,
             concrete_inputs: None,
             input_strides: None,
         }),
-        Target::Gpu { .. } => b.gpu.push(gpu_row(s.target, name, s.start, end, s.raw_end)),
+        Target::Gpu { correlation, .. } => {
+            let step = match links {
+                Some(l) => steps::gpu_step(l, correlation, s.start, &mut b.diag, s.off, s.name),
+                None => (None, StepSource::None),
+            };
+            b.gpu
+                .push(gpu_row(s.target, name, (s.start, end, s.raw_end), step))
+        }
     }
 }
 
-fn gpu_row(t: Target, name: u32, start: i64, end: i64, raw_end: i64) -> GpuRow {
+fn gpu_row(
+    t: Target,
+    name: u32,
+    (start, end, raw_end): (i64, i64, i64),
+    (step, step_source): (Option<i64>, StepSource),
+) -> GpuRow {
     let Target::Gpu {
         kind,
         device,
@@ -328,8 +350,8 @@ fn gpu_row(t: Target, name: u32, start: i64, end: i64, raw_end: i64) -> GpuRow {
         raw_end,
         correlation,
         external_id,
-        step: None,
-        step_source: StepSource::None,
+        step,
+        step_source,
         grid,
         block,
         bytes,
@@ -357,7 +379,7 @@ pub struct Pairs {
 
 impl Pairs {
     /// Pairs `part`'s edges in order, adding the finished slices to its batch.
-    pub fn take(&mut self, part: &mut Part) {
+    pub fn take(&mut self, part: &mut Part, links: Option<&Links>) {
         for edge in part.edges.drain(..) {
             match edge {
                 Edge::Begin(thread, open) => self.open.entry(thread).or_default().push(*open),
@@ -367,7 +389,7 @@ impl Pairs {
                         None => b.diag.add("unmatched_end", Some(off as i64), || {
                             format!("E on pid/tid {thread:?} with no open B")
                         }),
-                        Some(open) => close(b, open, ts, off),
+                        Some(open) => close(b, open, ts, off, links),
                     }
                 }
             }
@@ -388,7 +410,7 @@ impl Pairs {
 }
 
 /// The row of a matched pair.
-fn close(b: &mut Batch, open: Open, end_ts: Option<i64>, off: u64) {
+fn close(b: &mut Batch, open: Open, end_ts: Option<i64>, off: u64, links: Option<&Links>) {
     let (Some(start), Some(end)) = (open.ts, end_ts) else {
         b.diag.add("missing_timestamp", Some(off as i64), || {
             format!("{}: B or E without a usable ts", open.name)
@@ -399,10 +421,11 @@ fn close(b: &mut Batch, open: Open, end_ts: Option<i64>, off: u64) {
         name: &open.name,
         target: open.target.clone(),
         pid: open.pid,
+        pid_key: open.pid_key,
         tid: open.tid,
         start,
         raw_end: end,
         off: open.off,
     };
-    push(b, s);
+    push(b, s, links);
 }

@@ -129,6 +129,12 @@ impl Partial {
         self.last_span_off = off;
     }
 
+    /// A GPU-side step annotation (`gpu_user_annotation`) at byte `off`.
+    pub fn gpu_span(&mut self, span: Span, off: u64) {
+        self.gpu_spans.push(span);
+        self.last_span_off = off;
+    }
+
     /// A runtime or driver call with correlation `corr`, at `ts` in process `pid`.
     pub fn launch(&mut self, corr: i64, ts: i64, pid: i64) {
         self.launches.push((corr, ts, pid));
@@ -334,8 +340,7 @@ pub fn note(p: &mut Partial, ev: &Ev, marker: &StepMarker, off: u64) {
             if cat == Cat::UserAnnotation {
                 p.cpu_span(pid_key(ev.pid), span, off);
             } else {
-                p.gpu_spans.push(span);
-                p.last_span_off = off;
+                p.gpu_span(span, off);
             }
         }
         Cat::Runtime | Cat::Driver => {

@@ -6,18 +6,31 @@
 //! read, in one pass. Should the tables come after the records, the records are kept as
 //! compact integers until the end of the process object and resolved then (memory grows with
 //! the record count only in that case).
+//!
+//! Steps and RCCL collectives (`links`): rocprofiler-sdk writes the dispatches first and the
+//! API records after them (`prescan` cites the writer). When a roctx message (`strings.
+//! marker_api`) names a step, two pre-passes find the spans and each launch's step before the
+//! records are read; a capture without such a message is read once, as before. An RCCL
+//! kernel whose name does not say its collective waits (`held`), with the later dispatches
+//! of its stream, until the process's RCCL calls (`rccl_api`) and its launch have been read;
+//! only the RCCL kernels' launches are noted.
 
 use crate::format::Format;
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::Value;
+use std::path::Path;
 
-use super::records::{self, Rec};
+use super::held::Held;
+use super::links::ApiLinks;
+use super::prescan::{self, Steps};
+use super::records::{self, Rec, Strings};
 use super::stream::Stream;
 use super::{Api, Dispatch, Emit, MemoryCopy};
-use crate::classify::{Class, Kind};
+use crate::classify::{Category, Class, Kind};
 use crate::error::{IngestError, ParseErr, Result};
 use crate::file::{FileJob, FileOutcome, RunInfo};
 use crate::source::{digest, Hasher};
+use crate::step_span::{Span, StepMarker};
 use crate::trace_event::{pick, text};
 use crate::window::Window;
 
@@ -34,22 +47,46 @@ struct Agent {
 struct Tables {
     pid: Option<i64>,
     agents: FxHashMap<i64, Agent>,
-    /// `strings.buffer_records[kind]`: the kind's name and its operation names.
-    kinds: Vec<(String, Vec<String>)>,
+    /// Kind and operation names, roctx messages.
+    strings: Strings,
     /// kernel id → name, and its class once a dispatch needed it.
     symbols: FxHashMap<i64, (String, Option<Class>)>,
     seen_symbols: bool,
     seen_agents: bool,
 }
 
+impl Tables {
+    fn complete(&self) -> bool {
+        self.seen_symbols && self.seen_agents
+    }
+}
+
 struct Reader<'e, 'c> {
     emit: &'e mut Emit<'c>,
+    path: &'e Path,
+    marker: &'e StepMarker,
     t: Tables,
     /// Records read before their tables: (buffer kind, record).
     deferred: Vec<(Bucket, Rec)>,
     gpu_names: FxHashMap<i64, String>,
     /// The first write error, reported instead of a parse error.
     failed: Option<IngestError>,
+    /// The pre-passes' steps per process object, once made (`None` inside: unreadable).
+    steps: Option<Option<Vec<Steps>>>,
+    /// The index of the process object being read.
+    proc_index: usize,
+    /// Per process object: whether a dispatch, an API record was read yet.
+    seen_dispatch: bool,
+    seen_api: bool,
+    /// Dispatches waiting for their process's RCCL calls: each RCCL kernel whose name gives
+    /// no collective, and every later dispatch on the streams (device, stream) of those, so a
+    /// stream's rows still reach the writer in file order; and the RCCL kernels' correlation
+    /// ids.
+    held: Held,
+    holding: FxHashSet<(i64, i64)>,
+    wanted: FxHashSet<i64>,
+    /// The step spans of the process objects read (the `steps` table).
+    spans: Vec<Span>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -77,6 +114,8 @@ impl Reader<'_, '_> {
     fn process(&mut self, s: &mut Stream) -> Result<(), ParseErr> {
         self.t = Tables::default();
         self.emit.forget_kernel_ids();
+        self.emit.links = ApiLinks::new(self.marker.clone());
+        (self.seen_dispatch, self.seen_api) = (false, false);
         s.object("a process object", |s, key| match key {
             "metadata" => {
                 let v: Value = serde_json::from_slice(&s.raw("metadata")?)
@@ -93,12 +132,61 @@ impl Reader<'_, '_> {
                 self.t.seen_symbols = true;
                 s.array("kernel_symbols", |s| self.symbol(s)).map(|_| ())
             }
-            "buffer_records" => s.object("buffer_records", |s, kind| self.records(s, kind)),
+            "buffer_records" => {
+                self.install_steps();
+                s.object("buffer_records", |s, kind| self.records(s, kind))
+            }
             _ => s.skip(key).map(|_| ()),
         })?;
-        for (b, r) in std::mem::take(&mut self.deferred) {
-            self.row(b, &r, s.offset())?;
+        self.proc_index += 1;
+        self.settle(s.offset())
+    }
+
+    /// When a roctx message names a step (and the tables came first), the pre-passes' spans
+    /// and launch steps of this process object.
+    fn install_steps(&mut self) {
+        if !(self.t.complete() && self.t.strings.names_steps(self.marker)) {
+            return;
         }
+        let all = self
+            .steps
+            .get_or_insert_with(|| prescan::scan(self.path, self.marker));
+        if let Some(st) = all.as_mut().and_then(|a| a.get_mut(self.proc_index)) {
+            let Steps {
+                spans,
+                launch_steps,
+            } = std::mem::take(st);
+            self.emit.links = ApiLinks::with_steps(self.marker.clone(), spans, launch_steps);
+        }
+    }
+
+    /// The end of a process object: records read before their tables (their API records
+    /// noted first, as the CSV reader reads its API files first), then the held RCCL kernels.
+    fn settle(&mut self, off: u64) -> Result<(), ParseErr> {
+        let deferred = std::mem::take(&mut self.deferred);
+        for (_, r) in deferred.iter().filter(|(b, _)| *b == Bucket::Api) {
+            self.note_api(r);
+        }
+        self.seen_api = true;
+        self.emit.links.seal();
+        for (b, r) in deferred {
+            self.row(b, &r, off, false)?;
+        }
+        self.release(off)?;
+        self.spans.extend_from_slice(self.emit.links.spans());
+        Ok(())
+    }
+
+    /// Writes the held kernels, in their order, now that the RCCL calls and launches are in.
+    fn release(&mut self, off: u64) -> Result<(), ParseErr> {
+        self.seen_api = true;
+        self.emit.links.seal();
+        let io_err = |e| ParseErr::new(off, format!("reading back held RCCL kernels failed: {e}"));
+        self.held
+            .take()
+            .drain(|r| self.row(Bucket::Dispatch, r, off, false), io_err)?;
+        self.holding.clear();
+        self.wanted.clear();
         Ok(())
     }
 
@@ -133,24 +221,7 @@ impl Reader<'_, '_> {
     fn strings(&mut self, s: &mut Stream) -> Result<(), ParseErr> {
         let v: Value =
             serde_json::from_slice(&s.raw("strings")?).map_err(|e| json_err(s, "strings", e))?;
-        let list = v.get("buffer_records").and_then(Value::as_array);
-        self.t.kinds = list
-            .into_iter()
-            .flatten()
-            .map(|k| {
-                let name = k
-                    .get("kind")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string();
-                let ops = k.get("operations").and_then(Value::as_array);
-                let ops = ops.into_iter().flatten();
-                (
-                    name,
-                    ops.map(|o| o.as_str().unwrap_or("").to_string()).collect(),
-                )
-            })
-            .collect();
+        self.t.strings = Strings::parse(&v);
         Ok(())
     }
 
@@ -181,24 +252,40 @@ impl Reader<'_, '_> {
             self.emit.skipped(n, || format!("buffer_records.{kind}"));
             return Ok(());
         };
+        if b == Bucket::Api {
+            self.seen_api = true;
+        } else if self.seen_api {
+            // The API arrays are all in (rocprofv3 writes them together).
+            self.release(s.offset())?;
+        }
+        self.seen_dispatch |= b == Bucket::Dispatch;
         s.array(kind, |s| {
             let r = s.read("a record", records::parse)?;
-            if self.t.seen_symbols && self.t.seen_agents {
-                self.row(b, &r, s.offset())
-            } else {
+            if !self.t.complete() {
                 self.deferred.push((b, r));
-                Ok(())
+                return Ok(());
             }
+            self.row(b, &r, s.offset(), true)
         })
         .map(|_| ())
     }
 
-    /// Resolves a record and hands it to the emitter; a write error stops the parse.
-    fn row(&mut self, b: Bucket, r: &Rec, off: u64) -> Result<(), ParseErr> {
+    /// Notes everything `links` takes from an API record read before its tables (as the
+    /// CSV reader reads its API files first).
+    fn note_api(&mut self, r: &Rec) {
+        let (domain, name) = self.t.strings.api_names(r);
+        if let Some(c) = r.call(domain, name) {
+            self.emit.links.note(&c);
+        }
+    }
+
+    /// Resolves a record and hands it to the emitter (`note`: an API record's links too);
+    /// a write error stops the parse.
+    fn row(&mut self, b: Bucket, r: &Rec, off: u64, note: bool) -> Result<(), ParseErr> {
         let res = match b {
             Bucket::Dispatch => self.dispatch(r),
             Bucket::Copy => self.copy(r),
-            Bucket::Api => self.api(r),
+            Bucket::Api => self.api(r, note),
         };
         res.map_err(|e| {
             let msg = e.to_string();
@@ -238,6 +325,20 @@ impl Reader<'_, '_> {
             Some(c) => *c,
             None => *class.insert(self.emit.classify(Kind::Kernel, name)),
         };
+        // An RCCL kernel that does not say its collective waits for the RCCL calls, which
+        // come after the dispatches, and so does every later dispatch on its stream: the
+        // writer clips a stream's overlaps in the order its rows arrive.
+        let stream = (device, r.stream.unwrap_or(0));
+        let rccl = no_collective(class);
+        if !self.seen_api && (rccl || self.holding.contains(&stream)) {
+            if rccl {
+                self.wanted.extend(r.corr);
+                self.holding.insert(stream);
+            }
+            return self.held.push(r).map_err(|e| {
+                IngestError::file(self.path, format!("holding RCCL kernels failed: {e}"))
+            });
+        }
         let d = Dispatch {
             device,
             stream: r.stream.unwrap_or(0),
@@ -252,17 +353,6 @@ impl Reader<'_, '_> {
         self.emit.kernel_by_id(id, &d, class)
     }
 
-    fn op_name(&self, r: &Rec) -> (&str, &str) {
-        let k = r
-            .kind
-            .and_then(|k| self.t.kinds.get(usize::try_from(k).ok()?));
-        let op = r.op.and_then(|o| k?.1.get(usize::try_from(o).ok()?));
-        (
-            k.map_or("", |k| k.0.as_str()),
-            op.map_or("", String::as_str),
-        )
-    }
-
     fn copy(&mut self, r: &Rec) -> Result<()> {
         let Some((start, end)) = self.times(r, "memory_copy") else {
             return Ok(());
@@ -273,7 +363,7 @@ impl Reader<'_, '_> {
         } else {
             r.src_agent
         };
-        let name = match self.op_name(r).1 {
+        let name = match self.t.strings.names(r).1 {
             "" => "MEMORY_COPY".to_string(),
             op => op.to_string(),
         };
@@ -289,15 +379,17 @@ impl Reader<'_, '_> {
         self.emit.copy(&c)
     }
 
-    fn api(&mut self, r: &Rec) -> Result<()> {
+    /// An API record's row; with `note`, what `links` needs of it: its RCCL call, and its
+    /// launch when dispatches may still come or a held RCCL kernel waits for it (the spans
+    /// came from the pre-passes).
+    fn api(&mut self, r: &Rec, note: bool) -> Result<()> {
         let Some((start, end)) = self.times(r, "API") else {
             return Ok(());
         };
-        let (domain, op) = self.op_name(r);
-        let (domain, op) = (domain.to_string(), op.to_string());
+        let (domain, name) = self.t.strings.api_names(r);
         let a = Api {
-            domain: &domain,
-            name: if op.is_empty() { "unknown" } else { &op },
+            domain,
+            name: if name.is_empty() { "unknown" } else { name },
             pid: self.t.pid,
             tid: r.tid,
             start,
@@ -305,8 +397,24 @@ impl Reader<'_, '_> {
             correlation: r.corr,
             external: r.ext,
         };
+        if let Some(c) = r.call(domain, name).filter(|_| note) {
+            let links = &mut self.emit.links;
+            if !links.note_rccl(&c) {
+                if let (Some(tid), Some(corr)) = (r.tid, r.corr) {
+                    if !self.seen_dispatch || self.wanted.contains(&corr) {
+                        links.note_launch(corr, tid, start);
+                    }
+                }
+            }
+        }
         self.emit.api(&a)
     }
+}
+
+/// An RCCL kernel whose name gives no collective (`ncclDevKernel_Generic_1`): its
+/// collective is the RCCL call's around its launch.
+fn no_collective(c: Class) -> bool {
+    matches!(c, (Category::Comm, None | Some("other")))
 }
 
 fn walk(reader: &mut Reader, s: &mut Stream) -> Result<(), ParseErr> {
@@ -338,13 +446,25 @@ pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
     let mut emit = Emit::new(&job.classifier, &parts);
     let mut reader = Reader {
         emit: &mut emit,
+        path: &job.path,
+        marker: &job.step_marker,
         t: Tables::default(),
         deferred: Vec::new(),
         gpu_names: FxHashMap::default(),
         failed: None,
+        steps: None,
+        proc_index: 0,
+        seen_dispatch: false,
+        seen_api: false,
+        held: Held::new(&job.staging),
+        holding: FxHashSet::default(),
+        wanted: FxHashSet::default(),
+        spans: Vec::new(),
     };
     let res = walk(&mut reader, &mut Stream::new(win));
     let (failed, names) = (reader.failed.take(), std::mem::take(&mut reader.gpu_names));
+    let mut spans = std::mem::take(&mut reader.spans);
+    spans.sort_by_key(|s| (s.start, s.end));
     if let Some(e) = failed {
         return Err(e);
     }
@@ -355,7 +475,7 @@ pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
         (Some(h), _) => h.clone(),
         (None, h) => digest(h.as_ref().expect("hasher set above")),
     };
-    super::finish(job, info, &parts, (out, &[]), events, &|d| {
+    super::finish(job, info, &parts, (out, &spans), events, &|d| {
         names.get(&d).cloned()
     })
 }

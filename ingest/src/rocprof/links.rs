@@ -5,15 +5,18 @@
 //!
 //! rocprof has no profiler steps, and RCCL's kernels do not say their collective
 //! (`ncclDevKernel_Generic_1`): without these a capture is one step whose communication is
-//! all `other`. A kernel's step is the span holding its launch (the HIP call of its
+//! all `other`. A kernel's step is the span holding its launch (the API call of its
 //! correlation id), else the one holding its GPU start; its collective is that of the RCCL
-//! call which, on the launching thread, encloses the launch. The CSV reader reads the API
-//! files before the dispatches, so everything here is known when a kernel is written; the
-//! JSON and rocpd readers do not fill it (their captures in the corpus hold no marker or
-//! RCCL records), and their rows keep a null step.
+//! call which, on the launching thread, encloses the launch. All three readers fill these
+//! before the rows that need them are written: the CSV reader reads the API files first,
+//! the rocpd reader queries the regions first, and the JSON reader, whose file puts the
+//! dispatches before the API records, learns the spans and the launches' steps in a
+//! pre-pass (`prescan`, kept as `CorrRuns`) and holds back the RCCL kernels whose
+//! collective an RCCL call must name (with the later dispatches of their streams, `held`).
 
 use rustc_hash::FxHashMap;
 
+use super::runs::CorrRuns;
 use crate::step_span::{Span, StepMarker};
 
 /// The collective of each RCCL API function that launches one (data, as the rule table).
@@ -48,6 +51,9 @@ pub struct ApiLinks {
     rccl: FxHashMap<i64, Vec<(i64, i64, &'static str)>>,
     /// Correlation id → (thread, start) of the host call.
     launches: FxHashMap<i64, (i64, i64)>,
+    /// The step of each launch by correlation id, when a pre-pass worked it out instead of
+    /// keeping the launches (the JSON reader); answers before `launches`.
+    launch_steps: Option<CorrRuns>,
 }
 
 /// What `note` needs of an API record.
@@ -68,35 +74,70 @@ impl ApiLinks {
         }
     }
 
+    /// The links a pre-pass found: the step spans and the step of every launch.
+    pub fn with_steps(
+        marker: StepMarker,
+        mut spans: Vec<Span>,
+        launch_steps: CorrRuns,
+    ) -> ApiLinks {
+        spans.sort_by_key(|s| (s.start, s.end));
+        ApiLinks {
+            marker,
+            spans,
+            launch_steps: Some(launch_steps),
+            ..ApiLinks::default()
+        }
+    }
+
     /// Notes what an API record is: a step span (a marker range the marker names), an RCCL
-    /// collective call, and, for every call with a thread and correlation id, a launch.
+    /// collective call, and, for every other call with a thread and correlation id, a launch.
     pub fn note(&mut self, c: &Call) {
         if super::is_marker(c.domain) {
-            if let Some(step) = self.marker.step(c.name.as_bytes()) {
-                let span = Span {
-                    start: c.start,
-                    end: c.end.max(c.start),
-                    step,
-                };
-                // Kept sorted as they come (markers are few), so the API records read after
-                // them find their steps before `seal`.
-                let at = self
-                    .spans
-                    .partition_point(|s| (s.start, s.end) <= (span.start, span.end));
-                self.spans.insert(at, span);
+            self.note_span(c);
+        }
+        if !self.note_rccl(c) {
+            if let (Some(tid), Some(corr)) = (c.tid, c.correlation) {
+                self.note_launch(corr, tid, c.start);
             }
         }
-        let Some(tid) = c.tid else { return };
-        if super::has_prefix(c.domain, "RCCL") {
-            if let Some(kind) = rccl_kind(c.name) {
-                self.rccl
-                    .entry(tid)
-                    .or_default()
-                    .push((c.start, c.end, kind));
-            }
-        } else if let Some(corr) = c.correlation {
-            self.launches.insert(corr, (tid, c.start));
+    }
+
+    /// The step span a marker range is, if the marker names it.
+    pub fn note_span(&mut self, c: &Call) {
+        let Some(step) = self.marker.step(c.name.as_bytes()) else {
+            return;
+        };
+        let span = Span {
+            start: c.start,
+            end: c.end.max(c.start),
+            step,
+        };
+        // Kept sorted as they come (markers are few), so the API records read after them
+        // find their steps before `seal`.
+        let at = self
+            .spans
+            .partition_point(|s| (s.start, s.end) <= (span.start, span.end));
+        self.spans.insert(at, span);
+    }
+
+    /// Notes an RCCL collective call; whether the record is of the RCCL domain (an RCCL
+    /// record is never a launch).
+    pub fn note_rccl(&mut self, c: &Call) -> bool {
+        if !super::has_prefix(c.domain, "RCCL") {
+            return false;
         }
+        if let (Some(tid), Some(kind)) = (c.tid, rccl_kind(c.name)) {
+            self.rccl
+                .entry(tid)
+                .or_default()
+                .push((c.start, c.end, kind));
+        }
+        true
+    }
+
+    /// The host call with correlation id `corr`, on thread `tid` at `start`.
+    pub fn note_launch(&mut self, corr: i64, tid: i64, start: i64) {
+        self.launches.insert(corr, (tid, start));
     }
 
     /// Sorts the RCCL calls; call once every API record is in, before the dispatches.
@@ -120,13 +161,25 @@ impl ApiLinks {
             .map(|s| s.step)
     }
 
-    /// The (thread, time) of the host call with correlation id `corr`.
-    pub fn launch(&self, corr: Option<i64>) -> Option<(i64, i64)> {
-        // The JSON and rocpd readers note nothing: no hashing per dispatch there.
-        if self.launches.is_empty() {
+    /// The step whose span holds the launch of correlation id `corr`.
+    pub fn launch_step(&self, corr: Option<i64>) -> Option<i64> {
+        // No spans, no step: no lookup per dispatch for captures without markers.
+        if self.spans.is_empty() {
             return None;
         }
-        self.launches.get(&corr?).copied()
+        match &self.launch_steps {
+            Some(runs) => runs.get(corr?).flatten(),
+            None => self.step_at(self.launches.get(&corr?)?.1),
+        }
+    }
+
+    /// The collective of the RCCL call around the launch of correlation id `corr`.
+    pub fn launch_rccl(&self, corr: Option<i64>) -> Option<&'static str> {
+        if self.rccl.is_empty() {
+            return None;
+        }
+        let &(tid, ts) = self.launches.get(&corr?)?;
+        self.rccl_at(tid, ts)
     }
 
     /// The collective of the RCCL call that, on thread `tid`, encloses time `ts`.
@@ -180,7 +233,15 @@ mod tests {
             ),
             (None, Some(1), Some(2), None)
         );
-        assert_eq!(l.launch(Some(6)), Some((7, 130)));
+        assert_eq!(
+            l.launch_step(Some(6)),
+            Some(1),
+            "launched at 130, in step 1"
+        );
+        assert_eq!(l.launch_step(Some(8)), Some(2));
+        assert_eq!(l.launch_step(Some(99)), None, "no such launch");
+        assert_eq!(l.launch_rccl(Some(6)), Some("all_reduce"));
+        assert_eq!(l.launch_rccl(Some(8)), None);
         assert_eq!(l.rccl_at(7, 130), Some("all_reduce"));
         assert_eq!(l.rccl_at(7, 250), None, "outside every RCCL call");
         assert_eq!(l.rccl_at(8, 130), None, "another thread");

@@ -7,14 +7,18 @@
 //! container into the plain values of `Emit`, which classifies, batches and hands rows to
 //! the same writer thread the Kineto reader uses. Timestamps are integer ns already
 //! (`CLOCK_BOOTTIME` of the profiled host, not the Unix epoch). rocprof has no profiler
-//! steps: steps come from marker ranges (`--step-marker`), and RCCL kernels' collectives from
-//! the RCCL API calls around their launches (`links`; the CSV reader), else `step` is null.
+//! steps: steps come from roctx marker ranges (`--step-marker`, `ProfilerStep#N` by
+//! default), and RCCL kernels' collectives from the RCCL API calls around their launches
+//! (`links`), the same way in all three readers; without markers `step` is null.
 
 pub mod csv;
+mod held;
 pub mod json;
 pub mod links;
+mod prescan;
 mod records;
 pub mod rocpd;
+pub mod runs;
 mod stream;
 
 use crate::file::RankSource;
@@ -198,8 +202,8 @@ impl<'a> Emit<'a> {
     }
 
     /// A GPU row's step: the span holding its launch, else its start (`links`).
-    fn gpu_step(&self, launch: Option<(i64, i64)>, start: i64) -> (Option<i64>, StepSource) {
-        if let Some(step) = launch.and_then(|(_, ts)| self.links.step_at(ts)) {
+    fn gpu_step(&self, corr: Option<i64>, start: i64) -> (Option<i64>, StepSource) {
+        if let Some(step) = self.links.launch_step(corr) {
             return (Some(step), StepSource::Launch);
         }
         match self.links.step_at(start) {
@@ -211,14 +215,11 @@ impl<'a> Emit<'a> {
     fn push_kernel(&mut self, d: &Dispatch, class: Class, name: u32) -> Result<()> {
         let raw_end = d.end;
         let end = self.checked_end(d.start, d.end, d.name);
-        let launch = self.links.launch(d.correlation);
-        let (step, step_source) = self.gpu_step(launch, d.start);
-        // A comm kernel whose name does not say its collective (RCCL's `Generic`) takes the
-        // collective of the RCCL call around its launch.
+        let (step, step_source) = self.gpu_step(d.correlation, d.start);
         let comm_op = match class {
-            (Category::Comm, None | Some("other")) => launch
-                .and_then(|(tid, ts)| self.links.rccl_at(tid, ts))
-                .or(class.1),
+            (Category::Comm, None | Some("other")) => {
+                self.links.launch_rccl(d.correlation).or(class.1)
+            }
             _ => class.1,
         };
         self.batch.gpu.push(GpuRow {
@@ -247,7 +248,7 @@ impl<'a> Emit<'a> {
         let (category, comm_op) = self.classify(Kind::Memcpy, c.name);
         let name = self.batch.strings.id(c.name);
         let end = self.checked_end(c.start, c.end, c.name);
-        let (step, step_source) = self.gpu_step(self.links.launch(c.correlation), c.start);
+        let (step, step_source) = self.gpu_step(c.correlation, c.start);
         self.batch.gpu.push(GpuRow {
             device: c.device,
             stream: c.stream,

@@ -4,8 +4,114 @@
 //! `correlation_id`, `start_timestamp`, `end_timestamp`, `stream_id`); kernel dispatches nest
 //! their agent, queue, kernel id and sizes under `dispatch_info`, memory copies carry
 //! `src_agent_id`, `dst_agent_id` and `bytes`. One reader fills whichever fields are present.
+//! `Strings` names a record from its process's `strings` table.
 
+use rustc_hash::FxHashMap;
+use serde_json::Value;
+
+use super::links::Call;
 use crate::json::{int_from_value, Cursor, JResult};
+
+/// A process object's `strings`: each buffer record kind's name and operation names, and the
+/// roctx messages.
+///
+/// rocprofiler-sdk's `generateJSON.cpp` writes `strings.buffer_records` (indexed by a
+/// record's `kind`, then its `operation`) and `strings.marker_api` = the tool's
+/// `marker_messages`, a correlation id → message map that cereal writes as
+/// `[{"key": id, "value": message}]`. Its `tool.cpp` adds a message for `roctxMarkA`,
+/// `roctxRangePushA` and `roctxRangeStartA` under the call's `correlation_id.internal`, and
+/// the push's (start's) record carries that id with the pop's (stop's) time as its end;
+/// `generateCSV.cpp` writes such a record's message as its `Function`. So a marker record
+/// with a message is named by it, as in the CSV output.
+#[derive(Debug, Default)]
+pub(super) struct Strings {
+    pub kinds: Vec<(String, Vec<String>)>,
+    pub messages: FxHashMap<i64, String>,
+}
+
+impl Strings {
+    pub(super) fn parse(v: &Value) -> Strings {
+        let list = v.get("buffer_records").and_then(Value::as_array);
+        let text = |v: &Value| v.as_str().unwrap_or("").to_string();
+        let kinds = list
+            .into_iter()
+            .flatten()
+            .map(|k| {
+                let ops = k.get("operations").and_then(Value::as_array);
+                let name = k.get("kind").map_or(String::new(), text);
+                (name, ops.into_iter().flatten().map(text).collect())
+            })
+            .collect();
+        let mut messages = FxHashMap::default();
+        match v.get("marker_api") {
+            Some(Value::Array(pairs)) => {
+                for p in pairs {
+                    let key = p.get("key").and_then(json_int);
+                    if let (Some(k), Some(m)) = (key, p.get("value").and_then(Value::as_str)) {
+                        messages.insert(k, m.to_string());
+                    }
+                }
+            }
+            Some(Value::Object(map)) => {
+                for (k, m) in map {
+                    if let (Ok(k), Some(m)) = (k.trim().parse(), m.as_str()) {
+                        messages.insert(k, m.to_string());
+                    }
+                }
+            }
+            _ => {}
+        }
+        Strings { kinds, messages }
+    }
+
+    /// A record's kind (the API domain) and operation names ("" when unknown).
+    pub(super) fn names(&self, r: &Rec) -> (&str, &str) {
+        let k = r
+            .kind
+            .and_then(|k| self.kinds.get(usize::try_from(k).ok()?));
+        let op = r.op.and_then(|o| k?.1.get(usize::try_from(o).ok()?));
+        (
+            k.map_or("", |k| k.0.as_str()),
+            op.map_or("", String::as_str),
+        )
+    }
+
+    /// An API record's domain and name: a marker's message, else its operation.
+    pub(super) fn api_names(&self, r: &Rec) -> (&str, &str) {
+        let (domain, op) = self.names(r);
+        let message = r
+            .corr
+            .filter(|_| super::is_marker(domain))
+            .and_then(|c| self.messages.get(&c));
+        (domain, message.map_or(op, String::as_str))
+    }
+
+    /// Whether any message names a step to `marker`.
+    pub(super) fn names_steps(&self, marker: &crate::step_span::StepMarker) -> bool {
+        self.messages
+            .values()
+            .any(|m| marker.step(m.as_bytes()).is_some())
+    }
+}
+
+impl Rec {
+    /// What `ApiLinks` takes of an API record named `domain`/`name`: `None` without times.
+    pub(super) fn call<'a>(&self, domain: &'a str, name: &'a str) -> Option<Call<'a>> {
+        Some(Call {
+            domain,
+            name,
+            tid: self.tid,
+            start: self.start?,
+            end: self.end?,
+            correlation: self.corr,
+        })
+    }
+}
+
+fn json_int(v: &Value) -> Option<i64> {
+    v.as_i64()
+        .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+}
 
 #[derive(Debug, Clone, Default)]
 pub(super) struct Rec {

@@ -5,6 +5,15 @@
 //! agents and streams. Rows are streamed from SQLite in id order; nothing is held but the
 //! current batch. Unlike CSV/JSON, rocpd keeps the process environment, so torchrun's
 //! `RANK`/`WORLD_SIZE` give the rank.
+//!
+//! Steps and RCCL collectives (`links`): the regions are read first, for what the kernels
+//! and copies need, then the kernels, copies, and the regions again as rows. rocprofiler-sdk's
+//! `generateRocpd.cpp` writes every API record as a region (or, when start = end, a sample)
+//! whose event's `category_id` is the kind name (`MARKER_CORE_RANGE_API`, `RCCL_API`, …), name
+//! the operation (`roctxThreadRangeA`, `ncclAllReduce`) and `stack_id` the correlation id the
+//! kernels' events carry too; a marker range's message is only in the event's `extdata`
+//! (`{"message": …}`, read by its `range_markers` view). So a marker region is named by that
+//! message, as the CSV output names it, and a kernel's launch is the region of its `stack_id`.
 
 use crate::format::Format;
 use std::path::Path;
@@ -12,6 +21,7 @@ use std::path::Path;
 use rusqlite::{Connection, Row};
 use serde_json::Value;
 
+use super::links::{ApiLinks, Call};
 use super::{Api, Dispatch, Emit, MemoryCopy};
 use crate::classify::Kind;
 use crate::error::{IngestError, Result};
@@ -128,8 +138,8 @@ const KERNELS: &str =
 const COPIES: &str = "SELECT CASE WHEN dst_agent_type = 'GPU' OR src_agent_type IS NOT 'GPU' \
     THEN dst_agent_type_index ELSE src_agent_type_index END, stream_id, name, start, \"end\", \
     stack_id, size FROM memory_copies ORDER BY id";
-const REGIONS: &str =
-    "SELECT category, name, pid, tid, start, \"end\", stack_id, corr_id FROM regions ORDER BY id";
+const REGIONS: &str = "SELECT category, name, pid, tid, start, \"end\", stack_id, corr_id, \
+    extdata FROM regions ORDER BY id";
 
 /// Columns 2–4 of a kernel or copy row: its name and start/end; a row without both times is
 /// counted (`missing_timestamp`) and skipped.
@@ -198,20 +208,76 @@ fn copies(path: &Path, conn: &Connection, emit: &mut Emit) -> Result<()> {
     })
 }
 
+/// A region row as read: its domain, its name (a marker's message), and its times when it
+/// has both.
+struct Region {
+    domain: String,
+    name: String,
+    times: Option<(i64, i64)>,
+}
+
+fn region(path: &Path, r: &Row) -> Result<Region> {
+    let get = |i| r.get::<_, Option<i64>>(i).map_err(|e| sql_err(path, e));
+    let text = |i| r.get::<_, Option<String>>(i).map_err(|e| sql_err(path, e));
+    let (domain, mut name) = (text(0)?.unwrap_or_default(), text(1)?.unwrap_or_default());
+    if super::is_marker(&domain) {
+        if let Some(m) = text(8)?.as_deref().and_then(message) {
+            name = m;
+        }
+    }
+    let times = get(4)?.zip(get(5)?);
+    Ok(Region {
+        domain,
+        name,
+        times,
+    })
+}
+
+/// The roctx message in a marker event's `extdata`.
+fn message(extdata: &str) -> Option<String> {
+    let v: Value = serde_json::from_str(extdata).ok()?;
+    Some(v.get("message")?.as_str()?.to_string())
+}
+
+/// The step spans, RCCL calls and launches of the regions, before any kernel is read.
+fn links(
+    path: &Path,
+    conn: &Connection,
+    marker: &crate::step_span::StepMarker,
+) -> Result<ApiLinks> {
+    let mut links = ApiLinks::new(marker.clone());
+    each(path, conn, "regions", REGIONS, |r| {
+        let get = |i| r.get::<_, Option<i64>>(i).map_err(|e| sql_err(path, e));
+        let g = region(path, r)?;
+        if let Some((start, end)) = g.times {
+            links.note(&Call {
+                domain: &g.domain,
+                name: &g.name,
+                tid: get(3)?,
+                start,
+                end,
+                correlation: get(6)?,
+            });
+        }
+        Ok(())
+    })?;
+    links.seal();
+    Ok(links)
+}
+
 fn regions(path: &Path, conn: &Connection, emit: &mut Emit) -> Result<()> {
     each(path, conn, "regions", REGIONS, |r| {
         let get = |i| r.get::<_, Option<i64>>(i).map_err(|e| sql_err(path, e));
-        let text = |i| r.get::<_, Option<String>>(i).map_err(|e| sql_err(path, e));
-        let (domain, name) = (text(0)?.unwrap_or_default(), text(1)?.unwrap_or_default());
-        let (Some(start), Some(end)) = (get(4)?, get(5)?) else {
+        let g = region(path, r)?;
+        let Some((start, end)) = g.times else {
             emit.diag("missing_timestamp", || {
-                format!("{name}: region without start/end")
+                format!("{}: region without start/end", g.name)
             });
             return Ok(());
         };
         let a = Api {
-            domain: &domain,
-            name: &name,
+            domain: &g.domain,
+            name: &g.name,
             pid: get(2)?,
             tid: get(3)?,
             start,
@@ -237,6 +303,8 @@ pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
     info.runtime_version = Some(format!("rocpd_schema_version={version}"));
     let parts = super::parts_for(job, &mut info, rank, &pids(&conn));
     let mut emit = Emit::new(&job.classifier, &parts);
+    emit.links = links(path, &conn, &job.step_marker)?;
+    let spans = emit.links.spans().to_vec();
     let res = kernels(path, &conn, &mut emit)
         .and_then(|()| copies(path, &conn, &mut emit))
         .and_then(|()| regions(path, &conn, &mut emit));
@@ -245,5 +313,5 @@ pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
     res?;
     let names = gpu_names(&conn);
     let name_of = |d: i64| names.iter().find(|(i, _)| *i == d).map(|(_, n)| n.clone());
-    super::finish(job, info, &parts, (out?, &[]), events, &name_of)
+    super::finish(job, info, &parts, (out?, &spans), events, &name_of)
 }

@@ -8,6 +8,7 @@
 mod common;
 
 mod chrome_nsys_robustness;
+mod chrome_steps;
 mod fuzz_replay;
 mod golden_categories;
 mod golden_subcategories;
@@ -15,4 +16,5 @@ mod robustness;
 mod rocprof;
 mod rocprof_csv;
 mod rocprof_robustness;
+mod rocprof_steps;
 mod rules_and_shapes;

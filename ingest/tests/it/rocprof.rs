@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::common::{batches, corpus, ingest, ints, strs};
+use crate::common::{batches, corpus, ingest, ints, rocpd_copy, strs};
 
 /// A GPU activity as compared across formats.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -280,22 +280,10 @@ fn json_api_copy_and_dispatch_records_resolve_even_before_their_tables() {
 /// way rocprofv3 writes them) comes out of the `regions` view as one `cpu_ops` row.
 #[test]
 fn rocpd_regions_become_cpu_ops() {
-    let Some(db) = corpus("rocprofv3/rocpd/mi350x_908_results.DERIVED.db") else {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((p, c, u, g)) = rocpd_copy(dir.path()) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("908_results.db");
-    std::fs::copy(&db, &p).unwrap();
-    let c = rusqlite::Connection::open(&p).unwrap();
-    let meta = |tag: &str| -> String {
-        c.query_row(
-            "SELECT value FROM rocpd_metadata WHERE tag = ?1",
-            [tag],
-            |r| r.get(0),
-        )
-        .unwrap()
-    };
-    let (u, g) = (meta("uuid"), meta("guid"));
     let string_id = |s: &str| format!("(SELECT id FROM rocpd_string{u} WHERE string = '{s}')");
     c.execute_batch(&format!(
         "INSERT OR IGNORE INTO rocpd_string{u}(guid, string) VALUES ('{g}', 'HIP_RUNTIME_API_EXT'), ('{g}', 'hipLaunchKernel');

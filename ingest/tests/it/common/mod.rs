@@ -63,6 +63,38 @@ pub(crate) fn batches(out: &Path, table: &str) -> Vec<RecordBatch> {
     batches
 }
 
+/// The step numbers of the `steps` table of the dataset `out`, sorted (its null-step row
+/// left out).
+pub(crate) fn step_numbers(out: &Path) -> Vec<i64> {
+    let mut steps: Vec<i64> = batches(out, "steps")
+        .iter()
+        .flat_map(|b| ints(b, "step"))
+        .flatten()
+        .collect();
+    steps.sort();
+    steps
+}
+
+/// A copy of the corpus rocpd database as `dir/908_results.db`, open, with its table suffix
+/// (`rocpd_metadata.uuid`) and guid: tests add rows to its physical tables, the way
+/// rocprofv3 writes them, and read them back through its views. `None` without the corpus.
+pub(crate) fn rocpd_copy(dir: &Path) -> Option<(PathBuf, rusqlite::Connection, String, String)> {
+    let db = corpus("rocprofv3/rocpd/mi350x_908_results.DERIVED.db")?;
+    let p = dir.join("908_results.db");
+    std::fs::copy(&db, &p).unwrap();
+    let c = rusqlite::Connection::open(&p).unwrap();
+    let meta = |tag: &str| -> String {
+        c.query_row(
+            "SELECT value FROM rocpd_metadata WHERE tag = ?1",
+            [tag],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    let (u, g) = (meta("uuid"), meta("guid"));
+    Some((p, c, u, g))
+}
+
 /// An Int64 column of a batch, nulls as `None`.
 pub(crate) fn ints(b: &RecordBatch, col: &str) -> Vec<Option<i64>> {
     let a = b.column_by_name(col).unwrap();
@@ -84,12 +116,22 @@ pub(crate) fn strs(b: &RecordBatch, col: &str) -> Vec<Option<String>> {
 /// Ingests `bytes` as the file `name`; on failure checks the message names the file and,
 /// for parse errors, an offset within the input, and that nothing was left behind.
 pub(crate) fn check(name: &str, bytes: &[u8]) -> Result<(), TestCaseError> {
+    check_with(name, bytes, Default::default())
+}
+
+/// `check`, with `--step-marker`.
+pub(crate) fn check_with(
+    name: &str,
+    bytes: &[u8],
+    step_marker: aorta_ingest::step_span::StepMarker,
+) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().unwrap();
     let path: PathBuf = dir.path().join(name);
     std::fs::write(&path, bytes).unwrap();
     let out = dir.path().join("out");
     let opts = aorta_ingest::Options {
         out: out.clone(),
+        step_marker,
         ..Default::default()
     };
     match aorta_ingest::ingest(std::slice::from_ref(&path), &opts, &Default::default()) {
