@@ -17,7 +17,7 @@ pub enum Dtype {
 }
 
 impl Dtype {
-    pub fn size(self) -> usize {
+    pub(crate) fn size(self) -> usize {
         match self {
             Dtype::Bf16 | Dtype::Fp16 => 2,
             Dtype::Fp32 => 4,
@@ -32,7 +32,7 @@ impl Dtype {
     }
     /// The name PyTorch's profiler writes in a collective's `args.dtype`, so that `aorta
     /// compare` matches these collectives with a PyTorch run's.
-    pub fn torch_name(self) -> &'static str {
+    pub(crate) fn torch_name(self) -> &'static str {
         match self {
             Dtype::Bf16 => "BFloat16",
             Dtype::Fp16 => "Half",
@@ -51,7 +51,7 @@ pub enum Collective {
 
 impl Collective {
     /// Trace name, shaped like NCCL's device kernels so the rule table classifies it as comm.
-    pub fn kernel_name(self) -> &'static str {
+    pub(crate) fn kernel_name(self) -> &'static str {
         match self {
             Collective::AllReduce => "ncclDevKernel_AllReduce",
             Collective::AllGather => "ncclDevKernel_AllGather",
@@ -59,7 +59,7 @@ impl Collective {
         }
     }
     /// `args["Collective name"]`, as PyTorch's profiler writes it.
-    pub fn collective_name(self) -> &'static str {
+    pub(crate) fn collective_name(self) -> &'static str {
         match self {
             Collective::AllReduce => "allreduce",
             Collective::AllGather => "all_gather",
@@ -75,7 +75,7 @@ impl Collective {
         }
     }
     /// The Python aorta stream name the collective is logged on.
-    pub fn stream_name(self) -> &'static str {
+    pub(crate) fn stream_name(self) -> &'static str {
         match self {
             Collective::AllReduce => "allreduce",
             Collective::ReduceScatter => "reducescatter",
@@ -87,14 +87,14 @@ impl Collective {
 /// The GEMM both workloads run: column-major `C = A·B`, `A` m×k, `B` k×n.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GemmShape {
-    pub m: usize,
-    pub n: usize,
-    pub k: usize,
+    pub(crate) m: usize,
+    pub(crate) n: usize,
+    pub(crate) k: usize,
     pub dtype: Dtype,
 }
 
 impl GemmShape {
-    pub fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         if self.m == 0 || self.n == 0 || self.k == 0 {
             bail_config!("--m, --n and --k must be > 0");
         }
@@ -119,12 +119,12 @@ impl GemmShape {
     }
 
     /// Bytes the GEMM reads and writes (A, B and C once each).
-    pub fn bytes(&self) -> usize {
+    pub(crate) fn bytes(&self) -> usize {
         (self.m * self.k + self.k * self.n + self.m * self.n) * self.dtype.size()
     }
 
     /// Floating-point operations of one GEMM.
-    pub fn flops(&self) -> f64 {
+    pub(crate) fn flops(&self) -> f64 {
         2.0 * self.m as f64 * self.n as f64 * self.k as f64
     }
 }
@@ -184,7 +184,7 @@ impl BenchConfig {
     }
 
     /// (send, receive) buffer sizes in bytes for one collective on this rank.
-    pub fn collective_buffers(&self) -> (usize, usize) {
+    pub(crate) fn collective_buffers(&self) -> (usize, usize) {
         let shard = self.bytes / self.world_size;
         match self.collective {
             Collective::AllReduce => (self.bytes, self.bytes),
@@ -219,7 +219,7 @@ pub enum Direction {
 
 impl Direction {
     /// The copies of one copy slot, in order.
-    pub fn copies(self) -> &'static [CopyDir] {
+    pub(crate) fn copies(self) -> &'static [CopyDir] {
         match self {
             Direction::H2d => &[CopyDir::HtoD],
             Direction::D2h => &[CopyDir::DtoH],
@@ -227,7 +227,7 @@ impl Direction {
         }
     }
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Direction::H2d => "h2d",
             Direction::D2h => "d2h",
@@ -272,7 +272,7 @@ impl CopyConfig {
 
     /// The benchmark loop's schedule for one mode: copies on the copy stream, waiting for the
     /// GEMMs when `serial`.
-    pub fn schedule(&self, serial: bool) -> Schedule {
+    pub(crate) fn schedule(&self, serial: bool) -> Schedule {
         let slot = self.direction.copies();
         let side = (0..self.copies_per_iter)
             .flat_map(|_| slot.iter().map(|&d| Op::Copy(d)))

@@ -70,7 +70,7 @@ pub enum Error {
 
 impl Error {
     /// An [`Error::Api`] from a call name and anything that names the code.
-    pub fn api(call: impl Into<String>, code: impl std::fmt::Display) -> Self {
+    pub(crate) fn api(call: impl Into<String>, code: impl std::fmt::Display) -> Self {
         Error::Api {
             call: call.into(),
             code: code.to_string(),
@@ -79,7 +79,7 @@ impl Error {
 
     /// The runtime or its device is absent (rather than broken): `--backend auto` may try the
     /// other one.
-    pub fn is_no_gpu(&self) -> bool {
+    pub(crate) fn is_no_gpu(&self) -> bool {
         matches!(
             self,
             Error::NoDriver { .. } | Error::NoDevice { .. } | Error::NoGpu { .. }
@@ -87,12 +87,12 @@ impl Error {
     }
 
     /// An [`Error::Config`].
-    pub fn config(msg: impl Into<String>) -> Self {
+    pub(crate) fn config(msg: impl Into<String>) -> Self {
         Error::Config(msg.into())
     }
 
     /// An [`Error::Io`] for `path`.
-    pub fn io(
+    pub(crate) fn io(
         action: &'static str,
         path: impl Into<PathBuf>,
     ) -> impl FnOnce(std::io::Error) -> Self {

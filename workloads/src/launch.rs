@@ -12,15 +12,15 @@ use std::process::ExitCode;
 pub struct GemmArgs {
     /// GEMM rows of A and C.
     #[arg(long, default_value_t = 4096)]
-    pub m: usize,
+    pub(crate) m: usize,
     /// GEMM columns of B and C.
     #[arg(long, default_value_t = 4096)]
-    pub n: usize,
+    pub(crate) n: usize,
     /// GEMM inner dimension.
     #[arg(long, default_value_t = 4096)]
-    pub k: usize,
+    pub(crate) k: usize,
     #[arg(long, value_enum, default_value_t = Dtype::Bf16)]
-    pub dtype: Dtype,
+    pub(crate) dtype: Dtype,
 }
 
 impl GemmArgs {

@@ -29,17 +29,17 @@ pub struct RunInfo {
 #[derive(Clone, Debug, PartialEq)]
 pub struct OpLabel {
     /// Trace `name` and JSONL `metadata.function`.
-    pub name: String,
+    pub(crate) name: String,
     /// Trace `cat`: `kernel` or `gpu_memcpy`.
-    pub cat: &'static str,
+    pub(crate) cat: &'static str,
     /// `args.op` and the JSONL range `tag`.
-    pub op: &'static str,
+    pub(crate) op: &'static str,
     /// Bytes the op moves (GEMM: A+B+C; collective: the message; copy: the copy).
-    pub bytes: usize,
+    pub(crate) bytes: usize,
     /// The Python aorta stream name of the JSONL range.
-    pub stream: &'static str,
+    pub(crate) stream: &'static str,
     /// Further trace `args`.
-    pub args: Map<String, Value>,
+    pub(crate) args: Map<String, Value>,
 }
 
 /// What the writers need to know about a workload.
@@ -64,7 +64,7 @@ fn args(pairs: Value) -> Map<String, Value> {
 }
 
 /// The GEMM: `gemm_{dtype}_{m}x{n}x{k}`, a kernel on the `compute` stream.
-pub fn gemm_label(g: &GemmShape) -> OpLabel {
+pub(crate) fn gemm_label(g: &GemmShape) -> OpLabel {
     OpLabel {
         name: g.name(),
         cat: "kernel",
@@ -76,7 +76,7 @@ pub fn gemm_label(g: &GemmShape) -> OpLabel {
 }
 
 /// One async copy of `bytes`, named as Kineto names a pinned-memory copy.
-pub fn copy_label(dir: CopyDir, bytes: usize) -> OpLabel {
+pub(crate) fn copy_label(dir: CopyDir, bytes: usize) -> OpLabel {
     let (name, op) = match dir {
         CopyDir::HtoD => ("Memcpy HtoD (Pinned -> Device)", "memcpy_htod"),
         CopyDir::DtoH => ("Memcpy DtoH (Device -> Pinned)", "memcpy_dtoh"),
@@ -195,7 +195,7 @@ fn metadata_events(dev: i64, iters: &[IterTiming]) -> Vec<Value> {
 
 /// The Chrome trace: `{"traceEvents": [...]}` with one `X` slice per op (`cat` from its label),
 /// `pid` = device, `tid` = stream.
-pub fn chrome_trace<W: Workload>(w: &W, info: &RunInfo, iters: &[IterTiming]) -> Value {
+pub(crate) fn chrome_trace<W: Workload>(w: &W, info: &RunInfo, iters: &[IterTiming]) -> Value {
     let dev = info.device as i64;
     let mut events = metadata_events(dev, iters);
     for (correlation, (step, op, label)) in labelled(w, iters).enumerate() {
@@ -278,8 +278,8 @@ pub struct Summary {
     pub gemm_tflops: f64,
     /// GEMMs timed, and their summed CUDA-event time (ms): `gemm_tflops` is
     /// count × FLOPs ÷ this time.
-    pub gemm_count: usize,
-    pub gemm_ms: f64,
+    pub(crate) gemm_count: usize,
+    pub(crate) gemm_ms: f64,
     /// Side-op bytes over their summed durations, GB/s (collective algbw, copy bandwidth).
     pub side_gbs: f64,
 }
