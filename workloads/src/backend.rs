@@ -42,7 +42,9 @@ impl Stream {
 /// Direction of one asynchronous copy between pinned host memory and the device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CopyDir {
+    /// Pinned host memory to device memory.
     HtoD,
+    /// Device memory to pinned host memory.
     DtoH,
 }
 

@@ -47,7 +47,10 @@ pub struct IterTiming {
 /// were enqueued.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Measured {
+    /// The `iters` measured iterations, in order, their times relative to the first one's start.
     pub iters: Vec<IterTiming>,
+    /// Host wall clock (ns since the Unix epoch) read after the warm-up, just before the measured
+    /// iterations were enqueued: what the trace's `baseTimeNanoseconds` anchors to.
     pub base_time_ns: u64,
 }
 

@@ -11,8 +11,11 @@ use clap::ValueEnum;
 /// Element type of the GEMM operands and the collective buffers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Dtype {
+    /// bfloat16 (2 bytes).
     Bf16,
+    /// IEEE half precision (2 bytes).
     Fp16,
+    /// IEEE single precision (4 bytes).
     Fp32,
 }
 
@@ -23,6 +26,7 @@ impl Dtype {
             Dtype::Fp32 => 4,
         }
     }
+    /// The lower-case name the flags take and the console line prints (`bf16`, `fp16`, `fp32`).
     pub fn name(self) -> &'static str {
         match self {
             Dtype::Bf16 => "bf16",
@@ -44,8 +48,11 @@ impl Dtype {
 /// The collective on the comm stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Collective {
+    /// Every rank ends with the sum over ranks of the whole tensor.
     AllReduce,
+    /// Every rank contributes one shard (`--bytes` / WORLD_SIZE) and receives the whole tensor.
     AllGather,
+    /// Every rank contributes the whole tensor and receives the sum of one shard.
     ReduceScatter,
 }
 
@@ -90,6 +97,7 @@ pub struct GemmShape {
     pub(crate) m: usize,
     pub(crate) n: usize,
     pub(crate) k: usize,
+    /// Element type of A, B and C.
     pub dtype: Dtype,
 }
 
@@ -146,16 +154,25 @@ fn validate_run(iters: usize, rank: usize, world_size: usize) -> Result<()> {
 /// `aorta-overlap-bench`: everything a run needs, validated.
 #[derive(Clone, Debug)]
 pub struct BenchConfig {
+    /// The GEMM on the compute stream.
     pub gemm: GemmShape,
     /// Collective message size: the full (unsharded) tensor in bytes.
     pub bytes: usize,
+    /// The collective on the comm stream.
     pub collective: Collective,
+    /// Measured iterations (at least 1).
     pub iters: usize,
+    /// Iterations run and synchronized before the measured ones, and not recorded.
     pub warmup: usize,
+    /// GEMMs per iteration on the compute stream.
     pub gemms_per_iter: usize,
+    /// Collectives per iteration on the comm stream.
     pub collectives_per_iter: usize,
+    /// The comm stream starts only after the iteration's last GEMM: the no-overlap baseline.
     pub serial: bool,
+    /// This process's rank (`RANK`), `< world_size`.
     pub rank: usize,
+    /// Number of ranks in the collective (`WORLD_SIZE`).
     pub world_size: usize,
 }
 
@@ -239,18 +256,25 @@ impl Direction {
 /// `aorta-copy-overlap`: GEMMs plus async host↔device copies, validated.
 #[derive(Clone, Debug)]
 pub struct CopyConfig {
+    /// The GEMM on the compute stream.
     pub gemm: GemmShape,
     /// Bytes of one copy.
     pub copy_bytes: usize,
+    /// Which way each copy slot copies.
     pub direction: Direction,
     /// Copy slots per iteration (each `direction.copies()`).
     pub copies_per_iter: usize,
+    /// GEMMs per iteration on the compute stream.
     pub gemms_per_iter: usize,
+    /// Measured iterations per mode (at least 1).
     pub iters: usize,
+    /// Iterations run and synchronized before each mode's measured ones, and not recorded.
     pub warmup: usize,
     /// Which measured mode the trace and JSONL are written for (both are measured).
     pub write_serial: bool,
+    /// This process's rank (`RANK`), `< world_size`; it names the output files.
     pub rank: usize,
+    /// Number of ranks started together (`WORLD_SIZE`); the ranks copy independently.
     pub world_size: usize,
 }
 

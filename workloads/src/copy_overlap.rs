@@ -16,10 +16,13 @@ use serde_json::Value;
 /// One measured mode.
 #[derive(Clone, Debug)]
 pub struct Mode {
+    /// Whether this is the serial mode (copies wait for the iteration's GEMMs).
     pub serial: bool,
+    /// The mode's measured iterations.
     pub measured: Measured,
     /// The JSONL lines of its iterations.
     pub lines: Vec<Value>,
+    /// The means over its iterations.
     pub summary: Summary,
 }
 

@@ -24,6 +24,7 @@ pub enum Error {
         runtime: &'static str,
         /// The shared object that was looked for, e.g. `libcuda.so`.
         library: &'static str,
+        /// What the user can do about it, e.g. `no NVIDIA GPU or driver here`.
         hint: &'static str,
     },
     /// A library the workload opens at run time (cuBLAS, NCCL, hipBLAS, RCCL) is missing.
@@ -31,18 +32,27 @@ pub enum Error {
     NoLibrary {
         /// `cuBLAS`, `NCCL`, `hipBLAS`, `RCCL`.
         name: &'static str,
+        /// The first shared object that was looked for, e.g. `libnccl.so.2`.
         library: &'static str,
+        /// What the user can do about it, e.g. `set LD_LIBRARY_PATH`.
         hint: &'static str,
     },
     /// The runtime loaded but there is no usable device.
     #[error("no {runtime} GPU: {detail}")]
     NoDevice {
+        /// `CUDA` or `ROCm`.
         runtime: &'static str,
+        /// The call that found no device and what it returned.
         detail: String,
     },
     /// `--backend auto` found neither GPU runtime: both reasons, CUDA's first.
     #[error("no GPU: {cuda}; {rocm}")]
-    NoGpu { cuda: Box<Error>, rocm: Box<Error> },
+    NoGpu {
+        /// Why CUDA was not usable.
+        cuda: Box<Error>,
+        /// Why ROCm was not usable.
+        rocm: Box<Error>,
+    },
     /// A GPU API call returned an error code.
     #[error("{call} failed: {code}")]
     Api {
@@ -63,7 +73,9 @@ pub enum Error {
     Io {
         /// `writing`, `reading`, `creating`.
         action: &'static str,
+        /// The file or directory.
         path: PathBuf,
+        /// The I/O error, printed as part of the message.
         err: std::io::Error,
     },
 }

@@ -24,6 +24,7 @@ pub struct GemmArgs {
 }
 
 impl GemmArgs {
+    /// The GEMM these flags describe (checked later, by the workload config's `validate`).
     pub fn shape(&self) -> GemmShape {
         GemmShape {
             m: self.m,
@@ -61,14 +62,18 @@ pub fn exit<E: std::fmt::Display>(name: &str, r: std::result::Result<(), E>) -> 
 pub enum BackendChoice {
     /// CUDA if its driver loads and sees a GPU, else ROCm (when built with `rocm`).
     Auto,
+    /// CUDA, or an error naming why it is unusable.
     Cuda,
+    /// ROCm (an error in a build without the `rocm` feature).
     Rocm,
 }
 
 /// A GPU runtime this crate can drive.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Runtime {
+    /// NVIDIA GPUs through cudarc (cargo feature `cuda`, the default).
     Cuda,
+    /// AMD GPUs through hip-sys, hipBLAS and RCCL (cargo feature `rocm`).
     Rocm,
 }
 

@@ -18,7 +18,9 @@ use std::path::{Path, PathBuf};
 /// Who wrote the trace.
 #[derive(Clone, Debug)]
 pub struct RunInfo {
+    /// Index of the GPU this rank drove, among the visible ones.
     pub device: usize,
+    /// The device's name as its runtime reports it (trace `deviceProperties`).
     pub device_name: String,
     /// Wall-clock ns (epoch) taken on the host when the base event was enqueued; trace `ts`
     /// are relative to it (`baseTimeNanoseconds`). Good to about a millisecond across ranks.
@@ -46,7 +48,9 @@ pub struct OpLabel {
 pub trait Workload {
     /// Trace `traceName`: the binary.
     fn trace_name(&self) -> &'static str;
+    /// This process's rank: it names the output files and the trace's `distributedInfo`.
     fn rank(&self) -> usize;
+    /// Number of ranks of the run (`distributedInfo.world_size`).
     fn world_size(&self) -> usize;
     /// The GEMM on the compute stream.
     fn gemm(&self) -> &GemmShape;
@@ -265,6 +269,7 @@ pub fn metrics_lines<W: Workload>(w: &W, iters: &[IterTiming]) -> Vec<Value> {
 /// Means over the measured iterations, for the console line and docs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Summary {
+    /// Mean iteration time, ms: from the iteration-start to the iteration-end event.
     pub iter_ms: f64,
     /// Busy time of the compute stream.
     pub compute_ms: f64,
@@ -292,6 +297,9 @@ fn ratio(num: f64, den: f64) -> f64 {
     }
 }
 
+/// The means over the measured iterations: stream busy times and overlap from the JSONL
+/// `lines` (as the Python aorta computes them), GEMM and side-op rates from the event times
+/// of `iters`.
 pub fn summary<W: Workload>(w: &W, lines: &[Value], iters: &[IterTiming]) -> Summary {
     let n = lines.len().max(1) as f64;
     let get = |l: &Value, p: &str| l.pointer(p).and_then(Value::as_f64).unwrap_or(0.0);
