@@ -61,7 +61,7 @@ pub fn load_or_compute(
 }
 
 /// Whether `aorta ingest` rewrote a run's activities after `aorta overlap` wrote its tables.
-pub fn stale(root: &Path, run: &str) -> bool {
+pub(crate) fn stale(root: &Path, run: &str) -> bool {
     let part = |table: &str| root.join(schema::run_dir(table, run));
     let newest_input = ["gpu_activities", "metrics"]
         .iter()

@@ -59,7 +59,7 @@ pub struct CodeSummary {
 }
 
 /// `trouble` or `noise` (`diag::NOISE`).
-pub fn severity(code: &str) -> &'static str {
+pub(crate) fn severity(code: &str) -> &'static str {
     if diag::is_trouble(code) {
         "trouble"
     } else {

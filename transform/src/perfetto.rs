@@ -50,7 +50,7 @@ pub enum ExportError {
 /// The colour of each category: Chrome's reserved colour names (catapult's
 /// `color_scheme.js`), which chrome://tracing draws; Perfetto keeps them as the slice's
 /// `cname` arg. A category not listed gets none.
-pub const COLOURS: &[(&str, &str)] = &[
+pub(crate) const COLOURS: &[(&str, &str)] = &[
     ("gemm", "thread_state_running"),
     ("attention", "rail_animation"),
     ("comm", "terrible"),
@@ -121,7 +121,7 @@ pub struct Window {
     /// Null: a trace without steps (its whole capture).
     pub step: Option<i64>,
     /// The first slice's (aligned) start: time zero of the written trace.
-    pub t0_ns: i64,
+    pub(crate) t0_ns: i64,
     pub ranks: Vec<RankWindow>,
 }
 

@@ -21,7 +21,7 @@ pub enum SqlError {
 }
 
 /// The names a query can use: every table of the schema.
-pub fn table_names() -> Vec<&'static str> {
+pub(crate) fn table_names() -> Vec<&'static str> {
     schema::TABLES
         .iter()
         .chain(schema::DERIVED_TABLES)

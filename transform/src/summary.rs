@@ -14,7 +14,7 @@ pub struct Spread {
 
 /// Percentile `q` (0..=1) of sorted values, interpolating linearly between the two nearest
 /// ranks (numpy's default, `(n - 1) * q`).
-pub fn quantile(sorted: &[f64], q: f64) -> f64 {
+pub(crate) fn quantile(sorted: &[f64], q: f64) -> f64 {
     let h = (sorted.len() - 1) as f64 * q;
     let (lo, hi) = (h.floor() as usize, h.ceil() as usize);
     sorted[lo] + (h - lo as f64) * (sorted[hi] - sorted[lo])

@@ -40,11 +40,11 @@ impl Status {
     }
 
     /// Arrivals, waits and transfers are defined.
-    pub fn timed(self) -> bool {
+    pub(crate) fn timed(self) -> bool {
         matches!(self, Status::Paired | Status::Single)
     }
 
-    pub fn of(inst: &InstanceKey, group: &Group) -> Status {
+    pub(crate) fn of(inst: &InstanceKey, group: &Group) -> Status {
         if inst.kind_mismatch {
             Status::KindMismatch
         } else if group.size == Some(1) {
@@ -62,7 +62,7 @@ impl Status {
 /// One instance's arrivals on the reference clock.
 #[derive(Debug, Clone, Copy)]
 pub struct Arrivals {
-    pub first: i64,
+    pub(crate) first: i64,
     pub last: i64,
     /// The second-to-last arrival (`last` for one member: nobody else imposed anything).
     pub second: i64,
@@ -70,7 +70,7 @@ pub struct Arrivals {
     /// The last rank's kernel's step.
     pub step: i64,
     /// Minimum transfer time over the members.
-    pub transfer: i64,
+    pub(crate) transfer: i64,
 }
 
 const UNSEEN: Arrivals = Arrivals {

@@ -30,7 +30,7 @@ use crate::dataset::{self, DatasetError};
 use crate::rows::ints;
 
 pub use arrive::{Arrivals, RankStats, Status, Stragglers};
-pub use clock::{Clock, ClockSource};
+pub(crate) use clock::{Clock, ClockSource};
 pub use load::{Group, InstanceKey, Kernel, RankKernels, NO_STEP};
 pub use tables::{write, CollectiveTables};
 pub use why::{Late, LATE_NS};
@@ -52,9 +52,9 @@ pub struct Job {
     pub arrivals: Vec<Option<Arrivals>>,
     /// Filled by `explain` (empty until then).
     pub late: Vec<Option<Late>>,
-    pub stragglers: Stragglers,
+    pub(crate) stragglers: Stragglers,
     /// Comm kernels whose kind came from the launching `c10d::` operator.
-    pub kinds_from_ops: u64,
+    pub(crate) kinds_from_ops: u64,
 }
 
 /// One data-quality finding of the matching.
@@ -107,7 +107,7 @@ impl Job {
     }
 
     /// (wait, arrival) of a kernel of `self.ranks[r]`, when its instance was timed.
-    pub fn timing(&self, r: usize, k: &Kernel) -> Option<(i64, i64)> {
+    pub(crate) fn timing(&self, r: usize, k: &Kernel) -> Option<(i64, i64)> {
         let a = self.arrivals[k.inst as usize].as_ref()?;
         Some(arrive::split(k, &self.clocks[r], a))
     }
@@ -119,7 +119,7 @@ impl Job {
 
     /// Each rank's comm kernels as (start, end, wait, step) for the overlap split; `None`
     /// for a rank none of whose kernels could be timed against its peers.
-    pub fn wait_parts(&self) -> HashMap<i64, Vec<Part>> {
+    pub(crate) fn wait_parts(&self) -> HashMap<i64, Vec<Part>> {
         let mut out = HashMap::new();
         for (r, rk) in self.ranks.iter().enumerate() {
             let timed = rk

@@ -12,11 +12,11 @@
 //! and printed. Formulas: ../shared/docs/METRICS.md ("Performance models"), in users' words
 //! in docs/PERF.md.
 
-pub mod args;
+mod args;
 mod frames;
 mod instances;
 mod load;
-pub mod models;
+mod models;
 pub mod peaks;
 pub mod rows;
 pub mod views;
@@ -45,7 +45,7 @@ pub struct PerfRun {
 
 impl PerfRun {
     /// Reads `run` of the dataset at `root` and computes its tables.
-    pub fn compute(root: &Path, run: &str, peaks: &Peaks) -> Result<PerfRun, DatasetError> {
+    pub(crate) fn compute(root: &Path, run: &str, peaks: &Peaks) -> Result<PerfRun, DatasetError> {
         let mut clock = Clock::start();
         let data = load::RunData::load(root, run)?;
         clock.lap("read");
@@ -82,7 +82,7 @@ impl PerfRun {
         })
     }
 
-    pub fn op_frame(&self) -> PolarsResult<DataFrame> {
+    pub(crate) fn op_frame(&self) -> PolarsResult<DataFrame> {
         frames::ops(&self.ops)
     }
 

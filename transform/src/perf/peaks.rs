@@ -9,10 +9,10 @@ use std::path::Path;
 use serde::Deserialize;
 
 /// The shipped table.
-pub const DEFAULT_PEAKS: &str = include_str!("../../peaks/devices.toml");
+pub(crate) const DEFAULT_PEAKS: &str = include_str!("../../peaks/devices.toml");
 
 /// The dtypes a peak can be given for.
-pub const DTYPES: [&str; 7] = ["fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp4"];
+pub(crate) const DTYPES: [&str; 7] = ["fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp4"];
 
 #[derive(Debug, thiserror::Error)]
 pub enum PeaksError {
@@ -31,10 +31,10 @@ pub enum PeaksError {
 pub struct Device {
     pub name: String,
     #[serde(rename = "match")]
-    pub matches: Vec<String>,
+    pub(crate) matches: Vec<String>,
     pub hbm_tbps: f64,
     pub tflops: BTreeMap<String, f64>,
-    pub source: String,
+    pub(crate) source: String,
 }
 
 impl Device {
@@ -57,7 +57,7 @@ struct File {
 pub struct Peaks {
     /// The shipped table's version, plus `+user` when a file extends it.
     pub version: String,
-    pub devices: Vec<Device>,
+    pub(crate) devices: Vec<Device>,
 }
 
 impl Default for Peaks {
@@ -89,7 +89,7 @@ impl Peaks {
 
     /// Parses a table, checking every entry (a typo in a dtype key is an error, not a peak
     /// that silently never applies).
-    pub fn parse(text: &str, path: &str) -> Result<Peaks, PeaksError> {
+    pub(crate) fn parse(text: &str, path: &str) -> Result<Peaks, PeaksError> {
         let invalid = |msg: String| PeaksError::Invalid {
             path: path.to_string(),
             msg,
@@ -123,7 +123,7 @@ impl Peaks {
     }
 
     /// The first device whose `match` substrings occur in `name` (case-insensitive).
-    pub fn find(&self, name: &str) -> Option<&Device> {
+    pub(crate) fn find(&self, name: &str) -> Option<&Device> {
         let name = name.to_lowercase();
         self.devices.iter().find(|d| {
             d.matches
