@@ -5,27 +5,56 @@ use std::path::{Path, PathBuf};
 use aorta_ingest::schema::{self, ColType, Table, PARTITION_COLUMNS, SCHEMA_VERSION};
 use polars::prelude::*;
 
+/// Why a dataset could not be read or written; every variant names the path at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum DatasetError {
+    /// The directory has no `manifest.json`: nothing was ingested into it. Holds the directory.
     #[error("{0}: not an aorta dataset (no manifest.json); run `aorta ingest` first")]
     NotADataset(PathBuf),
+    /// The manifest's schema version is not the one this build reads.
     #[error("{path}: dataset written with schema v{found}, this aorta reads v{SCHEMA_VERSION} (docs/SCHEMA.md); ingest the traces again into a new directory: `aorta ingest TRACES -o NEW_DIR`")]
-    OldSchema { path: PathBuf, found: u64 },
+    OldSchema {
+        /// The manifest.
+        path: PathBuf,
+        /// The schema version it declares.
+        found: u64,
+    },
+    /// The manifest lists no inputs. Holds the dataset's root.
     #[error("{0}: empty dataset (manifest.json lists no inputs): nothing to analyse; ingest traces into it first: `aorta ingest TRACES -o DIR`")]
     Empty(PathBuf),
+    /// An ingest was killed while it committed (`.commit.json` is left): readers refuse the
+    /// dataset until a writer finishes that commit. Holds the dataset's root.
     #[error("{0}: an ingest was killed while it committed (.commit.json): `aorta overlap {0}`, or any `aorta ingest` into it, finishes that commit first")]
     Unfinished(PathBuf),
+    /// The manifest, a part or the `runs` table does not hold what it should (bad JSON, a part
+    /// missing or of the wrong size or checksum, bad recorded rules).
     #[error("{path}: damaged: {msg}")]
-    Damaged { path: PathBuf, msg: String },
+    Damaged {
+        /// The damaged file.
+        path: PathBuf,
+        /// What is wrong with it, and what to run to repair it where that is known.
+        msg: String,
+    },
+    /// A table name that is not in `aorta_ingest::schema`. Holds the name.
     #[error("unknown table `{0}`")]
     UnknownTable(String),
+    /// Polars failed while reading or computing a table.
     #[error("{path}: {source}")]
-    Polars { path: PathBuf, source: PolarsError },
+    Polars {
+        /// The table (or file) being read.
+        path: PathBuf,
+        /// Polars' error.
+        source: PolarsError,
+    },
+    /// Writing a derived table or committing it failed (ingest's writer and commit).
     #[error(transparent)]
     Write(#[from] aorta_ingest::IngestError),
+    /// Listing, reading or writing a file of the dataset failed.
     #[error("{path}: {source}")]
     Io {
+        /// The file or directory.
         path: PathBuf,
+        /// The I/O error.
         source: std::io::Error,
     },
 }

@@ -17,7 +17,9 @@ use crate::overlap;
 
 /// `overlap_steps` and `overlap_collectives` of `runs`.
 pub struct StepsAndCollectives {
+    /// `overlap_steps` rows (the columns of `aorta_ingest::schema::OVERLAP_STEPS`).
     pub steps: DataFrame,
+    /// `overlap_collectives` rows (the columns of `aorta_ingest::schema::OVERLAP_COLLECTIVES`).
     pub collectives: DataFrame,
     /// Read from the dataset (`false`: computed, the stored rows missing or stale).
     pub stored: bool,

@@ -9,8 +9,11 @@ use polars::prelude::*;
 /// The five tables `aorta overlap` writes.
 #[derive(Debug, Clone)]
 pub struct OverlapTables {
+    /// `overlap_steps`: one row per (run, rank, step).
     pub steps: DataFrame,
+    /// `overlap_ranks`: one row per (run, rank), over its whole window.
     pub ranks: DataFrame,
+    /// `overlap_collectives`: per collective kind, per step and per whole rank (`level`).
     pub collectives: DataFrame,
     pub(crate) streams: DataFrame,
     pub(crate) stream_pairs: DataFrame,

@@ -12,12 +12,21 @@ use polars::sql::SQLContext;
 
 use crate::dataset::{self, DatasetError};
 
+/// Why a query gave no frame.
 #[derive(Debug, thiserror::Error)]
 pub enum SqlError {
+    /// The dataset, or one of its tables, could not be opened.
     #[error(transparent)]
     Dataset(#[from] DatasetError),
+    /// Polars rejected the statement (a parse error, an unknown table or column) or failed
+    /// running it.
     #[error("{root}: query failed: {source}")]
-    Query { root: PathBuf, source: PolarsError },
+    Query {
+        /// The dataset's root.
+        root: PathBuf,
+        /// Polars' error.
+        source: PolarsError,
+    },
 }
 
 /// The names a query can use: every table of the schema.

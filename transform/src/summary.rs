@@ -6,9 +6,13 @@ use polars::prelude::*;
 /// Median and 10th/90th percentiles of the non-null values.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Spread {
+    /// Number of values it is taken over: the non-null, non-NaN ones (at least 1).
     pub n: usize,
+    /// The median (p50).
     pub median: f64,
+    /// The 10th percentile.
     pub p10: f64,
+    /// The 90th percentile.
     pub p90: f64,
 }
 

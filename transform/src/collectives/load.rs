@@ -42,7 +42,9 @@ pub struct RankKernels {
 /// What the members of an instance agree on (or not), gathered while loading.
 #[derive(Debug, Clone)]
 pub struct InstanceKey {
+    /// Index of the instance's process group in [`Job::groups`](super::Job::groups).
     pub group: u32,
+    /// The kernel's number among its group's collectives, in launch order (or the trace's `Seq`).
     pub seq: i64,
     /// The kind of the lowest-ranked member.
     pub kind: u8,

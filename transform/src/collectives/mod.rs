@@ -38,17 +38,21 @@ pub use why::{Late, LATE_NS};
 /// Everything known about one run's collectives.
 #[derive(Debug)]
 pub struct Job {
+    /// The run label.
     pub run: String,
     /// The largest `world_size` the run's traces declare.
     pub world_size: Option<i64>,
     /// Ranks (ascending, the first is the reference), groups and instances.
     pub ranks: Vec<RankKernels>,
+    /// The process groups the kernels name, indexed by [`InstanceKey::group`].
     pub groups: Vec<Group>,
+    /// One per collective instance (group, seq), in the order of `status`, `arrivals`, `late`.
     pub instances: Vec<InstanceKey>,
     /// Per rank (as `ranks`).
     pub clocks: Vec<Clock>,
     /// Per instance.
     pub status: Vec<Status>,
+    /// Per instance; `None` unless it is timed (`paired` or `single`).
     pub arrivals: Vec<Option<Arrivals>>,
     /// Filled by `explain` (empty until then).
     pub late: Vec<Option<Late>>,
@@ -60,8 +64,12 @@ pub struct Job {
 /// One data-quality finding of the matching.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Finding {
+    /// What was found, e.g. `collective_unpaired` (`aorta collectives` prints it as
+    /// `note: CODE xCOUNT`).
     pub code: &'static str,
+    /// How many instances (or groups, or ranks) it was found for.
     pub count: u64,
+    /// The first of them, naming its group and seq or its rank.
     pub example: String,
 }
 

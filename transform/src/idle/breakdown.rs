@@ -54,9 +54,13 @@ pub(crate) fn classify(gap_start: i64, next: &Act, kernel_wait_ns: i64) -> Idle 
 /// Idle time by kind, and the number of gaps.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Split {
+    /// Gaps whose next activity's launch call started after the gap began: the host was late.
     pub host_wait_ns: i64,
+    /// Gaps shorter than the kernel-wait threshold with the work already queued: launch overhead.
     pub kernel_wait_ns: i64,
+    /// The other gaps: queued but blocked longer (an event, another stream), or launch unknown.
     pub other_ns: i64,
+    /// Idle gaps counted in the window.
     pub gaps: i64,
 }
 
@@ -91,6 +95,7 @@ pub struct Row {
     pub(crate) comm_ns: i64,
     /// `window − busy`.
     pub idle_ns: i64,
+    /// `idle_ns` split by kind of gap (the three add up to `idle_ns`).
     pub idle: Split,
 }
 

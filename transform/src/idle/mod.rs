@@ -34,7 +34,9 @@ pub enum By {
 /// The key of one group: run, rank and (by step) the step.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Key {
+    /// The run label.
     pub run: String,
+    /// The rank.
     pub rank: i64,
     pub(crate) step: Option<i64>,
 }

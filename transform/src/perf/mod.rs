@@ -34,8 +34,11 @@ pub use views::{Group, Headline};
 /// One run's performance: every operator instance and every step.
 #[derive(Debug, Clone)]
 pub struct PerfRun {
+    /// The run label.
     pub run: String,
+    /// Every operator instance of the run (the `op_perf` rows).
     pub ops: Vec<OpRow>,
+    /// Per rank and step, then per rank (the `perf_steps` rows).
     pub steps: Vec<StepRow>,
     /// The device names the run's traces give, each with its peak-table entry.
     pub devices: Vec<(String, Option<peaks::Device>)>,
@@ -86,6 +89,7 @@ impl PerfRun {
         frames::ops(&self.ops)
     }
 
+    /// The `perf_steps` frame of `steps`, with the columns of docs/SCHEMA.md.
     pub fn step_frame(&self) -> PolarsResult<DataFrame> {
         frames::steps(&self.steps)
     }
@@ -102,6 +106,7 @@ impl PerfRun {
         views::group_frame(&self.run, &g[..g.len().min(top)], total)
     }
 
+    /// The run's headline numbers, as `aorta perf` prints them first.
     pub fn headline(&self) -> Headline {
         views::headline(&self.ops, &self.steps)
     }

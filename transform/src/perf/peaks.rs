@@ -14,13 +14,24 @@ pub(crate) const DEFAULT_PEAKS: &str = include_str!("../../peaks/devices.toml");
 /// The dtypes a peak can be given for.
 pub(crate) const DTYPES: [&str; 7] = ["fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp4"];
 
+/// Why a device-peak table (`--device-peaks`) could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum PeaksError {
+    /// The file is not a valid peak table: bad TOML, an unknown field or dtype key, a device
+    /// whose `match` names nothing, a peak that is not a positive number.
     #[error("{path}: {msg}")]
-    Invalid { path: String, msg: String },
+    Invalid {
+        /// The file (`<built-in devices.toml>` for the shipped one).
+        path: String,
+        /// What is wrong, naming the device and key.
+        msg: String,
+    },
+    /// The file could not be read.
     #[error("{path}: {source}")]
     Io {
+        /// The file.
         path: String,
+        /// The I/O error.
         source: std::io::Error,
     },
 }
@@ -29,10 +40,13 @@ pub enum PeaksError {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Device {
+    /// The name the tables show for the device (`H100 SXM`).
     pub name: String,
     #[serde(rename = "match")]
     pub(crate) matches: Vec<String>,
+    /// HBM bandwidth, TB/s.
     pub hbm_tbps: f64,
+    /// Dense peak per dtype key (`bf16`, `fp8`, …), TFLOP/s.
     pub tflops: BTreeMap<String, f64>,
     pub(crate) source: String,
 }

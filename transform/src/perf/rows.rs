@@ -17,6 +17,7 @@ use crate::rows::{ints, StrAt};
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct OpRow {
     pub(crate) run: String,
+    /// The rank.
     pub rank: i64,
     pub(crate) step: Option<i64>,
     pub(crate) op: String,
@@ -42,6 +43,7 @@ pub struct OpRow {
 /// Achieved rates and the roofline of some work that took `ns` of GPU time.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Roof {
+    /// Achieved TFLOP/s: FLOPs over the GPU time (null without FLOPs).
     pub tflops: Option<f64>,
     pub(crate) tbps: Option<f64>,
     /// FLOPs per byte.
@@ -192,24 +194,35 @@ pub(crate) fn op_rows<'a>(
 /// One rank's totals over a step (or over every step).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct StepRow {
+    /// The run label.
     pub run: String,
+    /// The rank.
     pub rank: i64,
+    /// `step` (one step) or `rank` (the sums over the rank's steps).
     pub level: &'static str,
+    /// The step, for level `step` (null for a trace without steps).
     pub step: Option<i64>,
+    /// The step's GPU window, ns; for level `rank`, the sum over its steps.
     pub window_ns: Option<i64>,
     pub(crate) kernel_ns: i64,
     pub(crate) instances: i64,
+    /// FLOPs of the instances with a FLOPs model (GEMM, attention, convolution).
     pub model_flops: i64,
     pub(crate) gemm_flops: i64,
     pub(crate) attention_flops: i64,
     pub(crate) conv_flops: i64,
+    /// The dominant dtype: the one with the most GEMM FLOPs (all model FLOPs without GEMMs).
     pub dtype: Option<&'static str>,
+    /// The device-peak table's entry for the rank's GPU (null: unknown device).
     pub device: Option<String>,
     pub(crate) peak_tflops: Option<f64>,
+    /// Model FLOPs utilization: 100 × `model_flops` / (`window_ns` × the dtype's peak).
     pub mfu_pct: Option<f64>,
     pub(crate) gemm_busy_ns: i64,
+    /// GEMM TFLOP/s while GEMMs run: GEMM FLOPs over the union of their kernels' time.
     pub gemm_tflops: Option<f64>,
     pub(crate) unmodelled_count: i64,
+    /// GPU time of the instances with neither FLOPs nor bytes (no model, or shapes missing).
     pub unmodelled_ns: i64,
     pub(crate) note: Option<String>,
 }

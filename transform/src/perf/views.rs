@@ -13,17 +13,23 @@ use crate::summary::{spread, Spread};
 /// Instances summed under one key.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Group {
+    /// Operator name (`aten::mm`), or `(no CPU op)`.
     pub op: String,
+    /// The instances' `Input Dims` when grouped by shape (null when not, or unknown).
     pub input_dims: Option<String>,
     pub(crate) input_types: Option<String>,
+    /// Instances summed.
     pub instances: i64,
+    /// Their summed GPU time, ns.
     pub gpu_ns: i64,
     pub(crate) flops: Option<i64>,
     pub(crate) bytes: Option<i64>,
+    /// The dtype of their FLOPs (null when none, or when the instances differ).
     pub dtype: Option<&'static str>,
     pub(crate) model: Option<&'static str>,
     /// The one peak and bandwidth every instance with FLOPs shares (none when they differ).
     pub(crate) peak: Option<(Option<f64>, Option<f64>)>,
+    /// Achieved rates over the summed time, and the roofline where the instances share a peak.
     pub roof: Roof,
     pub(crate) note: Option<String>,
 }
@@ -173,13 +179,17 @@ pub(crate) fn group_frame(run: &str, groups: &[Group], total_ns: i64) -> PolarsR
 /// A run's headline numbers.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Headline {
+    /// Operator instances of the run.
     pub instances: usize,
+    /// Their summed GPU time, ns.
     pub kernel_ns: i64,
     /// GPU time of instances with FLOPs or bytes.
     pub modelled_ns: i64,
+    /// FLOPs of the instances with a FLOPs model.
     pub model_flops: i64,
     /// MFU % and GEMM TFLOP/s while GEMMs run, over the step rows.
     pub mfu: Option<Spread>,
+    /// Over the step rows, as `mfu`.
     pub gemm_tflops: Option<Spread>,
 }
 

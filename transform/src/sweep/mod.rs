@@ -23,15 +23,22 @@ use merge::{Source, Tables, CONTESTED, MAX_MASK_STREAMS};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[repr(u8)]
 pub enum Class {
+    /// Communication kernels (`comm`).
     Comm = 0,
+    /// Matrix multiplies (`gemm`).
     Gemm = 1,
+    /// Attention kernels (`attention`).
     Attention = 2,
+    /// Every other compute kernel (`other_compute`).
     OtherCompute = 3,
+    /// Copies (`memcpy`).
     Memcpy = 4,
+    /// Memory sets (`memset`).
     Memset = 5,
 }
 
 impl Class {
+    /// Every class, in discriminant order.
     pub const ALL: [Class; 6] = [
         Class::Comm,
         Class::Gemm,
@@ -74,11 +81,17 @@ pub(crate) fn comm_op_index(s: Option<&str>) -> u8 {
 /// indices of its stream and step among the rank's streams and steps (24 bytes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Act {
+    /// Start, ns.
     pub start: i64,
+    /// End, ns (exclusive; `end ≥ start`).
     pub end: i64,
+    /// What kind of work it is.
     pub class: Class,
+    /// Index of its collective kind in `COMM_OPS` (comm only).
     pub op: u8,
+    /// Index of its stream among the rank's streams.
     pub stream: u16,
+    /// Index of its step among the rank's steps.
     pub step: u32,
 }
 
@@ -150,6 +163,7 @@ pub struct Metrics {
     pub(crate) busy_ns: i64,
     pub(crate) memcpy_ns: i64,
     pub(crate) gemm_comm_overlap_ns: i64,
+    /// |U(compute) ∩ U(comm)|, ns: the communication hidden under compute.
     pub compute_comm_overlap_ns: i64,
     pub(crate) gemm_memcpy_overlap_ns: i64,
     pub(crate) exposed_memcpy_ns: i64,
