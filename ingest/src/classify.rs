@@ -22,9 +22,9 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 3] = [Kind::Kernel, Kind::Memcpy, Kind::Memset];
+    pub(crate) const ALL: [Kind; 3] = [Kind::Kernel, Kind::Memcpy, Kind::Memset];
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Kind::Kernel => "kernel",
             Kind::Memcpy => "memcpy",
@@ -44,7 +44,7 @@ pub enum Category {
 }
 
 impl Category {
-    pub const ALL: [Category; 6] = [
+    pub(crate) const ALL: [Category; 6] = [
         Category::Comm,
         Category::Gemm,
         Category::Attention,
@@ -70,7 +70,7 @@ impl Category {
 }
 
 /// A name's category, and its collective kind when it is communication.
-pub type Class = (Category, Option<&'static str>);
+pub(crate) type Class = (Category, Option<&'static str>);
 
 pub const COMM_OPS: [&str; 8] = [
     "all_reduce",
@@ -160,7 +160,7 @@ impl Classifier {
     }
 
     /// The shipped table, with the user's rules (tried first) when given.
-    pub fn with_user_rules(user: Option<&Path>) -> Result<Classifier, RulesError> {
+    pub(crate) fn with_user_rules(user: Option<&Path>) -> Result<Classifier, RulesError> {
         let base = parse_file(DEFAULT_RULES, "ingest/rules/default.toml")?;
         let mut version = base.version.clone().unwrap_or_else(|| "0".into());
         let mut files = vec![("ingest/rules/default.toml".to_string(), base)];
@@ -181,14 +181,14 @@ impl Classifier {
     }
 
     /// The `--rules` file's text, when one was given.
-    pub fn user_rules(&self) -> Option<&str> {
+    pub(crate) fn user_rules(&self) -> Option<&str> {
         self.user_text.as_deref()
     }
 
     /// The rules of one file alone, without the shipped table (for the fuzzer, which would
     /// otherwise spend every run compiling the shipped table).
     #[cfg(feature = "fuzzing")]
-    pub fn from_rules_text(text: &str, path: &str) -> Result<Classifier, RulesError> {
+    pub(crate) fn from_rules_text(text: &str, path: &str) -> Result<Classifier, RulesError> {
         compile(
             vec![(path.to_string(), parse_file(text, path)?)],
             "0".into(),
@@ -198,7 +198,7 @@ impl Classifier {
     /// `rules_version`: the shipped table's version, plus `+user.` and a hash of the user's
     /// rules file when there is one, so that editing the file re-reads the inputs on the next
     /// ingest (the manifest compares versions).
-    pub fn version(&self) -> &str {
+    pub(crate) fn version(&self) -> &str {
         &self.version
     }
 

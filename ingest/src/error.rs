@@ -38,14 +38,14 @@ pub enum IngestError {
 }
 
 impl IngestError {
-    pub fn io(path: &Path, source: std::io::Error) -> Self {
+    pub(crate) fn io(path: &Path, source: std::io::Error) -> Self {
         IngestError::Io {
             path: path.display().to_string(),
             source,
         }
     }
 
-    pub fn file(path: &Path, msg: impl Into<String>) -> Self {
+    pub(crate) fn file(path: &Path, msg: impl Into<String>) -> Self {
         IngestError::File {
             path: path.display().to_string(),
             msg: msg.into(),
@@ -69,20 +69,20 @@ fn one_line(msg: &str) -> std::borrow::Cow<'_, str> {
 
 /// A parse failure before the file name is attached: offset in the decompressed stream.
 #[derive(Debug, Clone)]
-pub struct ParseErr {
+pub(crate) struct ParseErr {
     pub offset: u64,
     pub msg: String,
 }
 
 impl ParseErr {
-    pub fn new(offset: u64, msg: impl Into<String>) -> Self {
+    pub(crate) fn new(offset: u64, msg: impl Into<String>) -> Self {
         ParseErr {
             offset,
             msg: msg.into(),
         }
     }
 
-    pub fn at(self, path: &Path) -> IngestError {
+    pub(crate) fn at(self, path: &Path) -> IngestError {
         IngestError::Parse {
             path: path.display().to_string(),
             offset: self.offset,

@@ -25,7 +25,7 @@ pub enum Format {
 
 impl Format {
     /// The name in `runs.format` and the manifest (the serde name).
-    pub const fn as_str(self) -> &'static str {
+    pub(crate) const fn as_str(self) -> &'static str {
         match self {
             Format::Kineto => "kineto",
             Format::Chrome => "chrome",

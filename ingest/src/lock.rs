@@ -30,16 +30,16 @@ use crate::error::{IngestError, Result};
 pub const LOCK_FILE: &str = ".aorta.lock";
 
 /// How long a process waits for the lock by default, in seconds (`AORTA_LOCK_WAIT`).
-pub const DEFAULT_WAIT_S: u64 = 300;
+pub(crate) const DEFAULT_WAIT_S: u64 = 300;
 
 /// Who holds (or held) a dataset's lock, as its lock file records it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Holder {
-    pub pid: u32,
-    pub host: String,
+    pub(crate) pid: u32,
+    pub(crate) host: String,
     /// Seconds since the Unix epoch.
-    pub started: u64,
-    pub command: String,
+    pub(crate) started: u64,
+    pub(crate) command: String,
 }
 
 impl Holder {
@@ -87,7 +87,7 @@ pub struct DatasetLock {
     record: PathBuf,
     mode: Mode,
     /// The holder a writer found recorded: a process that died holding the lock.
-    pub stale: Option<Holder>,
+    pub(crate) stale: Option<Holder>,
 }
 
 impl Drop for DatasetLock {
@@ -248,7 +248,7 @@ fn hostname() -> String {
 }
 
 /// Whether a process with this pid exists (signal 0 checks without sending).
-pub fn pid_alive(pid: u32) -> bool {
+pub(crate) fn pid_alive(pid: u32) -> bool {
     let Ok(pid) = libc::pid_t::try_from(pid) else {
         return false;
     };

@@ -6,13 +6,11 @@
 //! `rank` live in the path, not in the files, so pandas, DuckDB and polars all read the
 //! dataset without being told about duplicate columns.
 
-use std::sync::Arc;
-
-use arrow_schema::{DataType, Field, Schema};
+use arrow_schema::DataType;
 
 mod memory;
 mod perf;
-pub use memory::MEMORY;
+pub(crate) use memory::MEMORY;
 pub use perf::{OP_PERF, PERF_STEPS};
 
 /// Bumped whenever a column is added, removed, renamed or changes meaning.
@@ -27,7 +25,7 @@ pub enum ColType {
 }
 
 impl ColType {
-    pub fn arrow(self) -> DataType {
+    pub(crate) fn arrow(self) -> DataType {
         match self {
             ColType::Int64 => DataType::Int64,
             ColType::Float64 => DataType::Float64,
@@ -35,7 +33,7 @@ impl ColType {
         }
     }
 
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             ColType::Int64 => "int64",
             ColType::Float64 => "float64",
@@ -49,26 +47,17 @@ pub struct Column {
     pub name: &'static str,
     pub ty: ColType,
     pub nullable: bool,
-    pub doc: &'static str,
+    pub(crate) doc: &'static str,
 }
 
 #[derive(Debug)]
 pub struct Table {
     pub name: &'static str,
-    pub doc: &'static str,
+    pub(crate) doc: &'static str,
     pub columns: &'static [Column],
 }
 
 impl Table {
-    pub fn arrow_schema(&self) -> Arc<Schema> {
-        let fields: Vec<Field> = self
-            .columns
-            .iter()
-            .map(|c| Field::new(c.name, c.ty.arrow(), c.nullable))
-            .collect();
-        Arc::new(Schema::new(fields))
-    }
-
     pub fn column(&self, name: &str) -> Option<&Column> {
         self.columns.iter().find(|c| c.name == name)
     }
@@ -108,7 +97,7 @@ pub const PARTITION_COLUMNS: &[Column] = &[
     ),
 ];
 
-pub const RUNS: Table = Table {
+pub(crate) const RUNS: Table = Table {
     name: "runs",
     doc: "One row per ingested file.",
     columns: &[
@@ -182,7 +171,7 @@ pub const GPU_ACTIVITIES: Table = Table {
     ],
 };
 
-pub const CPU_OPS: Table = Table {
+pub(crate) const CPU_OPS: Table = Table {
     name: "cpu_ops",
     doc: "CPU-side slices: operators, annotations, runtime/driver calls, python functions.",
     columns: &[
@@ -226,7 +215,7 @@ pub const CPU_OPS: Table = Table {
     ],
 };
 
-pub const STEPS: Table = Table {
+pub(crate) const STEPS: Table = Table {
     name: "steps",
     doc: "One row per profiler step per rank (one `null` step when the trace has none).",
     columns: &[
@@ -260,7 +249,7 @@ pub const STEPS: Table = Table {
     ],
 };
 
-pub const METRICS: Table = Table {
+pub(crate) const METRICS: Table = Table {
     name: "metrics",
     doc: "Per-iteration JSONL logs in long form: every numeric field, flattened.",
     columns: &[
@@ -271,7 +260,7 @@ pub const METRICS: Table = Table {
     ],
 };
 
-pub const DIAGNOSTICS: Table = Table {
+pub(crate) const DIAGNOSTICS: Table = Table {
     name: "diagnostics",
     doc: "Data-quality findings per file: counted, with the first example. Nothing is fixed silently.",
     columns: &[
@@ -499,7 +488,7 @@ const KEEP: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
 /// table, and polars, pyarrow, DuckDB and Spark read the original label back from the `run`
 /// column. Non-ASCII stays unencoded because Spark decodes each `%XX` into one character, not
 /// into a byte of UTF-8 (`tests/it/notebooks.rs` reads hostile labels back with all four).
-pub fn encode_value(v: &str) -> String {
+pub(crate) fn encode_value(v: &str) -> String {
     let mut out = String::with_capacity(v.len());
     let mut buf = [0u8; 4];
     for c in v.chars() {

@@ -26,7 +26,7 @@ pub struct Summary {
     /// old run, new run.
     pub relabelled: Vec<(PathBuf, String, String)>,
     /// Findings per code of the inputs found unchanged (from the manifest).
-    pub unchanged_findings: BTreeMap<String, u64>,
+    pub(crate) unchanged_findings: BTreeMap<String, u64>,
     /// The holder recorded in a lock file left by a process that died holding it.
     pub stale_lock: Option<lock::Holder>,
 }
