@@ -14,10 +14,14 @@ use serde::Deserialize;
 /// The shipped rule table.
 pub const DEFAULT_RULES: &str = include_str!("../rules/default.toml");
 
+/// What a GPU activity is, from its trace category (the `kind` column of `gpu_activities`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kind {
+    /// A kernel (`kernel`).
     Kernel,
+    /// A copy (`gpu_memcpy`).
     Memcpy,
+    /// A memory set (`gpu_memset`).
     Memset,
 }
 
@@ -33,13 +37,22 @@ impl Kind {
     }
 }
 
+/// What a GPU activity does, as the rule table decides it (the `category` column of
+/// `gpu_activities`, docs/CLASSIFICATION.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Category {
+    /// Communication: NCCL/RCCL and the other collective libraries' kernels, peer-to-peer copies.
     Comm,
+    /// Matrix multiplies (cuBLAS, hipBLASLt, CUTLASS, CK GEMMs) and GEMVs.
     Gemm,
+    /// Attention kernels (FlashAttention, fused MHA, SDPA).
     Attention,
+    /// Copies, and the copy kernels ROCm reports as kernels.
     Memcpy,
+    /// Memory sets, and the fill kernels ROCm reports as kernels.
     Memset,
+    /// Every other kernel (convolutions, elementwise, reductions, …): split further by the
+    /// `subcategory` rules.
     OtherCompute,
 }
 
@@ -53,6 +66,7 @@ impl Category {
         Category::OtherCompute,
     ];
 
+    /// The `category` value (`other_compute` for `OtherCompute`).
     pub const fn as_str(self) -> &'static str {
         match self {
             Category::Comm => "comm",
@@ -64,6 +78,7 @@ impl Category {
         }
     }
 
+    /// The category a `category` value names; `None` for any other text.
     pub fn parse(s: &str) -> Option<Category> {
         Category::ALL.into_iter().find(|c| c.as_str() == s)
     }
@@ -72,6 +87,8 @@ impl Category {
 /// A name's category, and its collective kind when it is communication.
 pub(crate) type Class = (Category, Option<&'static str>);
 
+/// The collective kinds (`comm_op`), in the order of docs/METRICS.md; `other` last, for comm
+/// kernels whose kind neither the trace nor the name tells.
 pub const COMM_OPS: [&str; 8] = [
     "all_reduce",
     "all_gather",
@@ -83,13 +100,23 @@ pub const COMM_OPS: [&str; 8] = [
     "other",
 ];
 
+/// Why a rule table (the shipped one or `--rules`) could not be compiled.
 #[derive(Debug, thiserror::Error)]
 pub enum RulesError {
+    /// Bad TOML, an unknown field or kind, or a regex that does not compile.
     #[error("{path}: {msg}")]
-    Invalid { path: String, msg: String },
+    Invalid {
+        /// The rule file (`ingest/rules/default.toml` for the shipped one).
+        path: String,
+        /// What is wrong, with the line where TOML gives one.
+        msg: String,
+    },
+    /// The `--rules` file could not be read.
     #[error("{path}: {source}")]
     Io {
+        /// The file.
         path: String,
+        /// The I/O error.
         source: std::io::Error,
     },
 }

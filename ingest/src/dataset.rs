@@ -15,6 +15,7 @@ use crate::schema::SCHEMA_VERSION;
 
 pub(crate) use crate::format::Format;
 
+/// The manifest's file name in the dataset directory: its presence makes a directory a dataset.
 pub const MANIFEST: &str = "manifest.json";
 
 /// An input found on disk, with the run label it belongs to.
@@ -282,8 +283,10 @@ fn same_path(a: &Path, b: &Path) -> bool {
     }
 }
 
+/// One ingested input file in the manifest: where it came from, what run it is, its parts.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Entry {
+    /// The input's canonical path: the key a later ingest finds the file again by.
     pub source: String,
     pub(crate) content_hash: String,
     /// Size and modification time when ingested: a file whose both match is hashed again
@@ -292,6 +295,7 @@ pub struct Entry {
     pub(crate) file_bytes: u64,
     #[serde(default)]
     pub(crate) mtime_ns: i64,
+    /// The run the file belongs to.
     pub label: String,
     /// The label discovery gave the file (its directory, or `--label`), when the file became
     /// a run of its own because its directory's files cannot be one job (`job`).
@@ -314,6 +318,7 @@ pub struct Entry {
     /// is read again, its steps may differ.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub(crate) step_marker: String,
+    /// The Parquet parts written from the file, relative to the dataset root.
     pub parts: Vec<PathBuf>,
     pub(crate) rows: BTreeMap<String, u64>,
     /// Each part's `checksum` (size and content hash), so a reader names a damaged part
@@ -344,14 +349,18 @@ impl Entry {
     }
 }
 
+/// `manifest.json`: what the dataset holds, one entry per input file, written by every commit.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Manifest {
     pub(crate) schema_version: u32,
     pub(crate) aorta_version: String,
+    /// The ingested files, sorted by `source`.
     pub inputs: Vec<Entry>,
 }
 
 impl Manifest {
+    /// Reads `out`'s manifest; an empty one when there is none yet. A manifest of another schema
+    /// version is an error (a dataset is never mixed).
     pub fn load(out: &Path) -> Result<Manifest> {
         let p = out.join(MANIFEST);
         let empty = Manifest {

@@ -55,12 +55,15 @@ impl FileJob {
 #[derive(Debug, Clone, Default)]
 pub struct FileOutcome {
     pub(crate) parts: Vec<PathBuf>,
+    /// Rows written per table name.
     pub rows: BTreeMap<&'static str, u64>,
     pub(crate) events: u64,
+    /// Data-quality findings (diagnostics) in the file, summed over codes.
     pub warnings: u64,
     /// `warnings` per diagnostic code (what `--strict` checks).
     pub(crate) findings: BTreeMap<&'static str, u64>,
     pub(crate) run: String,
+    /// The rank the file was read as (`runs.rank`).
     pub rank: i64,
     pub(crate) content_hash: String,
     /// What the file says about its job (`job::decide`).

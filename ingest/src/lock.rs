@@ -75,7 +75,9 @@ impl Holder {
 /// Exclusive (a writer) or shared (a reader).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
+    /// One writer at a time, and no readers while it writes.
     Exclusive,
+    /// Any number of readers, no writer.
     Shared,
 }
 
@@ -102,6 +104,7 @@ impl Drop for DatasetLock {
 /// What `acquire` found.
 #[derive(Debug)]
 pub enum Acquired {
+    /// The lock is held until the guard is dropped.
     Locked(DatasetLock),
     /// A writer's lock on a dataset it cannot write (read-only file system, no permission):
     /// no other writer can change it either, so it is read without a lock, and not written.

@@ -121,12 +121,18 @@ pub(crate) struct GpuRow {
     pub coll: Option<Box<CollArgs>>,
 }
 
+/// What a CPU-side slice is (the `category` column of `cpu_ops`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CpuCategory {
+    /// A framework operator (`aten::mm`, Kineto `cpu_op`).
     CpuOp,
+    /// A user range (`record_function`, NVTX, roctx; Kineto `user_annotation`).
     UserAnnotation,
+    /// A GPU runtime call (`cudaLaunchKernel`, `hipMemcpyAsync`).
     Runtime,
+    /// A GPU driver call (`cuLaunchKernel`).
     Driver,
+    /// A Python function frame (Kineto's `python_function`, with stack tracing on).
     PythonFunction,
 }
 

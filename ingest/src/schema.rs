@@ -19,8 +19,11 @@ pub const SCHEMA_VERSION: u32 = 6;
 /// The physical type of a column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ColType {
+    /// 64-bit signed integer (times, counts, ids).
     Int64,
+    /// 64-bit float (ratios, rates).
     Float64,
+    /// UTF-8 text.
     Utf8,
 }
 
@@ -42,22 +45,31 @@ impl ColType {
     }
 }
 
+/// One column of a table, as docs/SCHEMA.md lists it.
 #[derive(Debug, Clone, Copy)]
 pub struct Column {
+    /// The column name in the Parquet files.
     pub name: &'static str,
+    /// Its physical type.
     pub ty: ColType,
+    /// Whether it may hold nulls.
     pub nullable: bool,
     pub(crate) doc: &'static str,
 }
 
+/// One table of the dataset: its name (the directory under the dataset root) and its columns,
+/// in file order.
 #[derive(Debug)]
 pub struct Table {
+    /// The table's name, and its directory under the dataset root.
     pub name: &'static str,
     pub(crate) doc: &'static str,
+    /// The columns, in the order every part holds them (partition columns excluded).
     pub columns: &'static [Column],
 }
 
 impl Table {
+    /// The column called `name`.
     pub fn column(&self, name: &str) -> Option<&Column> {
         self.columns.iter().find(|c| c.name == name)
     }
@@ -132,6 +144,7 @@ pub(crate) const RUNS: Table = Table {
     ],
 };
 
+/// `gpu_activities`: one row per kernel, copy and memory set (docs/SCHEMA.md).
 pub const GPU_ACTIVITIES: Table = Table {
     name: "gpu_activities",
     doc: "Kernels, memcpys and memsets, one row each. Times are Unix epoch nanoseconds (rocprofv3/rocpd: the host's boot-time clock, as written).",
@@ -336,18 +349,21 @@ const RANK_COLUMNS: [Column; OVERLAP_METRICS.len() + 2] = with_metrics(
     ),
 );
 
+/// `overlap_steps`: the overlap metrics per rank and step (docs/SCHEMA.md).
 pub const OVERLAP_STEPS: Table = Table {
     name: "overlap_steps",
     doc: "Written by `aorta overlap`: the overlap metrics per rank and step. A step's window is [first start, last end] of the activities attributed to it; unions are across all streams of the rank.",
     columns: &STEP_COLUMNS,
 };
 
+/// `overlap_ranks`: the overlap metrics per rank over its whole window.
 pub const OVERLAP_RANKS: Table = Table {
     name: "overlap_ranks",
     doc: "Written by `aorta overlap`: the same metrics per rank over the whole window (every step, the last one included).",
     columns: &RANK_COLUMNS,
 };
 
+/// `overlap_collectives`: communication per collective kind, per step and per rank.
 pub const OVERLAP_COLLECTIVES: Table = Table {
     name: "overlap_collectives",
     doc: "Written by `aorta overlap`: communication per collective kind, per step (`level` = `step`) and per rank (`level` = `rank`).",
@@ -361,6 +377,7 @@ pub const OVERLAP_COLLECTIVES: Table = Table {
     ],
 };
 
+/// `overlap_streams`: busy time per stream and step.
 pub const OVERLAP_STREAMS: Table = Table {
     name: "overlap_streams",
     doc: "Written by `aorta overlap`: busy time per stream and step, the Python aorta `per_stream_ms`.",
@@ -372,6 +389,7 @@ pub const OVERLAP_STREAMS: Table = Table {
     ],
 };
 
+/// `overlap_stream_pairs`: time two streams are busy together, per step.
 pub const OVERLAP_STREAM_PAIRS: Table = Table {
     name: "overlap_stream_pairs",
     doc: "Written by `aorta overlap`: time two streams are busy together, per step (the Python aorta `overlap_ms`, for every pair); pairs that never overlap are left out.",
@@ -383,6 +401,7 @@ pub const OVERLAP_STREAM_PAIRS: Table = Table {
     ],
 };
 
+/// `collectives`: one row per communication kernel, matched into instances across ranks.
 pub const COLLECTIVES: Table = Table {
     name: "collectives",
     doc: "Written by `aorta collectives`: one row per communication kernel of a rank, matched across the ranks of the run into instances (`process_group`, `seq`); docs/COLLECTIVES.md.",
@@ -401,6 +420,7 @@ pub const COLLECTIVES: Table = Table {
     ],
 };
 
+/// `collective_instances`: one row per collective instance of a run, with its arrivals.
 pub const COLLECTIVE_INSTANCES: Table = Table {
     name: "collective_instances",
     doc: "Written by `aorta collectives`: one row per collective instance (`process_group`, `seq`) of a run, partitioned under the run's reference rank (the lowest rank present).",
@@ -427,6 +447,7 @@ pub const COLLECTIVE_INSTANCES: Table = Table {
     ],
 };
 
+/// `collective_ranks`: stragglers per rank, over the run and per step.
 pub const COLLECTIVE_RANKS: Table = Table {
     name: "collective_ranks",
     doc: "Written by `aorta collectives`: stragglers, per rank over the run (`level` = `run`) and per step (`level` = `step`).",
@@ -524,6 +545,7 @@ pub fn relabel_part(rel: &std::path::Path, run: &str) -> std::path::PathBuf {
     out
 }
 
+/// The table (ingested or derived) called `name`.
 pub fn table(name: &str) -> Option<&'static Table> {
     TABLES
         .iter()

@@ -27,6 +27,7 @@ pub struct Cols {
 }
 
 impl Cols {
+    /// An empty batch of `table`: push its columns in schema order.
     pub fn new(table: &'static Table) -> Cols {
         Cols {
             table,
@@ -46,6 +47,7 @@ impl Cols {
         self.arrays.push(a);
     }
 
+    /// Appends column `name`, with no nulls (panics when it is not the next column of the schema).
     pub fn i64(&mut self, name: &str, v: impl IntoIterator<Item = i64>) {
         self.push(name, Arc::new(Int64Array::from_iter_values(v)));
     }
@@ -70,6 +72,7 @@ impl Cols {
         self.push(name, Arc::new(Float64Array::from_iter_values(v)));
     }
 
+    /// Appends column `name` as UTF-8, with no nulls.
     pub fn str<'a>(&mut self, name: &str, v: impl IntoIterator<Item = &'a str>) {
         self.opt_str(name, v.into_iter().map(Some));
     }
