@@ -46,8 +46,8 @@ pub(crate) struct Finding {
 
 /// Findings of one file (or one window of it, merged later).
 #[derive(Debug, Default, Clone)]
-pub struct Diagnostics {
-    pub(crate) findings: BTreeMap<&'static str, Finding>,
+pub(crate) struct Diagnostics {
+    pub findings: BTreeMap<&'static str, Finding>,
 }
 
 impl Diagnostics {

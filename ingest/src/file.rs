@@ -18,26 +18,26 @@ use crate::writer::{write_all, Cols};
 pub(crate) use crate::rank_map::RankMap;
 
 /// Everything a reader needs to turn one file into parts.
-pub struct FileJob {
-    pub(crate) path: PathBuf,
+pub(crate) struct FileJob {
+    pub path: PathBuf,
     /// Read with `path` as one job (the other CSV files of a rocprofv3 process).
-    pub(crate) siblings: Vec<PathBuf>,
-    pub(crate) label: String,
-    pub(crate) rank_flag: Option<i64>,
+    pub siblings: Vec<PathBuf>,
+    pub label: String,
+    pub rank_flag: Option<i64>,
     /// `--rank-map`: process id → rank (empty without the flag).
-    pub(crate) rank_map: Arc<RankMap>,
+    pub rank_map: Arc<RankMap>,
     /// Known when the file was hashed to decide whether to skip it; otherwise the reader
     /// hashes it while reading.
-    pub(crate) content_hash: Option<String>,
+    pub content_hash: Option<String>,
     /// The canonical path, the file's identity in the manifest.
-    pub(crate) source_key: String,
-    pub(crate) file_bytes: u64,
-    pub(crate) staging: PathBuf,
-    pub(crate) classifier: Arc<Classifier>,
+    pub source_key: String,
+    pub file_bytes: u64,
+    pub staging: PathBuf,
+    pub classifier: Arc<Classifier>,
     /// Which annotation ranges are steps (`--step-marker`).
-    pub(crate) step_marker: Arc<crate::step_span::StepMarker>,
+    pub step_marker: Arc<crate::step_span::StepMarker>,
     /// Bytes read from disk so far (both passes), for progress.
-    pub(crate) progress: Arc<AtomicU64>,
+    pub progress: Arc<AtomicU64>,
 }
 
 impl FileJob {
@@ -105,22 +105,22 @@ impl RankSource {
 
 /// The `runs` row being assembled.
 #[derive(Debug, Clone, Default)]
-pub struct RunInfo {
-    pub(crate) format: Format,
-    pub(crate) platform: &'static str,
-    pub(crate) device_name: Option<String>,
-    pub(crate) device_index: Option<i64>,
-    pub(crate) world_size: Option<i64>,
-    pub(crate) rank: i64,
-    pub(crate) rank_source: RankSource,
-    pub(crate) runtime_version: Option<String>,
+pub(crate) struct RunInfo {
+    pub format: Format,
+    pub platform: &'static str,
+    pub device_name: Option<String>,
+    pub device_index: Option<i64>,
+    pub world_size: Option<i64>,
+    pub rank: i64,
+    pub rank_source: RankSource,
+    pub runtime_version: Option<String>,
     /// `runs.params`: a JSON object, when the file carries any.
-    pub(crate) params: Option<String>,
-    pub(crate) base_time_ns: Option<i64>,
-    pub(crate) event_count: u64,
-    pub(crate) metric_count: u64,
-    pub(crate) content_hash: String,
-    pub(crate) diag: Diagnostics,
+    pub params: Option<String>,
+    pub base_time_ns: Option<i64>,
+    pub event_count: u64,
+    pub metric_count: u64,
+    pub content_hash: String,
+    pub diag: Diagnostics,
 }
 
 /// `rank3`, `rank-3`, `rank_03`, `worker3` in a file name.

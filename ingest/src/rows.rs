@@ -123,7 +123,7 @@ pub(crate) struct GpuRow {
 
 /// What a CPU-side slice is (the `category` column of `cpu_ops`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CpuCategory {
+pub(crate) enum CpuCategory {
     /// A framework operator (`aten::mm`, Kineto `cpu_op`).
     CpuOp,
     /// A user range (`record_function`, NVTX, roctx; Kineto `user_annotation`).
@@ -175,11 +175,11 @@ pub(crate) struct CpuRow {
 
 /// What one parser worker produced from one sub-window.
 #[derive(Default, Debug)]
-pub struct Batch {
-    pub(crate) strings: Interner,
-    pub(crate) gpu: Vec<GpuRow>,
-    pub(crate) cpu: Vec<CpuRow>,
-    pub(crate) diag: Diagnostics,
+pub(crate) struct Batch {
+    pub strings: Interner,
+    pub gpu: Vec<GpuRow>,
+    pub cpu: Vec<CpuRow>,
+    pub diag: Diagnostics,
 }
 
 impl Batch {

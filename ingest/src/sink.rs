@@ -26,11 +26,11 @@ const ARROW_ROWS: usize = 1 << 13;
 
 /// Where one input file's tables go (inside the staging directory).
 #[derive(Debug, Clone)]
-pub struct Parts {
-    pub(crate) root: PathBuf,
-    pub(crate) run: String,
-    pub(crate) rank: i64,
-    pub(crate) tag: String,
+pub(crate) struct Parts {
+    pub root: PathBuf,
+    pub run: String,
+    pub rank: i64,
+    pub tag: String,
 }
 
 impl Parts {
@@ -92,13 +92,13 @@ pub(crate) struct Sink {
 }
 
 /// What a finished sink leaves behind.
-pub struct SinkOut {
-    pub(crate) written: Vec<(PathBuf, u64)>,
-    pub(crate) diag: Diagnostics,
-    pub(crate) steps: BTreeMap<Option<i64>, StepAgg>,
-    pub(crate) counts: Counts,
+pub(crate) struct SinkOut {
+    pub written: Vec<(PathBuf, u64)>,
+    pub diag: Diagnostics,
+    pub steps: BTreeMap<Option<i64>, StepAgg>,
+    pub counts: Counts,
     /// `cuda` or `rocm` from runtime API names (`cudaLaunchKernel` / `hipLaunchKernel`).
-    pub(crate) vendor_hint: Option<&'static str>,
+    pub vendor_hint: Option<&'static str>,
 }
 
 impl SinkOut {

@@ -39,15 +39,15 @@ impl Cat {
 
 /// An event as raw JSON slices (values keep their quotes).
 #[derive(Debug, Default, Clone, Copy)]
-pub struct Ev<'a> {
-    pub(crate) ph: &'a [u8],
-    pub(crate) cat: &'a [u8],
-    pub(crate) name: Option<&'a [u8]>,
-    pub(crate) pid: Option<&'a [u8]>,
-    pub(crate) tid: Option<&'a [u8]>,
-    pub(crate) ts: Option<&'a [u8]>,
-    pub(crate) dur: Option<&'a [u8]>,
-    pub(crate) args: Option<&'a [u8]>,
+pub(crate) struct Ev<'a> {
+    pub ph: &'a [u8],
+    pub cat: &'a [u8],
+    pub name: Option<&'a [u8]>,
+    pub pid: Option<&'a [u8]>,
+    pub tid: Option<&'a [u8]>,
+    pub ts: Option<&'a [u8]>,
+    pub dur: Option<&'a [u8]>,
+    pub args: Option<&'a [u8]>,
 }
 
 /// Reads the event object at the cursor (on `{`), leaving the cursor after it.

@@ -9,7 +9,7 @@
 //! memory that grows with the file is the stack of still-open `B`s per thread.
 //! Timestamps stay on the trace's own clock (µs text → exact ns); there is no base time.
 
-pub mod slices;
+mod slices;
 
 use crate::format::Format;
 use std::collections::BTreeSet;
@@ -98,7 +98,7 @@ impl Visitor for PidScan {
     }
 }
 
-pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
+pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
     let hasher = job.content_hash.is_none().then(Hasher::default);
     // Whichever pass reads the file first hashes it.
     let mut unhashed = hasher.clone();

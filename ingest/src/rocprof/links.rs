@@ -31,7 +31,7 @@ const RCCL_KINDS: &[(&str, &str)] = &[
 ];
 
 /// The collective an RCCL API function launches.
-pub fn rccl_kind(function: &str) -> Option<&'static str> {
+pub(crate) fn rccl_kind(function: &str) -> Option<&'static str> {
     RCCL_KINDS
         .iter()
         .find(|(f, _)| *f == function)
@@ -40,7 +40,7 @@ pub fn rccl_kind(function: &str) -> Option<&'static str> {
 
 /// Spans, RCCL calls and launches noted from the API records.
 #[derive(Debug, Default)]
-pub struct ApiLinks {
+pub(crate) struct ApiLinks {
     marker: StepMarker,
     /// Sorted by start.
     spans: Vec<Span>,
@@ -51,7 +51,7 @@ pub struct ApiLinks {
 }
 
 /// What `note` needs of an API record.
-pub struct Call<'a> {
+pub(crate) struct Call<'a> {
     pub domain: &'a str,
     pub name: &'a str,
     pub tid: Option<i64>,
@@ -61,7 +61,7 @@ pub struct Call<'a> {
 }
 
 impl ApiLinks {
-    pub fn new(marker: StepMarker) -> ApiLinks {
+    pub(crate) fn new(marker: StepMarker) -> ApiLinks {
         ApiLinks {
             marker,
             ..ApiLinks::default()
@@ -70,7 +70,7 @@ impl ApiLinks {
 
     /// Notes what an API record is: a step span (a marker range the marker names), an RCCL
     /// collective call, and, for every call with a thread and correlation id, a launch.
-    pub fn note(&mut self, c: &Call) {
+    pub(crate) fn note(&mut self, c: &Call) {
         if super::is_marker(c.domain) {
             if let Some(step) = self.marker.step(c.name.as_bytes()) {
                 let span = Span {
@@ -100,18 +100,18 @@ impl ApiLinks {
     }
 
     /// Sorts the RCCL calls; call once every API record is in, before the dispatches.
-    pub fn seal(&mut self) {
+    pub(crate) fn seal(&mut self) {
         for calls in self.rccl.values_mut() {
             calls.sort_by_key(|c| (c.0, c.1));
         }
     }
 
-    pub fn spans(&self) -> &[Span] {
+    pub(crate) fn spans(&self) -> &[Span] {
         &self.spans
     }
 
     /// The step whose span holds `ts` (the latest starting one).
-    pub fn step_at(&self, ts: i64) -> Option<i64> {
+    pub(crate) fn step_at(&self, ts: i64) -> Option<i64> {
         let n = self.spans.partition_point(|s| s.start <= ts);
         self.spans[..n]
             .iter()
@@ -121,7 +121,7 @@ impl ApiLinks {
     }
 
     /// The (thread, time) of the host call with correlation id `corr`.
-    pub fn launch(&self, corr: Option<i64>) -> Option<(i64, i64)> {
+    pub(crate) fn launch(&self, corr: Option<i64>) -> Option<(i64, i64)> {
         // The JSON and rocpd readers note nothing: no hashing per dispatch there.
         if self.launches.is_empty() {
             return None;
@@ -130,7 +130,7 @@ impl ApiLinks {
     }
 
     /// The collective of the RCCL call that, on thread `tid`, encloses time `ts`.
-    pub fn rccl_at(&self, tid: i64, ts: i64) -> Option<&'static str> {
+    pub(crate) fn rccl_at(&self, tid: i64, ts: i64) -> Option<&'static str> {
         let calls = self.rccl.get(&tid)?;
         let n = calls.partition_point(|c| c.0 <= ts);
         calls[..n].iter().rev().find(|c| ts <= c.1).map(|c| c.2)
