@@ -19,7 +19,7 @@ pub fn file_size_limit_is_an_error() {
 
 /// The temporary sibling `path` is written through: `.<name>.tmp-<pid>` in the same
 /// directory (a rename within one file system is atomic).
-pub fn temp_sibling(path: &Path) -> PathBuf {
+pub(crate) fn temp_sibling(path: &Path) -> PathBuf {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

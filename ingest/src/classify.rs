@@ -14,17 +14,21 @@ use serde::Deserialize;
 /// The shipped rule table.
 pub const DEFAULT_RULES: &str = include_str!("../rules/default.toml");
 
+/// What a GPU activity is, from its trace category (the `kind` column of `gpu_activities`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kind {
+    /// A kernel (`kernel`).
     Kernel,
+    /// A copy (`gpu_memcpy`).
     Memcpy,
+    /// A memory set (`gpu_memset`).
     Memset,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 3] = [Kind::Kernel, Kind::Memcpy, Kind::Memset];
+    pub(crate) const ALL: [Kind; 3] = [Kind::Kernel, Kind::Memcpy, Kind::Memset];
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Kind::Kernel => "kernel",
             Kind::Memcpy => "memcpy",
@@ -33,18 +37,27 @@ impl Kind {
     }
 }
 
+/// What a GPU activity does, as the rule table decides it (the `category` column of
+/// `gpu_activities`, docs/CLASSIFICATION.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Category {
+    /// Communication: NCCL/RCCL and the other collective libraries' kernels, peer-to-peer copies.
     Comm,
+    /// Matrix multiplies (cuBLAS, hipBLASLt, CUTLASS, CK GEMMs) and GEMVs.
     Gemm,
+    /// Attention kernels (FlashAttention, fused MHA, SDPA).
     Attention,
+    /// Copies, and the copy kernels ROCm reports as kernels.
     Memcpy,
+    /// Memory sets, and the fill kernels ROCm reports as kernels.
     Memset,
+    /// Every other kernel (convolutions, elementwise, reductions, …): split further by the
+    /// `subcategory` rules.
     OtherCompute,
 }
 
 impl Category {
-    pub const ALL: [Category; 6] = [
+    pub(crate) const ALL: [Category; 6] = [
         Category::Comm,
         Category::Gemm,
         Category::Attention,
@@ -53,6 +66,7 @@ impl Category {
         Category::OtherCompute,
     ];
 
+    /// The `category` value (`other_compute` for `OtherCompute`).
     pub const fn as_str(self) -> &'static str {
         match self {
             Category::Comm => "comm",
@@ -64,14 +78,17 @@ impl Category {
         }
     }
 
+    /// The category a `category` value names; `None` for any other text.
     pub fn parse(s: &str) -> Option<Category> {
         Category::ALL.into_iter().find(|c| c.as_str() == s)
     }
 }
 
 /// A name's category, and its collective kind when it is communication.
-pub type Class = (Category, Option<&'static str>);
+pub(crate) type Class = (Category, Option<&'static str>);
 
+/// The collective kinds (`comm_op`), in the order of docs/METRICS.md; `other` last, for comm
+/// kernels whose kind neither the trace nor the name tells.
 pub const COMM_OPS: [&str; 8] = [
     "all_reduce",
     "all_gather",
@@ -83,13 +100,23 @@ pub const COMM_OPS: [&str; 8] = [
     "other",
 ];
 
+/// Why a rule table (the shipped one or `--rules`) could not be compiled.
 #[derive(Debug, thiserror::Error)]
 pub enum RulesError {
+    /// Bad TOML, an unknown field or kind, or a regex that does not compile.
     #[error("{path}: {msg}")]
-    Invalid { path: String, msg: String },
+    Invalid {
+        /// The rule file (`ingest/rules/default.toml` for the shipped one).
+        path: String,
+        /// What is wrong, with the line where TOML gives one.
+        msg: String,
+    },
+    /// The `--rules` file could not be read.
     #[error("{path}: {source}")]
     Io {
+        /// The file.
         path: String,
+        /// The I/O error.
         source: std::io::Error,
     },
 }
@@ -160,7 +187,7 @@ impl Classifier {
     }
 
     /// The shipped table, with the user's rules (tried first) when given.
-    pub fn with_user_rules(user: Option<&Path>) -> Result<Classifier, RulesError> {
+    pub(crate) fn with_user_rules(user: Option<&Path>) -> Result<Classifier, RulesError> {
         let base = parse_file(DEFAULT_RULES, "ingest/rules/default.toml")?;
         let mut version = base.version.clone().unwrap_or_else(|| "0".into());
         let mut files = vec![("ingest/rules/default.toml".to_string(), base)];
@@ -181,14 +208,14 @@ impl Classifier {
     }
 
     /// The `--rules` file's text, when one was given.
-    pub fn user_rules(&self) -> Option<&str> {
+    pub(crate) fn user_rules(&self) -> Option<&str> {
         self.user_text.as_deref()
     }
 
     /// The rules of one file alone, without the shipped table (for the fuzzer, which would
     /// otherwise spend every run compiling the shipped table).
     #[cfg(feature = "fuzzing")]
-    pub fn from_rules_text(text: &str, path: &str) -> Result<Classifier, RulesError> {
+    pub(crate) fn from_rules_text(text: &str, path: &str) -> Result<Classifier, RulesError> {
         compile(
             vec![(path.to_string(), parse_file(text, path)?)],
             "0".into(),
@@ -198,7 +225,7 @@ impl Classifier {
     /// `rules_version`: the shipped table's version, plus `+user.` and a hash of the user's
     /// rules file when there is one, so that editing the file re-reads the inputs on the next
     /// ingest (the manifest compares versions).
-    pub fn version(&self) -> &str {
+    pub(crate) fn version(&self) -> &str {
         &self.version
     }
 

@@ -13,13 +13,14 @@ use serde::{Deserialize, Serialize};
 use crate::error::{IngestError, Result};
 use crate::schema::SCHEMA_VERSION;
 
-pub use crate::format::Format;
+pub(crate) use crate::format::Format;
 
+/// The manifest's file name in the dataset directory: its presence makes a directory a dataset.
 pub const MANIFEST: &str = "manifest.json";
 
 /// An input found on disk, with the run label it belongs to.
 #[derive(Debug, Clone)]
-pub struct Input {
+pub(crate) struct Input {
     pub path: PathBuf,
     pub label: String,
     /// Named on the command line (not found by walking a directory).
@@ -62,7 +63,7 @@ fn is_candidate(p: &Path) -> bool {
 /// `traces/cuda/h200_fsdp2/rank0.json` under `traces`), or the root's own name for files
 /// directly in it, unless `label` is given. A directory is one job until its files say
 /// otherwise (`job`).
-pub fn discover(roots: &[PathBuf], label: Option<&str>, skip: &Path) -> Result<Vec<Input>> {
+pub(crate) fn discover(roots: &[PathBuf], label: Option<&str>, skip: &Path) -> Result<Vec<Input>> {
     if label.is_some_and(|l| l.trim().is_empty()) {
         return Err(IngestError::Usage(
             "--label: a run label cannot be empty".into(),
@@ -158,7 +159,7 @@ fn group_csv(inputs: Vec<Input>) -> Result<Vec<Input>> {
 }
 
 /// Size (all files) and latest modification time of an input and its siblings.
-pub fn stat_input(input: &Input) -> Result<(u64, i64)> {
+pub(crate) fn stat_input(input: &Input) -> Result<(u64, i64)> {
     let (mut bytes, mut mtime) = crate::source::stat(&input.path)?;
     for s in &input.siblings {
         let (b, m) = crate::source::stat(s)?;
@@ -169,7 +170,7 @@ pub fn stat_input(input: &Input) -> Result<(u64, i64)> {
 }
 
 /// The content hash of an input, its siblings included.
-pub fn hash_input(input: &Input) -> Result<String> {
+pub(crate) fn hash_input(input: &Input) -> Result<String> {
     crate::source::hash_files(&input.path, &input.siblings)
 }
 
@@ -282,16 +283,19 @@ fn same_path(a: &Path, b: &Path) -> bool {
     }
 }
 
+/// One ingested input file in the manifest: where it came from, what run it is, its parts.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Entry {
+    /// The input's canonical path: the key a later ingest finds the file again by.
     pub source: String,
-    pub content_hash: String,
+    pub(crate) content_hash: String,
     /// Size and modification time when ingested: a file whose both match is hashed again
     /// to confirm it is unchanged; any other file is hashed while it is read.
     #[serde(default)]
-    pub file_bytes: u64,
+    pub(crate) file_bytes: u64,
     #[serde(default)]
-    pub mtime_ns: i64,
+    pub(crate) mtime_ns: i64,
+    /// The run the file belongs to.
     pub label: String,
     /// The label discovery gave the file (its directory, or `--label`), when the file became
     /// a run of its own because its directory's files cannot be one job (`job`).
@@ -302,20 +306,21 @@ pub struct Entry {
     pub job_note: Option<String>,
     /// What the file says about its job, for the check against files ingested later.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub identity: Option<crate::job::Identity>,
-    pub rank: i64,
-    pub format: Format,
-    pub rules_version: String,
+    pub(crate) identity: Option<crate::job::Identity>,
+    pub(crate) rank: i64,
+    pub(crate) format: Format,
+    pub(crate) rules_version: String,
     /// `RankMap::fingerprint` of the `--rank-map` used ("" without one): a file ingested
     /// under another map is read again, its ranks may differ.
     #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub rank_map: String,
+    pub(crate) rank_map: String,
     /// The `--step-marker` pattern ("" for `ProfilerStep#N`): a file read with another marker
     /// is read again, its steps may differ.
     #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub step_marker: String,
+    pub(crate) step_marker: String,
+    /// The Parquet parts written from the file, relative to the dataset root.
     pub parts: Vec<PathBuf>,
-    pub rows: BTreeMap<String, u64>,
+    pub(crate) rows: BTreeMap<String, u64>,
     /// Each part's `checksum` (size and content hash), so a reader names a damaged part
     /// (truncated, bit-flipped) instead of reading wrong numbers. Absent in datasets written
     /// before it existed.
@@ -324,7 +329,7 @@ pub struct Entry {
     /// Data-quality findings per diagnostic code, for `--strict` on a re-run that finds the
     /// input unchanged.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub findings: BTreeMap<String, u64>,
+    pub(crate) findings: BTreeMap<String, u64>,
 }
 
 /// A part's checksum as the manifest records it: `<bytes>:<xxh3-128 hex>`.
@@ -335,7 +340,7 @@ pub fn checksum(path: &Path) -> Result<String> {
 
 impl Entry {
     /// The label discovery gives this file: `base_label`, else `label`.
-    pub fn base(&self) -> &str {
+    pub(crate) fn base(&self) -> &str {
         if self.base_label.is_empty() {
             &self.label
         } else {
@@ -344,14 +349,18 @@ impl Entry {
     }
 }
 
+/// `manifest.json`: what the dataset holds, one entry per input file, written by every commit.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Manifest {
-    pub schema_version: u32,
-    pub aorta_version: String,
+    pub(crate) schema_version: u32,
+    pub(crate) aorta_version: String,
+    /// The ingested files, sorted by `source`.
     pub inputs: Vec<Entry>,
 }
 
 impl Manifest {
+    /// Reads `out`'s manifest; an empty one when there is none yet. A manifest of another schema
+    /// version is an error (a dataset is never mixed).
     pub fn load(out: &Path) -> Result<Manifest> {
         let p = out.join(MANIFEST);
         let empty = Manifest {
@@ -376,7 +385,7 @@ impl Manifest {
         }
     }
 
-    pub fn get(&self, source: &str) -> Option<&Entry> {
+    pub(crate) fn get(&self, source: &str) -> Option<&Entry> {
         self.inputs.iter().find(|e| e.source == source)
     }
 

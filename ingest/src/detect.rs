@@ -13,7 +13,7 @@ pub use crate::format::Format;
 /// Why a file aorta finds by name cannot be read as it is, with what to do instead: an
 /// Nsight Systems report (`.nsys-rep`, `.qdrep`) needs its SQLite export. Named on the command
 /// line it is an error; found in a walk it is skipped with this reason.
-pub fn unreadable(path: &Path) -> Option<&'static str> {
+pub(crate) fn unreadable(path: &Path) -> Option<&'static str> {
     let name = path.to_string_lossy().to_ascii_lowercase();
     (name.ends_with(".nsys-rep") || name.ends_with(".qdrep")).then_some(
         "an Nsight Systems report: aorta reads its SQLite export (nsys export --type sqlite)",
@@ -69,7 +69,7 @@ pub fn detect(path: &Path) -> Result<Format> {
 }
 
 /// The first 16 bytes of every SQLite 3 database.
-pub const SQLITE_MAGIC: &[u8] = b"SQLite format 3\0";
+pub(crate) const SQLITE_MAGIC: &[u8] = b"SQLite format 3\0";
 
 /// Which reader a SQLite database needs, by its tables.
 fn detect_sqlite(path: &Path) -> Result<Format> {
@@ -107,7 +107,7 @@ const KINETO_MARKERS: &[&[u8]] = &[
 /// object whose first 64 KiB hold none of Kineto's markers. Kineto files go to the Kineto
 /// reader, which links launches to kernels and steps; the generic reader adds `B`/`E` pairs
 /// and instants, which Kineto never writes.
-pub fn is_generic_chrome(head: &[u8]) -> bool {
+pub(crate) fn is_generic_chrome(head: &[u8]) -> bool {
     let body = head.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(head);
     match body.iter().find(|b| !b.is_ascii_whitespace()) {
         Some(b'[') => true,

@@ -25,7 +25,7 @@ pub const CODES: &[(&str, &str)] = &[
 
 /// Codes that are expected in healthy traces (what aorta leaves out, on purpose): they are
 /// noise in a summary, where every other code is something to check.
-pub const NOISE: &[&str] = &[
+pub(crate) const NOISE: &[&str] = &[
     "outside_steps",
     "jsonl_non_numeric",
     "skipped_category",
@@ -38,7 +38,7 @@ pub fn is_trouble(code: &str) -> bool {
 }
 
 #[derive(Debug, Clone)]
-pub struct Finding {
+pub(crate) struct Finding {
     pub count: u64,
     pub example: String,
     pub offset: Option<i64>,
@@ -46,13 +46,13 @@ pub struct Finding {
 
 /// Findings of one file (or one window of it, merged later).
 #[derive(Debug, Default, Clone)]
-pub struct Diagnostics {
+pub(crate) struct Diagnostics {
     pub findings: BTreeMap<&'static str, Finding>,
 }
 
 impl Diagnostics {
     /// Counts one finding; `example` is only built for the first one.
-    pub fn add(
+    pub(crate) fn add(
         &mut self,
         code: &'static str,
         offset: Option<i64>,
@@ -65,7 +65,7 @@ impl Diagnostics {
         self.add_n(code, 1, offset, example);
     }
 
-    pub fn add_n(
+    pub(crate) fn add_n(
         &mut self,
         code: &'static str,
         n: u64,
@@ -93,7 +93,7 @@ impl Diagnostics {
 
     /// Counts one finding; the example kept is the one with the smallest offset, whatever
     /// the order of the calls (it is built only when it is kept).
-    pub fn add_min(
+    pub(crate) fn add_min(
         &mut self,
         code: &'static str,
         offset: Option<i64>,
@@ -111,7 +111,7 @@ impl Diagnostics {
     }
 
     /// Adds `other`'s counts; the example with the smaller offset wins.
-    pub fn merge(&mut self, other: Diagnostics) {
+    pub(crate) fn merge(&mut self, other: Diagnostics) {
         for (code, f) in other.findings {
             match self.findings.get_mut(code) {
                 None => {
@@ -128,11 +128,7 @@ impl Diagnostics {
         }
     }
 
-    pub fn total(&self) -> u64 {
+    pub(crate) fn total(&self) -> u64 {
         self.findings.values().map(|f| f.count).sum()
-    }
-
-    pub fn count(&self, code: &str) -> u64 {
-        self.findings.get(code).map_or(0, |f| f.count)
     }
 }

@@ -2,34 +2,58 @@
 
 use std::path::Path;
 
+/// Why an ingest (or a file of it) failed: every variant names the file, and where it can the
+/// byte offset or line, so the CLI prints one line a user can act on.
 #[derive(Debug, thiserror::Error)]
 pub enum IngestError {
     // Messages may quote the input (a key, an SQLite error naming a damaged table): control
     // characters are escaped so that every error stays one line (`one_line`).
+    /// Malformed input at a byte offset of the (decompressed) stream.
     #[error("{path}: byte {offset}: {}", one_line(msg))]
     Parse {
+        /// The input file.
         path: String,
+        /// Byte offset in the decompressed stream.
         offset: u64,
+        /// What was expected there.
         msg: String,
     },
+    /// Malformed input at a line of a line-based file (CSV, JSONL, a rank map).
     #[error("{path}: line {line}: {}", one_line(msg))]
     Line {
+        /// The input file.
         path: String,
+        /// The line, from 1.
         line: u64,
+        /// What is wrong with it.
         msg: String,
     },
+    /// A problem with a whole file: not the format it claims, a damaged SQLite database or
+    /// manifest, a trace with nothing aorta reads.
     #[error("{path}: {}", one_line(msg))]
-    File { path: String, msg: String },
+    File {
+        /// The input file.
+        path: String,
+        /// What is wrong with it.
+        msg: String,
+    },
+    /// Reading an input or writing the dataset failed.
     #[error("{path}: {source}")]
     Io {
+        /// The file or directory.
         path: String,
+        /// The I/O error.
         source: std::io::Error,
     },
+    /// The Parquet writer failed.
     #[error("{path}: writing Parquet: {source}")]
     Parquet {
+        /// The part being written.
         path: String,
+        /// The writer's error.
         source: parquet::errors::ParquetError,
     },
+    /// The rule table could not be compiled.
     #[error(transparent)]
     Rules(#[from] crate::classify::RulesError),
     /// An option the user gave that cannot work, before any file is read.
@@ -38,14 +62,14 @@ pub enum IngestError {
 }
 
 impl IngestError {
-    pub fn io(path: &Path, source: std::io::Error) -> Self {
+    pub(crate) fn io(path: &Path, source: std::io::Error) -> Self {
         IngestError::Io {
             path: path.display().to_string(),
             source,
         }
     }
 
-    pub fn file(path: &Path, msg: impl Into<String>) -> Self {
+    pub(crate) fn file(path: &Path, msg: impl Into<String>) -> Self {
         IngestError::File {
             path: path.display().to_string(),
             msg: msg.into(),
@@ -69,20 +93,20 @@ fn one_line(msg: &str) -> std::borrow::Cow<'_, str> {
 
 /// A parse failure before the file name is attached: offset in the decompressed stream.
 #[derive(Debug, Clone)]
-pub struct ParseErr {
+pub(crate) struct ParseErr {
     pub offset: u64,
     pub msg: String,
 }
 
 impl ParseErr {
-    pub fn new(offset: u64, msg: impl Into<String>) -> Self {
+    pub(crate) fn new(offset: u64, msg: impl Into<String>) -> Self {
         ParseErr {
             offset,
             msg: msg.into(),
         }
     }
 
-    pub fn at(self, path: &Path) -> IngestError {
+    pub(crate) fn at(self, path: &Path) -> IngestError {
         IngestError::Parse {
             path: path.display().to_string(),
             offset: self.offset,
@@ -91,6 +115,7 @@ impl ParseErr {
     }
 }
 
+/// The crate's result type.
 pub type Result<T, E = IngestError> = std::result::Result<T, E>;
 
 #[cfg(test)]

@@ -15,10 +15,10 @@ use crate::sink::{Parts, SinkOut, StepAgg};
 use crate::step_span::Span;
 use crate::writer::{write_all, Cols};
 
-pub use crate::rank_map::RankMap;
+pub(crate) use crate::rank_map::RankMap;
 
 /// Everything a reader needs to turn one file into parts.
-pub struct FileJob {
+pub(crate) struct FileJob {
     pub path: PathBuf,
     /// Read with `path` as one job (the other CSV files of a rocprofv3 process).
     pub siblings: Vec<PathBuf>,
@@ -43,7 +43,7 @@ pub struct FileJob {
 impl FileJob {
     /// The input's content hash: the planner's, else computed now by the same rule
     /// (`source::hash_files`), for readers that do not hash while they read.
-    pub fn hash(&self) -> Result<String> {
+    pub(crate) fn hash(&self) -> Result<String> {
         match &self.content_hash {
             Some(h) => Ok(h.clone()),
             None => crate::source::hash_files(&self.path, &self.siblings),
@@ -54,25 +54,25 @@ impl FileJob {
 /// Rows per table and the part files written (relative to the dataset root).
 #[derive(Debug, Clone, Default)]
 pub struct FileOutcome {
-    pub parts: Vec<PathBuf>,
+    pub(crate) parts: Vec<PathBuf>,
+    /// Rows written per table name.
     pub rows: BTreeMap<&'static str, u64>,
-    pub events: u64,
+    pub(crate) events: u64,
+    /// Data-quality findings (diagnostics) in the file, summed over codes.
     pub warnings: u64,
     /// `warnings` per diagnostic code (what `--strict` checks).
-    pub findings: BTreeMap<&'static str, u64>,
-    pub run: String,
+    pub(crate) findings: BTreeMap<&'static str, u64>,
+    pub(crate) run: String,
+    /// The rank the file was read as (`runs.rank`).
     pub rank: i64,
-    /// `runs.rank_source` (`Default`: the file said nothing about its rank).
-    pub rank_source: RankSource,
-    pub format: Format,
-    pub content_hash: String,
+    pub(crate) content_hash: String,
     /// What the file says about its job (`job::decide`).
-    pub identity: crate::job::Identity,
+    pub(crate) identity: crate::job::Identity,
 }
 
 /// Where a file's rank came from (`runs.rank_source`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum RankSource {
+pub(crate) enum RankSource {
     DistributedInfo,
     RankMap,
     FileName,
@@ -89,7 +89,7 @@ pub enum RankSource {
 }
 
 impl RankSource {
-    pub const fn as_str(self) -> &'static str {
+    pub(crate) const fn as_str(self) -> &'static str {
         match self {
             RankSource::DistributedInfo => "distributed_info",
             RankSource::RankMap => "rank_map",
@@ -105,7 +105,7 @@ impl RankSource {
 
 /// The `runs` row being assembled.
 #[derive(Debug, Clone, Default)]
-pub struct RunInfo {
+pub(crate) struct RunInfo {
     pub format: Format,
     pub platform: &'static str,
     pub device_name: Option<String>,
@@ -124,7 +124,7 @@ pub struct RunInfo {
 }
 
 /// `rank3`, `rank-3`, `rank_03`, `worker3` in a file name.
-pub fn rank_from_name(path: &std::path::Path) -> Option<i64> {
+pub(crate) fn rank_from_name(path: &std::path::Path) -> Option<i64> {
     let name = path.file_name()?.to_string_lossy().to_ascii_lowercase();
     for key in ["rank", "worker"] {
         let mut rest = name.as_str();
@@ -144,7 +144,7 @@ pub fn rank_from_name(path: &std::path::Path) -> Option<i64> {
 }
 
 impl RunInfo {
-    pub fn new(format: Format, content_hash: String) -> RunInfo {
+    pub(crate) fn new(format: Format, content_hash: String) -> RunInfo {
         RunInfo {
             format,
             platform: "unknown",
@@ -154,19 +154,24 @@ impl RunInfo {
     }
 
     /// The unique name of this file's parts: its identity and content.
-    pub fn tag(&self, job: &FileJob) -> String {
+    pub(crate) fn tag(&self, job: &FileJob) -> String {
         let id = format!("{}{}", job.source_key, self.content_hash);
         format!("{:016x}", xxhash_rust::xxh3::xxh3_64(id.as_bytes()))
     }
 
     /// Rank from the trace, else the file name, else `--rank`, else 0 (with a diagnostic).
-    pub fn resolve_rank(&mut self, job: &FileJob, from_trace: Option<i64>) -> i64 {
+    pub(crate) fn resolve_rank(&mut self, job: &FileJob, from_trace: Option<i64>) -> i64 {
         self.resolve_rank_of(job, from_trace, &[])
     }
 
     /// Rank from the trace, else the rank map (the first of `pids` it names), else the file
     /// name, else `--rank`, else 0 (with a diagnostic).
-    pub fn resolve_rank_of(&mut self, job: &FileJob, from_trace: Option<i64>, pids: &[i64]) -> i64 {
+    pub(crate) fn resolve_rank_of(
+        &mut self,
+        job: &FileJob,
+        from_trace: Option<i64>,
+        pids: &[i64],
+    ) -> i64 {
         let mapped = pids.iter().find_map(|&p| job.rank_map.get(p));
         let (rank, source) = if let Some(r) = from_trace {
             (r, RankSource::DistributedInfo)
@@ -188,7 +193,7 @@ impl RunInfo {
     }
 
     /// Writes `steps`, `runs` and `diagnostics` and sums up the file.
-    pub fn finish(
+    pub(crate) fn finish(
         mut self,
         job: &FileJob,
         parts: &Parts,
@@ -199,8 +204,6 @@ impl RunInfo {
         let mut outcome = FileOutcome {
             run: parts.run.clone(),
             rank: parts.rank,
-            rank_source: self.rank_source,
-            format: self.format,
             events: self.event_count,
             content_hash: self.content_hash.clone(),
             identity: crate::job::Identity {
@@ -254,7 +257,7 @@ impl RunInfo {
 
 /// One row per step: the CPU step spans joined with the GPU windows from the sink.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct StepRow {
+pub(crate) struct StepRow {
     pub step: Option<i64>,
     pub cpu: Option<(i64, i64)>,
     pub gpu: StepAgg,
@@ -284,7 +287,7 @@ fn step_rows(aggs: &BTreeMap<Option<i64>, StepAgg>, spans: &[Span], base: i64) -
     rows.into_values().collect()
 }
 
-pub fn steps_batch(rows: &[StepRow]) -> arrow_array::RecordBatch {
+pub(crate) fn steps_batch(rows: &[StepRow]) -> arrow_array::RecordBatch {
     let mut b = Cols::new(&STEPS);
     b.opt_i64("step", rows.iter().map(|r| r.step));
     b.opt_i64("cpu_start_ns", rows.iter().map(|r| r.cpu.map(|c| c.0)));
@@ -299,7 +302,7 @@ pub fn steps_batch(rows: &[StepRow]) -> arrow_array::RecordBatch {
     b.finish()
 }
 
-pub fn runs_batch(
+pub(crate) fn runs_batch(
     info: &RunInfo,
     job: &FileJob,
     c: &crate::sink::Counts,

@@ -6,16 +6,21 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Format {
+    /// A PyTorch profiler (Kineto) trace.
     Kineto,
     /// A Chrome trace without Kineto's markers (see `detect`).
     Chrome,
     /// An Nsight Systems SQLite export.
     Nsys,
+    /// The Python aorta tool's per-rank JSONL metrics.
     Jsonl,
+    /// rocprofv3's CSV output: a process's `*_kernel_trace.csv` and its siblings, read as one.
     #[serde(rename = "rocprofv3-csv")]
     RocprofCsv,
+    /// rocprofv3's JSON output (`*_results.json`).
     #[serde(rename = "rocprofv3-json")]
     RocprofJson,
+    /// rocprofv3's SQLite database (`*_results.db`, rocpd).
     Rocpd,
     /// JSON that is neither a trace nor JSONL (a summary, a config): skipped in walks. The
     /// default: what a file is until a reader claims it.
@@ -25,7 +30,7 @@ pub enum Format {
 
 impl Format {
     /// The name in `runs.format` and the manifest (the serde name).
-    pub const fn as_str(self) -> &'static str {
+    pub(crate) const fn as_str(self) -> &'static str {
         match self {
             Format::Kineto => "kineto",
             Format::Chrome => "chrome",

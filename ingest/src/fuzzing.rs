@@ -19,17 +19,24 @@ use crate::{chrome, jsonl, kineto, nsys, rocprof};
 /// (names matter: rocprof takes a pid from them, the CSV reader its siblings' roles).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reader {
+    /// The Kineto reader (`fuzz_targets/kineto.rs`).
     Kineto,
+    /// The generic Chrome-trace reader.
     Chrome,
+    /// The Python aorta JSONL reader.
     Jsonl,
     /// Several CSV files of one process, separated by NUL bytes in the input.
     RocprofCsv,
+    /// The rocprofv3 JSON reader.
     RocprofJson,
+    /// The rocpd (rocprofv3 SQLite) reader: the input is written as a database file.
     Rocpd,
+    /// The Nsight Systems SQLite-export reader.
     Nsys,
 }
 
 impl Reader {
+    /// Every reader: one fuzz target each (docs/FUZZING.md).
     pub const ALL: [Reader; 7] = [
         Reader::Kineto,
         Reader::Chrome,
@@ -87,6 +94,7 @@ pub struct Scratch {
 }
 
 impl Scratch {
+    /// A fresh directory, with the shipped rules and a small rank map every input is read with.
     pub fn new() -> std::io::Result<Scratch> {
         let shm = Path::new("/dev/shm");
         let dir = if shm.is_dir() {
@@ -103,6 +111,7 @@ impl Scratch {
         })
     }
 
+    /// Where the inputs are written.
     pub fn path(&self) -> &Path {
         self.dir.path()
     }

@@ -18,12 +18,12 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 /// Two ranks of one job run at the same time; spans this far apart are separate jobs.
-pub const MAX_GAP_NS: i64 = 300 * 1_000_000_000;
+pub(crate) const MAX_GAP_NS: i64 = 300 * 1_000_000_000;
 
 /// What one file says about the job it belongs to (kept in the manifest, so that a later
 /// ingest can check new files against the ones already there).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Identity {
+pub(crate) struct Identity {
     pub rank: i64,
     /// The file (or a rank map, `--rank`, its name) named the rank; else it is 0 by default.
     pub rank_named: bool,
@@ -37,7 +37,7 @@ pub struct Identity {
 
 /// One file of a run label.
 #[derive(Debug, Clone)]
-pub struct Member<'a> {
+pub(crate) struct Member<'a> {
     pub path: &'a Path,
     pub id: &'a Identity,
 }
@@ -45,13 +45,13 @@ pub struct Member<'a> {
 /// The verdict for one run label: why its files cannot be one job, and each file's workload
 /// (`None`: the file stays under the label itself).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Verdict {
+pub(crate) struct Verdict {
     pub reason: Option<String>,
     pub workloads: Vec<Option<String>>,
 }
 
 /// Decides whether `members` can be one job, and if not, how they split.
-pub fn decide(members: &[Member]) -> Verdict {
+pub(crate) fn decide(members: &[Member]) -> Verdict {
     let traces: Vec<usize> = (0..members.len())
         .filter(|&i| members[i].id.trace)
         .collect();
@@ -187,7 +187,7 @@ const SUFFIXES: [&str; 11] = [
 ];
 
 /// The file name without its trace suffixes: `bert-small` for `bert-small.json.gz`.
-pub fn stem(path: &Path) -> String {
+pub(crate) fn stem(path: &Path) -> String {
     let mut name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -203,7 +203,7 @@ pub fn stem(path: &Path) -> String {
 
 /// The stem without its rank token (`rank0`, `rank_01`, `worker3`) and the separators left
 /// around it: `exp1` for `exp1_rank0.json`; empty for `rank0.json`.
-pub fn workload_name(path: &Path) -> String {
+pub(crate) fn workload_name(path: &Path) -> String {
     let stem = stem(path);
     let lower = stem.to_ascii_lowercase();
     for key in ["rank", "worker"] {

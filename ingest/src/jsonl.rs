@@ -17,7 +17,7 @@ use crate::writer::{Cols, TableWriter};
 
 /// One metrics row.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Metric {
+pub(crate) struct Metric {
     pub step: Option<i64>,
     pub key: String,
     pub value: f64,
@@ -25,7 +25,7 @@ pub struct Metric {
 }
 
 /// Flattens the numbers of `v` under `prefix` (`a.b`, lists as `a[3].b`).
-pub fn flatten(v: &Value, prefix: &str, out: &mut Vec<(String, f64)>, skipped: &mut u64) {
+pub(crate) fn flatten(v: &Value, prefix: &str, out: &mut Vec<(String, f64)>, skipped: &mut u64) {
     match v {
         Value::Number(n) => match n.as_f64() {
             Some(x) => out.push((prefix.to_string(), x)),
@@ -74,7 +74,7 @@ fn metrics_batch(rows: &[Metric]) -> arrow_array::RecordBatch {
     b.finish()
 }
 
-pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
+pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
     let (reader, _) = crate::source::open(&job.path, job.progress.clone())
         .map_err(|e| IngestError::io(&job.path, e))?;
     let mut lines = BufReader::with_capacity(1 << 20, reader).lines();

@@ -30,16 +30,16 @@ use crate::error::{IngestError, Result};
 pub const LOCK_FILE: &str = ".aorta.lock";
 
 /// How long a process waits for the lock by default, in seconds (`AORTA_LOCK_WAIT`).
-pub const DEFAULT_WAIT_S: u64 = 300;
+pub(crate) const DEFAULT_WAIT_S: u64 = 300;
 
 /// Who holds (or held) a dataset's lock, as its lock file records it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Holder {
-    pub pid: u32,
-    pub host: String,
+    pub(crate) pid: u32,
+    pub(crate) host: String,
     /// Seconds since the Unix epoch.
-    pub started: u64,
-    pub command: String,
+    pub(crate) started: u64,
+    pub(crate) command: String,
 }
 
 impl Holder {
@@ -75,7 +75,9 @@ impl Holder {
 /// Exclusive (a writer) or shared (a reader).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
+    /// One writer at a time, and no readers while it writes.
     Exclusive,
+    /// Any number of readers, no writer.
     Shared,
 }
 
@@ -87,7 +89,7 @@ pub struct DatasetLock {
     record: PathBuf,
     mode: Mode,
     /// The holder a writer found recorded: a process that died holding the lock.
-    pub stale: Option<Holder>,
+    pub(crate) stale: Option<Holder>,
 }
 
 impl Drop for DatasetLock {
@@ -102,6 +104,7 @@ impl Drop for DatasetLock {
 /// What `acquire` found.
 #[derive(Debug)]
 pub enum Acquired {
+    /// The lock is held until the guard is dropped.
     Locked(DatasetLock),
     /// A writer's lock on a dataset it cannot write (read-only file system, no permission):
     /// no other writer can change it either, so it is read without a lock, and not written.
@@ -248,7 +251,7 @@ fn hostname() -> String {
 }
 
 /// Whether a process with this pid exists (signal 0 checks without sending).
-pub fn pid_alive(pid: u32) -> bool {
+pub(crate) fn pid_alive(pid: u32) -> bool {
     let Ok(pid) = libc::pid_t::try_from(pid) else {
         return false;
     };

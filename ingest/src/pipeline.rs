@@ -18,12 +18,22 @@ use crate::{chrome, commit, detect, jsonl, kineto, lock, nsys, rocprof};
 /// How `aorta ingest` was asked to run.
 #[derive(Debug, Clone, Default)]
 pub struct Options {
+    /// Dataset directory to write (`-o`), created if missing.
     pub out: PathBuf,
+    /// Run label for every input (`--label`); default: the directory that holds each file,
+    /// under its root.
     pub label: Option<String>,
+    /// Rank for files whose trace and name carry none (`--rank`); default: 0, with a
+    /// `rank_default` finding.
     pub rank: Option<i64>,
+    /// Worker threads (`-j`); default: one per core.
     pub jobs: Option<usize>,
+    /// Keep ingesting the other files when one fails (`--keep-going`): the failures end up in
+    /// [`Summary::failed`] instead of failing the ingest.
     pub keep_going: bool,
+    /// Read inputs again even when their content hash is unchanged (`--force`).
     pub force: bool,
+    /// Extra classification rules (`--rules`, TOML), tried before the shipped ones.
     pub rules: Option<PathBuf>,
     /// `--rank-map`: a file of `PID RANK` lines (see `rank_map`).
     pub rank_map: Option<PathBuf>,

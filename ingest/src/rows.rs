@@ -10,7 +10,7 @@ use crate::diag::Diagnostics;
 
 /// Distinct strings of a batch.
 #[derive(Default, Debug, Clone)]
-pub struct Interner {
+pub(crate) struct Interner {
     pub strings: Vec<String>,
     /// Keyed by bytes, so a reader can look a raw JSON string up before validating it.
     map: FxHashMap<Box<[u8]>, u32>,
@@ -19,7 +19,7 @@ pub struct Interner {
 }
 
 impl Interner {
-    pub fn id(&mut self, s: &str) -> u32 {
+    pub(crate) fn id(&mut self, s: &str) -> u32 {
         if let Some(i) = self.find(s.as_bytes()) {
             return i;
         }
@@ -31,7 +31,7 @@ impl Interner {
 
     /// The id of a string already interned with these bytes (which are then valid UTF-8).
     #[inline]
-    pub fn find(&self, s: &[u8]) -> Option<u32> {
+    pub(crate) fn find(&self, s: &[u8]) -> Option<u32> {
         self.map.get(s).copied()
     }
 
@@ -39,7 +39,7 @@ impl Interner {
     /// layout (`json::canonical`); `None` when it is not UTF-8. A raw text met before is
     /// one hash lookup, whatever its layout.
     #[inline]
-    pub fn shape(&mut self, raw: &[u8]) -> Option<u32> {
+    pub(crate) fn shape(&mut self, raw: &[u8]) -> Option<u32> {
         if let Some(i) = self
             .find(raw)
             .or_else(|| self.shape_layouts.get(raw).copied())
@@ -57,21 +57,21 @@ impl Interner {
         }
     }
 
-    pub fn get(&self, i: u32) -> &str {
+    pub(crate) fn get(&self, i: u32) -> &str {
         &self.strings[i as usize]
     }
 }
 
 /// How a GPU activity got its step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StepSource {
+pub(crate) enum StepSource {
     Launch,
     GpuTime,
     None,
 }
 
 impl StepSource {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             StepSource::Launch => "launch",
             StepSource::GpuTime => "gpu_time",
@@ -83,7 +83,7 @@ impl StepSource {
 /// Kernel args only some kernels carry (rare: boxed): the collective metadata Kineto copies
 /// onto NCCL/RCCL kernels, and the GEMM shape aorta's own workloads write on theirs.
 #[derive(Debug, Clone, Default)]
-pub struct CollArgs {
+pub(crate) struct CollArgs {
     pub collective_name: Option<u32>,
     pub in_msg_nelems: Option<i64>,
     pub out_msg_nelems: Option<i64>,
@@ -100,7 +100,7 @@ pub struct CollArgs {
 }
 
 #[derive(Debug, Clone)]
-pub struct GpuRow {
+pub(crate) struct GpuRow {
     pub device: i64,
     pub stream: i64,
     pub kind: Kind,
@@ -121,17 +121,23 @@ pub struct GpuRow {
     pub coll: Option<Box<CollArgs>>,
 }
 
+/// What a CPU-side slice is (the `category` column of `cpu_ops`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CpuCategory {
+pub(crate) enum CpuCategory {
+    /// A framework operator (`aten::mm`, Kineto `cpu_op`).
     CpuOp,
+    /// A user range (`record_function`, NVTX, roctx; Kineto `user_annotation`).
     UserAnnotation,
+    /// A GPU runtime call (`cudaLaunchKernel`, `hipMemcpyAsync`).
     Runtime,
+    /// A GPU driver call (`cuLaunchKernel`).
     Driver,
+    /// A Python function frame (Kineto's `python_function`, with stack tracing on).
     PythonFunction,
 }
 
 impl CpuCategory {
-    pub const ALL: [CpuCategory; 5] = [
+    pub(crate) const ALL: [CpuCategory; 5] = [
         CpuCategory::CpuOp,
         CpuCategory::UserAnnotation,
         CpuCategory::Runtime,
@@ -139,7 +145,7 @@ impl CpuCategory {
         CpuCategory::PythonFunction,
     ];
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             CpuCategory::CpuOp => "cpu_op",
             CpuCategory::UserAnnotation => "user_annotation",
@@ -151,7 +157,7 @@ impl CpuCategory {
 }
 
 #[derive(Debug, Clone)]
-pub struct CpuRow {
+pub(crate) struct CpuRow {
     pub category: CpuCategory,
     pub name: u32,
     pub pid: Option<i64>,
@@ -169,7 +175,7 @@ pub struct CpuRow {
 
 /// What one parser worker produced from one sub-window.
 #[derive(Default, Debug)]
-pub struct Batch {
+pub(crate) struct Batch {
     pub strings: Interner,
     pub gpu: Vec<GpuRow>,
     pub cpu: Vec<CpuRow>,
@@ -178,7 +184,7 @@ pub struct Batch {
 
 impl Batch {
     /// Re-maps this batch's string ids into `into` and returns the rows.
-    pub fn remap(self, into: &mut Interner) -> (Vec<GpuRow>, Vec<CpuRow>, Diagnostics) {
+    pub(crate) fn remap(self, into: &mut Interner) -> (Vec<GpuRow>, Vec<CpuRow>, Diagnostics) {
         let map: Vec<u32> = self.strings.strings.iter().map(|s| into.id(s)).collect();
         let m = |i: u32| map[i as usize];
         let mo = |i: Option<u32>| i.map(m);

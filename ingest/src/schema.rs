@@ -6,13 +6,11 @@
 //! `rank` live in the path, not in the files, so pandas, DuckDB and polars all read the
 //! dataset without being told about duplicate columns.
 
-use std::sync::Arc;
-
-use arrow_schema::{DataType, Field, Schema};
+use arrow_schema::DataType;
 
 mod memory;
 mod perf;
-pub use memory::MEMORY;
+pub(crate) use memory::MEMORY;
 pub use perf::{OP_PERF, PERF_STEPS};
 
 /// Bumped whenever a column is added, removed, renamed or changes meaning.
@@ -21,13 +19,16 @@ pub const SCHEMA_VERSION: u32 = 6;
 /// The physical type of a column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ColType {
+    /// 64-bit signed integer (times, counts, ids).
     Int64,
+    /// 64-bit float (ratios, rates).
     Float64,
+    /// UTF-8 text.
     Utf8,
 }
 
 impl ColType {
-    pub fn arrow(self) -> DataType {
+    pub(crate) fn arrow(self) -> DataType {
         match self {
             ColType::Int64 => DataType::Int64,
             ColType::Float64 => DataType::Float64,
@@ -35,7 +36,7 @@ impl ColType {
         }
     }
 
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             ColType::Int64 => "int64",
             ColType::Float64 => "float64",
@@ -44,31 +45,31 @@ impl ColType {
     }
 }
 
+/// One column of a table, as docs/SCHEMA.md lists it.
 #[derive(Debug, Clone, Copy)]
 pub struct Column {
+    /// The column name in the Parquet files.
     pub name: &'static str,
+    /// Its physical type.
     pub ty: ColType,
+    /// Whether it may hold nulls.
     pub nullable: bool,
-    pub doc: &'static str,
+    pub(crate) doc: &'static str,
 }
 
+/// One table of the dataset: its name (the directory under the dataset root) and its columns,
+/// in file order.
 #[derive(Debug)]
 pub struct Table {
+    /// The table's name, and its directory under the dataset root.
     pub name: &'static str,
-    pub doc: &'static str,
+    pub(crate) doc: &'static str,
+    /// The columns, in the order every part holds them (partition columns excluded).
     pub columns: &'static [Column],
 }
 
 impl Table {
-    pub fn arrow_schema(&self) -> Arc<Schema> {
-        let fields: Vec<Field> = self
-            .columns
-            .iter()
-            .map(|c| Field::new(c.name, c.ty.arrow(), c.nullable))
-            .collect();
-        Arc::new(Schema::new(fields))
-    }
-
+    /// The column called `name`.
     pub fn column(&self, name: &str) -> Option<&Column> {
         self.columns.iter().find(|c| c.name == name)
     }
@@ -108,7 +109,7 @@ pub const PARTITION_COLUMNS: &[Column] = &[
     ),
 ];
 
-pub const RUNS: Table = Table {
+pub(crate) const RUNS: Table = Table {
     name: "runs",
     doc: "One row per ingested file.",
     columns: &[
@@ -143,6 +144,7 @@ pub const RUNS: Table = Table {
     ],
 };
 
+/// `gpu_activities`: one row per kernel, copy and memory set (docs/SCHEMA.md).
 pub const GPU_ACTIVITIES: Table = Table {
     name: "gpu_activities",
     doc: "Kernels, memcpys and memsets, one row each. Times are Unix epoch nanoseconds (rocprofv3/rocpd: the host's boot-time clock, as written).",
@@ -182,7 +184,7 @@ pub const GPU_ACTIVITIES: Table = Table {
     ],
 };
 
-pub const CPU_OPS: Table = Table {
+pub(crate) const CPU_OPS: Table = Table {
     name: "cpu_ops",
     doc: "CPU-side slices: operators, annotations, runtime/driver calls, python functions.",
     columns: &[
@@ -226,7 +228,7 @@ pub const CPU_OPS: Table = Table {
     ],
 };
 
-pub const STEPS: Table = Table {
+pub(crate) const STEPS: Table = Table {
     name: "steps",
     doc: "One row per profiler step per rank (one `null` step when the trace has none).",
     columns: &[
@@ -260,7 +262,7 @@ pub const STEPS: Table = Table {
     ],
 };
 
-pub const METRICS: Table = Table {
+pub(crate) const METRICS: Table = Table {
     name: "metrics",
     doc: "Per-iteration JSONL logs in long form: every numeric field, flattened.",
     columns: &[
@@ -271,7 +273,7 @@ pub const METRICS: Table = Table {
     ],
 };
 
-pub const DIAGNOSTICS: Table = Table {
+pub(crate) const DIAGNOSTICS: Table = Table {
     name: "diagnostics",
     doc: "Data-quality findings per file: counted, with the first example. Nothing is fixed silently.",
     columns: &[
@@ -347,18 +349,21 @@ const RANK_COLUMNS: [Column; OVERLAP_METRICS.len() + 2] = with_metrics(
     ),
 );
 
+/// `overlap_steps`: the overlap metrics per rank and step (docs/SCHEMA.md).
 pub const OVERLAP_STEPS: Table = Table {
     name: "overlap_steps",
     doc: "Written by `aorta overlap`: the overlap metrics per rank and step. A step's window is [first start, last end] of the activities attributed to it; unions are across all streams of the rank.",
     columns: &STEP_COLUMNS,
 };
 
+/// `overlap_ranks`: the overlap metrics per rank over its whole window.
 pub const OVERLAP_RANKS: Table = Table {
     name: "overlap_ranks",
     doc: "Written by `aorta overlap`: the same metrics per rank over the whole window (every step, the last one included).",
     columns: &RANK_COLUMNS,
 };
 
+/// `overlap_collectives`: communication per collective kind, per step and per rank.
 pub const OVERLAP_COLLECTIVES: Table = Table {
     name: "overlap_collectives",
     doc: "Written by `aorta overlap`: communication per collective kind, per step (`level` = `step`) and per rank (`level` = `rank`).",
@@ -372,6 +377,7 @@ pub const OVERLAP_COLLECTIVES: Table = Table {
     ],
 };
 
+/// `overlap_streams`: busy time per stream and step.
 pub const OVERLAP_STREAMS: Table = Table {
     name: "overlap_streams",
     doc: "Written by `aorta overlap`: busy time per stream and step, the Python aorta `per_stream_ms`.",
@@ -383,6 +389,7 @@ pub const OVERLAP_STREAMS: Table = Table {
     ],
 };
 
+/// `overlap_stream_pairs`: time two streams are busy together, per step.
 pub const OVERLAP_STREAM_PAIRS: Table = Table {
     name: "overlap_stream_pairs",
     doc: "Written by `aorta overlap`: time two streams are busy together, per step (the Python aorta `overlap_ms`, for every pair); pairs that never overlap are left out.",
@@ -394,6 +401,7 @@ pub const OVERLAP_STREAM_PAIRS: Table = Table {
     ],
 };
 
+/// `collectives`: one row per communication kernel, matched into instances across ranks.
 pub const COLLECTIVES: Table = Table {
     name: "collectives",
     doc: "Written by `aorta collectives`: one row per communication kernel of a rank, matched across the ranks of the run into instances (`process_group`, `seq`); docs/COLLECTIVES.md.",
@@ -412,6 +420,7 @@ pub const COLLECTIVES: Table = Table {
     ],
 };
 
+/// `collective_instances`: one row per collective instance of a run, with its arrivals.
 pub const COLLECTIVE_INSTANCES: Table = Table {
     name: "collective_instances",
     doc: "Written by `aorta collectives`: one row per collective instance (`process_group`, `seq`) of a run, partitioned under the run's reference rank (the lowest rank present).",
@@ -438,6 +447,7 @@ pub const COLLECTIVE_INSTANCES: Table = Table {
     ],
 };
 
+/// `collective_ranks`: stragglers per rank, over the run and per step.
 pub const COLLECTIVE_RANKS: Table = Table {
     name: "collective_ranks",
     doc: "Written by `aorta collectives`: stragglers, per rank over the run (`level` = `run`) and per step (`level` = `step`).",
@@ -499,7 +509,7 @@ const KEEP: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
 /// table, and polars, pyarrow, DuckDB and Spark read the original label back from the `run`
 /// column. Non-ASCII stays unencoded because Spark decodes each `%XX` into one character, not
 /// into a byte of UTF-8 (`tests/it/notebooks.rs` reads hostile labels back with all four).
-pub fn encode_value(v: &str) -> String {
+pub(crate) fn encode_value(v: &str) -> String {
     let mut out = String::with_capacity(v.len());
     let mut buf = [0u8; 4];
     for c in v.chars() {
@@ -535,6 +545,7 @@ pub fn relabel_part(rel: &std::path::Path, run: &str) -> std::path::PathBuf {
     out
 }
 
+/// The table (ingested or derived) called `name`.
 pub fn table(name: &str) -> Option<&'static Table> {
     TABLES
         .iter()

@@ -16,7 +16,7 @@ use crate::schema::{Table, CPU_OPS, GPU_ACTIVITIES};
 use crate::writer::{Cols, TableWriter};
 
 /// Rows buffered per table before they are written as one Arrow batch.
-pub const FLUSH_ROWS: usize = 1 << 17;
+pub(crate) const FLUSH_ROWS: usize = 1 << 17;
 
 /// Rows per Arrow batch handed to the Parquet writer. A flush is cut into batches this
 /// small so that the rows a batch reads (~2 MB) stay in cache while its ~25 columns are
@@ -26,7 +26,7 @@ const ARROW_ROWS: usize = 1 << 13;
 
 /// Where one input file's tables go (inside the staging directory).
 #[derive(Debug, Clone)]
-pub struct Parts {
+pub(crate) struct Parts {
     pub root: PathBuf,
     pub run: String,
     pub rank: i64,
@@ -34,19 +34,19 @@ pub struct Parts {
 }
 
 impl Parts {
-    pub fn rel(&self, table: &Table) -> PathBuf {
+    pub(crate) fn rel(&self, table: &Table) -> PathBuf {
         crate::schema::partition_dir(table.name, &self.run, self.rank)
             .join(format!("part-{}.parquet", self.tag))
     }
 
-    pub fn path(&self, table: &Table) -> PathBuf {
+    pub(crate) fn path(&self, table: &Table) -> PathBuf {
         self.root.join(self.rel(table))
     }
 }
 
 /// GPU window of one step.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct StepAgg {
+pub(crate) struct StepAgg {
     pub start: Option<i64>,
     pub end: Option<i64>,
     pub activities: u64,
@@ -54,7 +54,7 @@ pub struct StepAgg {
 }
 
 #[derive(Debug, Default, Clone)]
-pub struct Counts {
+pub(crate) struct Counts {
     pub gpu: u64,
     pub kernels: u64,
     pub cpu: u64,
@@ -71,7 +71,7 @@ impl Counts {
     }
 }
 
-pub struct Sink {
+pub(crate) struct Sink {
     strings: Interner,
     gpu_buf: Vec<GpuRow>,
     /// Scratch for the rows a GPU flush writes.
@@ -92,7 +92,7 @@ pub struct Sink {
 }
 
 /// What a finished sink leaves behind.
-pub struct SinkOut {
+pub(crate) struct SinkOut {
     pub written: Vec<(PathBuf, u64)>,
     pub diag: Diagnostics,
     pub steps: BTreeMap<Option<i64>, StepAgg>,
@@ -103,7 +103,7 @@ pub struct SinkOut {
 
 impl SinkOut {
     /// Joins the outputs of two sinks that wrote different tables of one file.
-    pub fn merge(mut self, o: SinkOut) -> SinkOut {
+    pub(crate) fn merge(mut self, o: SinkOut) -> SinkOut {
         self.written.extend(o.written);
         self.diag.merge(o.diag);
         for (step, a) in o.steps {
@@ -151,12 +151,12 @@ fn vendor_hint(strings: &Interner) -> Option<&'static str> {
 }
 
 impl Sink {
-    pub fn new(parts: &Parts) -> Sink {
+    pub(crate) fn new(parts: &Parts) -> Sink {
         Sink::with_strings(parts, Interner::default())
     }
 
     /// A sink whose string ids are those of `strings` (see `add_rows`).
-    pub fn with_strings(parts: &Parts, strings: Interner) -> Sink {
+    pub(crate) fn with_strings(parts: &Parts, strings: Interner) -> Sink {
         Sink {
             strings,
             gpu_buf: Vec::new(),
@@ -174,18 +174,18 @@ impl Sink {
         }
     }
 
-    pub fn add(&mut self, batch: Batch) -> Result<()> {
+    pub(crate) fn add(&mut self, batch: Batch) -> Result<()> {
         let (gpu, cpu, diag) = batch.remap(&mut self.strings);
         self.add_rows(gpu, cpu, diag)
     }
 
     /// The sink's strings: the table `add_rows` expects ids of.
-    pub fn strings(&self) -> &Interner {
+    pub(crate) fn strings(&self) -> &Interner {
         &self.strings
     }
 
     /// Adds rows whose string ids are already the sink's own.
-    pub fn add_rows(
+    pub(crate) fn add_rows(
         &mut self,
         gpu: Vec<GpuRow>,
         cpu: Vec<CpuRow>,
@@ -203,7 +203,7 @@ impl Sink {
         Ok(())
     }
 
-    pub fn finish(mut self) -> Result<SinkOut> {
+    pub(crate) fn finish(mut self) -> Result<SinkOut> {
         self.flush_gpu(true)?;
         self.flush_cpu()?;
         let written = [self.gpu_w.close()?, self.cpu_w.close()?]

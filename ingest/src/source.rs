@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use crate::error::{IngestError, Result};
 
 /// Size and modification time (ns since the epoch) of a file.
-pub fn stat(path: &Path) -> Result<(u64, i64)> {
+pub(crate) fn stat(path: &Path) -> Result<(u64, i64)> {
     let m = std::fs::metadata(path).map_err(|e| IngestError::io(path, e))?;
     let mtime = m
         .modified()
@@ -22,7 +22,7 @@ pub fn stat(path: &Path) -> Result<(u64, i64)> {
 }
 
 /// xxh3-128 of the file's bytes, as 32 hex digits.
-pub fn content_hash(path: &Path) -> Result<(String, u64)> {
+pub(crate) fn content_hash(path: &Path) -> Result<(String, u64)> {
     let mut f = std::fs::File::open(path).map_err(|e| IngestError::io(path, e))?;
     let mut h = xxhash_rust::xxh3::Xxh3::new();
     let mut buf = vec![0u8; 1 << 20];
@@ -41,7 +41,7 @@ pub fn content_hash(path: &Path) -> Result<(String, u64)> {
 /// The content hash of an input: its file's, or for a group read as one (a rocprofv3 CSV
 /// group), every file's with its name, in order. The manifest and every reader use this one
 /// rule, so a re-ingest recognises an unchanged input.
-pub fn hash_files(path: &Path, siblings: &[std::path::PathBuf]) -> Result<String> {
+pub(crate) fn hash_files(path: &Path, siblings: &[std::path::PathBuf]) -> Result<String> {
     if siblings.is_empty() {
         return content_hash(path).map(|h| h.0);
     }
@@ -55,11 +55,11 @@ pub fn hash_files(path: &Path, siblings: &[std::path::PathBuf]) -> Result<String
 }
 
 /// Bytes handed from the reader thread to the parser at a time.
-pub const CHUNK: usize = 4 << 20;
+pub(crate) const CHUNK: usize = 4 << 20;
 
 /// How a file's bytes are compressed, told by its first bytes (never by its name).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Compression {
+pub(crate) enum Compression {
     None,
     Gzip,
     Zstd,
@@ -84,10 +84,10 @@ const MAGIC: &[(&[u8], Compression)] = &[
 ];
 
 /// Bytes `Compression::sniff` looks at.
-pub const MAGIC_LEN: usize = 6;
+pub(crate) const MAGIC_LEN: usize = 6;
 
 impl Compression {
-    pub fn sniff(head: &[u8]) -> Compression {
+    pub(crate) fn sniff(head: &[u8]) -> Compression {
         MAGIC
             .iter()
             .find(|(m, _)| head.starts_with(m))
@@ -96,7 +96,7 @@ impl Compression {
 }
 
 /// The content hash of a file, fed by whichever pass reads its bytes from disk.
-pub type Hasher = Arc<Mutex<xxhash_rust::xxh3::Xxh3>>;
+pub(crate) type Hasher = Arc<Mutex<xxhash_rust::xxh3::Xxh3>>;
 
 /// Counts (and optionally hashes) bytes read from the file on disk.
 struct Counting<R> {
@@ -117,7 +117,7 @@ impl<R: Read> Read for Counting<R> {
 }
 
 /// xxh3-128 of what a `Hasher` saw, as 32 hex digits.
-pub fn digest(h: &Hasher) -> String {
+pub(crate) fn digest(h: &Hasher) -> String {
     format!(
         "{:032x}",
         h.lock().expect("hasher not poisoned").digest128()
@@ -125,7 +125,7 @@ pub fn digest(h: &Hasher) -> String {
 }
 
 /// A decompressing reader over a file.
-pub fn open(
+pub(crate) fn open(
     path: &Path,
     disk_read: Arc<AtomicU64>,
 ) -> io::Result<(Box<dyn Read + Send>, Compression)> {
@@ -133,7 +133,7 @@ pub fn open(
 }
 
 /// Like `open`, feeding the on-disk bytes to `hash` as they are read.
-pub fn open_hashed(
+pub(crate) fn open_hashed(
     path: &Path,
     disk_read: Arc<AtomicU64>,
     hash: Option<Hasher>,
@@ -143,7 +143,7 @@ pub fn open_hashed(
 }
 
 /// Opens `path` and sniffs its compression from the magic bytes; the file is rewound.
-pub fn sniff_file(path: &Path) -> io::Result<(File, Compression)> {
+pub(crate) fn sniff_file(path: &Path) -> io::Result<(File, Compression)> {
     let mut f = File::open(path)?;
     let mut head = [0u8; MAGIC_LEN];
     let n = read_full(&mut f, &mut head)?;
@@ -197,7 +197,7 @@ pub(crate) fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> 
 }
 
 /// Most bytes a decompressor produces per read call.
-pub const READ_CAP: usize = 64 << 10;
+pub(crate) const READ_CAP: usize = 64 << 10;
 
 /// Caps each read at `READ_CAP`: a decoder that fails drops what the failing call produced,
 /// so this bounds how far before the damage an error's offset can land.
@@ -215,7 +215,7 @@ impl<R: Read> Read for Capped<R> {
 /// Plain files are read straight into that buffer (no copy, no thread). Compressed ones are
 /// inflated on a separate thread so decompression overlaps parsing; its buffers come back
 /// through a return channel, so steady state allocates nothing.
-pub enum Chunks {
+pub(crate) enum Chunks {
     Plain(Box<dyn Read + Send>),
     Threaded {
         rx: Receiver<io::Result<Vec<u8>>>,
@@ -225,7 +225,7 @@ pub enum Chunks {
 
 impl Chunks {
     /// The chunks of `f` (already sniffed as `compression`).
-    pub fn new(
+    pub(crate) fn new(
         f: File,
         compression: Compression,
         disk_read: Arc<AtomicU64>,
@@ -262,7 +262,7 @@ impl Chunks {
     }
 
     /// Appends the next chunk to `buf`; `Ok(false)` at the end of the stream.
-    pub fn next_into(&mut self, buf: &mut Vec<u8>) -> io::Result<bool> {
+    pub(crate) fn next_into(&mut self, buf: &mut Vec<u8>) -> io::Result<bool> {
         match self {
             Chunks::Plain(r) => Ok(r.take(CHUNK as u64).read_to_end(buf)? > 0),
             Chunks::Threaded { rx, back } => match rx.recv() {

@@ -8,7 +8,7 @@
 
 /// A step span, in trace-relative ns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Span {
+pub(crate) struct Span {
     pub start: i64,
     pub end: i64,
     pub step: i64,
@@ -37,7 +37,7 @@ impl StepMarker {
     }
 
     /// The step a range named `name` (raw JSON string bytes, quoted, or plain text) marks.
-    pub fn step(&self, name: &[u8]) -> Option<i64> {
+    pub(crate) fn step(&self, name: &[u8]) -> Option<i64> {
         match self {
             StepMarker::ProfilerStep => crate::trace_event::profiler_step(name),
             StepMarker::Regex(re) => {
@@ -48,7 +48,7 @@ impl StepMarker {
     }
 
     /// What the manifest records, so a changed marker reads the inputs again ("" by default).
-    pub fn fingerprint(&self) -> String {
+    pub(crate) fn fingerprint(&self) -> String {
         match self {
             StepMarker::ProfilerStep => String::new(),
             StepMarker::Regex(re) => re.as_str().to_string(),
@@ -56,7 +56,7 @@ impl StepMarker {
     }
 
     /// Whether this is the default (nsys can then let SQLite pick the ranges by prefix).
-    pub fn is_profiler_step(&self) -> bool {
+    pub(crate) fn is_profiler_step(&self) -> bool {
         matches!(self, StepMarker::ProfilerStep)
     }
 }

@@ -23,7 +23,7 @@ use crate::diag::CODES;
 
 /// One `CODE[:MAX]` item.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Limit {
+pub(crate) struct Limit {
     /// A diagnostic code, or `None` for every code together (`all`).
     pub code: Option<&'static str>,
     pub max: u64,
@@ -32,15 +32,15 @@ pub struct Limit {
 /// A parsed `--strict` value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Strict {
-    pub limits: Vec<Limit>,
+    pub(crate) limits: Vec<Limit>,
 }
 
 /// A limit exceeded: which, the count found, the limit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Violation {
-    pub what: String,
-    pub found: u64,
-    pub max: u64,
+    pub(crate) what: String,
+    pub(crate) found: u64,
+    pub(crate) max: u64,
 }
 
 impl std::fmt::Display for Violation {

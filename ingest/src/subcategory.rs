@@ -41,15 +41,15 @@ pub const SUBCATEGORIES: [&str; 10] = [
 ];
 
 /// What an `other_compute` kernel no row claims is.
-pub const OTHER: &str = "other";
+pub(crate) const OTHER: &str = "other";
 
 /// At most this many rows may have a `within` condition (their matches are a bit mask).
-pub const MAX_WITHIN: usize = 64;
+pub(crate) const MAX_WITHIN: usize = 64;
 
 /// One `[[subcategory]]` row as written.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SubRow {
+pub(crate) struct SubRow {
     /// The subcategory a matching kernel gets.
     name: String,
     /// A regex matched anywhere in the kernel name.

@@ -6,7 +6,7 @@ use crate::json::{int_from_value, us_text_to_ns, Cursor, JResult};
 
 /// The trace categories aorta distinguishes (current and legacy 2021 spellings).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Cat {
+pub(crate) enum Cat {
     CpuOp,
     UserAnnotation,
     GpuUserAnnotation,
@@ -21,7 +21,7 @@ pub enum Cat {
 }
 
 impl Cat {
-    pub fn of(raw: &[u8]) -> Cat {
+    pub(crate) fn of(raw: &[u8]) -> Cat {
         match raw {
             b"cpu_op" | b"Operator" => Cat::CpuOp,
             b"user_annotation" => Cat::UserAnnotation,
@@ -36,16 +36,15 @@ impl Cat {
         }
     }
 
-    pub fn is_gpu(self) -> bool {
+    /// Whether the event runs on a GPU (kernel, copy, memset) rather than a CPU thread.
+    pub(crate) fn is_gpu(self) -> bool {
         matches!(self, Cat::Kernel | Cat::Memcpy | Cat::Memset)
     }
 }
 
 /// An event as raw JSON slices (values keep their quotes).
 #[derive(Debug, Default, Clone, Copy)]
-pub struct Ev<'a> {
-    /// Offset of the event's `{` in its window.
-    pub off: usize,
+pub(crate) struct Ev<'a> {
     pub ph: &'a [u8],
     pub cat: &'a [u8],
     pub name: Option<&'a [u8]>,
@@ -57,21 +56,18 @@ pub struct Ev<'a> {
 }
 
 /// Reads the event object at the cursor (on `{`), leaving the cursor after it.
-pub fn parse<'a>(c: &mut Cursor<'a>) -> JResult<Ev<'a>> {
+pub(crate) fn parse<'a>(c: &mut Cursor<'a>) -> JResult<Ev<'a>> {
     parse_if(c, |_, _| true).map(|(ev, _)| ev)
 }
 
 /// Like `parse`, but once `ph` and `cat` are both known and `wanted(ph, cat)` says no, skips
 /// the rest of the event unread (`false` in the result). Kineto writes `ph` and `cat` first,
 /// so a reader that wants few events reads two keys of most.
-pub fn parse_if<'a>(
+pub(crate) fn parse_if<'a>(
     c: &mut Cursor<'a>,
     wanted: impl Fn(&[u8], &[u8]) -> bool,
 ) -> JResult<(Ev<'a>, bool)> {
-    let mut ev = Ev {
-        off: c.i,
-        ..Ev::default()
-    };
+    let mut ev = Ev { ..Ev::default() };
     c.expect(b'{', "expected an event object")?;
     let mut first = true;
     let (mut has_ph, mut has_cat) = (false, false);
@@ -103,7 +99,7 @@ pub fn parse_if<'a>(
 }
 
 /// A raw JSON string value without its quotes (escapes kept).
-pub fn unquote(v: &[u8]) -> &[u8] {
+pub(crate) fn unquote(v: &[u8]) -> &[u8] {
     if v.len() >= 2 && v[0] == b'"' && v[v.len() - 1] == b'"' {
         &v[1..v.len() - 1]
     } else {
@@ -112,7 +108,7 @@ pub fn unquote(v: &[u8]) -> &[u8] {
 }
 
 /// A raw value as text: strings unescaped, other values as written.
-pub fn text(v: &[u8]) -> Option<Cow<'_, str>> {
+pub(crate) fn text(v: &[u8]) -> Option<Cow<'_, str>> {
     if v.first() == Some(&b'"') {
         Cursor::new(v).string().ok()
     } else if v == b"null" {
@@ -124,23 +120,23 @@ pub fn text(v: &[u8]) -> Option<Cow<'_, str>> {
 
 /// The body of a raw string value that has no escapes (so it is its own text).
 #[inline]
-pub fn plain_string(v: &[u8]) -> Option<&[u8]> {
+pub(crate) fn plain_string(v: &[u8]) -> Option<&[u8]> {
     let body = v.strip_prefix(b"\"")?.strip_suffix(b"\"")?;
     memchr::memchr(b'\\', body).is_none().then_some(body)
 }
 
 /// A raw value as an integer (numbers, numeric strings, hex strings).
-pub fn int(v: &[u8]) -> Option<i64> {
+pub(crate) fn int(v: &[u8]) -> Option<i64> {
     int_from_value(v)
 }
 
 /// A raw `ts`/`dur` value (µs, number or numeric string) in exact ns.
-pub fn micros(v: &[u8]) -> Option<i64> {
+pub(crate) fn micros(v: &[u8]) -> Option<i64> {
     us_text_to_ns(unquote(v))
 }
 
 /// Process id as a key: the integer, or a hash of a string pid.
-pub fn pid_key(raw: Option<&[u8]>) -> i64 {
+pub(crate) fn pid_key(raw: Option<&[u8]>) -> i64 {
     match raw {
         None => i64::MIN,
         Some(r) => int(r).unwrap_or_else(|| {
@@ -152,14 +148,14 @@ pub fn pid_key(raw: Option<&[u8]>) -> i64 {
 }
 
 /// The step number of a `ProfilerStep#N` name.
-pub fn profiler_step(name: &[u8]) -> Option<i64> {
+pub(crate) fn profiler_step(name: &[u8]) -> Option<i64> {
     let n = unquote(name);
     n.strip_prefix(b"ProfilerStep#")
         .and_then(crate::json::digits)
 }
 
 /// Picks the raw values of `keys` out of an `args` object in one pass.
-pub fn pick<'a, const N: usize>(args: &'a [u8], keys: &[&[u8]; N]) -> [Option<&'a [u8]>; N] {
+pub(crate) fn pick<'a, const N: usize>(args: &'a [u8], keys: &[&[u8]; N]) -> [Option<&'a [u8]>; N] {
     let mut out = [None; N];
     let mut c = Cursor::new(args);
     if c.expect(b'{', "").is_err() {
@@ -176,7 +172,7 @@ pub fn pick<'a, const N: usize>(args: &'a [u8], keys: &[&[u8]; N]) -> [Option<&'
 }
 
 /// A `[x, y, z]` list of integers (grid, block).
-pub fn dim3(v: &[u8]) -> [Option<i64>; 3] {
+pub(crate) fn dim3(v: &[u8]) -> [Option<i64>; 3] {
     let mut out = [None; 3];
     let inner = v.strip_prefix(b"[").and_then(|v| v.strip_suffix(b"]"));
     if let Some(inner) = inner {

@@ -14,15 +14,15 @@ use crate::json::{Cursor, JsonError};
 use crate::window::Window;
 
 /// Below twice this many bytes a window is parsed by one worker.
-pub const SUB_WINDOW: usize = 256 << 10;
+pub(crate) const SUB_WINDOW: usize = 256 << 10;
 
 /// The longest single event (or top-level metadata value) read. Profilers write events of a
 /// few hundred bytes; a longer one is no event aorta could use, and each window that ends
 /// inside it is parsed again from its start, so without a limit a 1 GB string made ingest
 /// quadratic (52 s and 8 GB for one event in a debug build).
-pub const MAX_EVENT: usize = 64 << 20;
+pub(crate) const MAX_EVENT: usize = 64 << 20;
 
-pub trait Visitor: Sync + Send {
+pub(crate) trait Visitor: Sync + Send {
     /// What a worker accumulates from a run of events.
     type Part: Send + Default;
     /// An empty part for a run of about `bytes` bytes of events (a visitor may size its
@@ -40,7 +40,7 @@ pub trait Visitor: Sync + Send {
     fn take(&mut self, part: Self::Part) -> Result<(), ParseErr>;
 }
 
-pub struct Driver {
+pub(crate) struct Driver {
     win: Window,
     /// Stream offset of the window's first byte.
     base: u64,
@@ -48,7 +48,7 @@ pub struct Driver {
 
 /// What the top level looked like.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct Shape {
+pub(crate) struct Shape {
     /// `[ ... ]` rather than `{ "traceEvents": [...] }`.
     pub array_form: bool,
     /// An array-form file that ended without its closing `]`.
@@ -57,7 +57,7 @@ pub struct Shape {
 }
 
 impl Driver {
-    pub fn new(win: Window) -> Driver {
+    pub(crate) fn new(win: Window) -> Driver {
         Driver { win, base: 0 }
     }
 
@@ -125,7 +125,7 @@ impl Driver {
         0
     }
 
-    pub fn run<V: Visitor>(mut self, v: &mut V) -> Result<Shape, ParseErr> {
+    pub(crate) fn run<V: Visitor>(mut self, v: &mut V) -> Result<Shape, ParseErr> {
         // Only JSON's four blanks may come first: a file of NUL bytes (a sparse file) is
         // refused at its first byte, not read to its end as blanks.
         let (first, mut pos) = self.complete(0, "the file", |c| {

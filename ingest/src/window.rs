@@ -17,12 +17,12 @@ use memmap2::{Advice, Mmap, UncheckedAdvice};
 use crate::source::{sniff_file, Chunks, Compression, Hasher, CHUNK};
 
 /// Plain files at least this large are mapped.
-pub const MAP_MIN: u64 = 1 << 20;
+pub(crate) const MAP_MIN: u64 = 1 << 20;
 
 /// Where parsed-over pages are released, at most this often (one `madvise` per step).
 const RELEASE_STEP: usize = 4 * CHUNK;
 
-pub enum Window {
+pub(crate) enum Window {
     Read {
         chunks: Chunks,
         buf: Vec<u8>,
@@ -43,12 +43,16 @@ pub enum Window {
 
 impl Window {
     /// Opens `path`; `progress` counts on-disk bytes as they enter the window, `hash` sees them.
-    pub fn open(path: &Path, progress: Arc<AtomicU64>, hash: Option<Hasher>) -> io::Result<Window> {
+    pub(crate) fn open(
+        path: &Path,
+        progress: Arc<AtomicU64>,
+        hash: Option<Hasher>,
+    ) -> io::Result<Window> {
         Window::open_as(path, progress, hash, true)
     }
 
     /// Like `open`; `may_map: false` reads even a large plain file (tests compare the two).
-    pub fn open_as(
+    pub(crate) fn open_as(
         path: &Path,
         progress: Arc<AtomicU64>,
         hash: Option<Hasher>,
@@ -83,7 +87,7 @@ impl Window {
         })
     }
 
-    pub fn bytes(&self) -> &[u8] {
+    pub(crate) fn bytes(&self) -> &[u8] {
         match self {
             Window::Read { buf, .. } => buf,
             Window::Mapped {
@@ -93,7 +97,7 @@ impl Window {
     }
 
     /// Extends the window by the next chunk; false at the end of the input.
-    pub fn fill(&mut self) -> io::Result<bool> {
+    pub(crate) fn fill(&mut self) -> io::Result<bool> {
         match self {
             Window::Read {
                 chunks, buf, eof, ..
@@ -130,7 +134,7 @@ impl Window {
 
     /// Parses the window with `f` while the next chunk is read ahead (on another worker, for
     /// read inputs); `append_ahead` then adds it. The flag: whether there was more input.
-    pub fn parse_ahead<R: Send>(
+    pub(crate) fn parse_ahead<R: Send>(
         &mut self,
         f: impl FnOnce(&[u8]) -> R + Send,
     ) -> (R, io::Result<bool>) {
@@ -162,7 +166,7 @@ impl Window {
     }
 
     /// Adds what `parse_ahead` read (`more`: its flag).
-    pub fn append_ahead(&mut self, more: bool) -> io::Result<()> {
+    pub(crate) fn append_ahead(&mut self, more: bool) -> io::Result<()> {
         match self {
             Window::Read {
                 buf, spare, eof, ..
@@ -176,7 +180,7 @@ impl Window {
     }
 
     /// Forgets the first `n` bytes of the window.
-    pub fn consume(&mut self, n: usize) {
+    pub(crate) fn consume(&mut self, n: usize) {
         match self {
             Window::Read { buf, .. } => {
                 buf.drain(..n);

@@ -27,6 +27,7 @@ pub struct Cols {
 }
 
 impl Cols {
+    /// An empty batch of `table`: push its columns in schema order.
     pub fn new(table: &'static Table) -> Cols {
         Cols {
             table,
@@ -35,7 +36,7 @@ impl Cols {
     }
 
     /// Appends the next column: `a` is of the schema's type, or a dictionary of it.
-    pub fn push(&mut self, name: &str, a: ArrayRef) {
+    pub(crate) fn push(&mut self, name: &str, a: ArrayRef) {
         let expected = self.table.columns.get(self.arrays.len()).map(|c| c.name);
         assert_eq!(
             expected,
@@ -46,6 +47,7 @@ impl Cols {
         self.arrays.push(a);
     }
 
+    /// Appends column `name`, with no nulls (panics when it is not the next column of the schema).
     pub fn i64(&mut self, name: &str, v: impl IntoIterator<Item = i64>) {
         self.push(name, Arc::new(Int64Array::from_iter_values(v)));
     }
@@ -66,17 +68,18 @@ impl Cols {
         self.push(name, Arc::new(Int64Array::new(values.into(), nulls)));
     }
 
-    pub fn f64(&mut self, name: &str, v: impl IntoIterator<Item = f64>) {
+    pub(crate) fn f64(&mut self, name: &str, v: impl IntoIterator<Item = f64>) {
         self.push(name, Arc::new(Float64Array::from_iter_values(v)));
     }
 
+    /// Appends column `name` as UTF-8, with no nulls.
     pub fn str<'a>(&mut self, name: &str, v: impl IntoIterator<Item = &'a str>) {
         self.opt_str(name, v.into_iter().map(Some));
     }
 
     /// Sized once: growing the string buffer by doubling cost a tenth of single-core
     /// ingest time in reallocation and fresh pages (docs/PERFORMANCE.md, rocprofv3).
-    pub fn opt_str<'a>(&mut self, name: &str, v: impl IntoIterator<Item = Option<&'a str>>) {
+    pub(crate) fn opt_str<'a>(&mut self, name: &str, v: impl IntoIterator<Item = Option<&'a str>>) {
         let v: Vec<Option<&str>> = v.into_iter().collect();
         let bytes = v.iter().map(|s| s.map_or(0, str::len)).sum();
         let mut b = StringBuilder::with_capacity(v.len(), bytes);
@@ -117,7 +120,7 @@ pub(crate) static DISCARD: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);
 
 /// A Parquet file being written for one table.
-pub struct TableWriter {
+pub(crate) struct TableWriter {
     pub table: &'static Table,
     pub path: PathBuf,
     writer: Option<ArrowWriter<File>>,
@@ -126,7 +129,7 @@ pub struct TableWriter {
 
 /// Rows per Parquet row group. The writer holds one encoded row group per table in memory,
 /// so this bounds ingest memory (and readers still get large, fast row groups).
-pub const ROW_GROUP_ROWS: usize = 1 << 18;
+pub(crate) const ROW_GROUP_ROWS: usize = 1 << 18;
 
 /// Strings (names, categories) are dictionary-encoded: few distinct values, many rows.
 /// Numbers are not: timestamps and ids are nearly all distinct, so a dictionary would hash
@@ -166,7 +169,7 @@ fn properties(table: &Table) -> WriterProperties {
 const ZSTD_LEVEL: i32 = 1;
 
 impl TableWriter {
-    pub fn new(table: &'static Table, path: PathBuf) -> TableWriter {
+    pub(crate) fn new(table: &'static Table, path: PathBuf) -> TableWriter {
         TableWriter {
             table,
             path,
@@ -183,7 +186,7 @@ impl TableWriter {
     }
 
     /// Appends a batch; the file is created on the first non-empty one.
-    pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+    pub(crate) fn write(&mut self, batch: &RecordBatch) -> Result<()> {
         if batch.num_rows() == 0 {
             return Ok(());
         }
@@ -215,7 +218,7 @@ impl TableWriter {
     }
 
     /// Closes the file; `None` when nothing was written.
-    pub fn close(mut self) -> Result<Option<(PathBuf, u64)>> {
+    pub(crate) fn close(mut self) -> Result<Option<(PathBuf, u64)>> {
         match self.writer.take() {
             // Rows without a writer: discarded (`DISCARD`).
             None => Ok((self.rows > 0).then_some((self.path, self.rows))),

@@ -16,10 +16,10 @@ use crate::sink::{Parts, Sink, SinkOut};
 /// Batches the Kineto and Chrome readers may queue for the writer (or spill) thread: one per
 /// parsed sub-window, a few thousand rows. With 4, the workers stalled on every 131 Ki-row
 /// flush of the writer; 64 let them go on (1 GiB on two cores: wall −15 %, peak RSS +20 MB).
-pub const WRITER_QUEUE: usize = 64;
+pub(crate) const WRITER_QUEUE: usize = 64;
 
 /// The writer thread: owns the sink until the channel closes; `queue` batches may wait.
-pub fn spawn_writer(
+pub(crate) fn spawn_writer(
     parts: Parts,
     failed: Arc<AtomicBool>,
     queue: usize,

@@ -38,12 +38,12 @@ pub fn tbps(x: f64) -> String {
 }
 
 /// `f` of the value, or `-` for a null.
-pub fn opt<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
+pub(crate) fn opt<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
     v.map_or_else(|| "-".to_string(), f)
 }
 
 /// A value in its unit (`ms`, `ratio`, `pct`, `GB/s`), as the compare tables label them.
-pub fn unit(x: f64, unit: &str) -> String {
+pub(crate) fn unit(x: f64, unit: &str) -> String {
     match unit {
         "pct" => pct(x),
         "GB/s" => gbps(x),
@@ -68,7 +68,7 @@ pub fn bytes(b: i64) -> String {
 
 /// The time unit for an axis whose values reach `max_ms`: milliseconds up to 10 s, seconds
 /// beyond (a 15 s capture reads `15 s`, not `15000 ms`). Returns the divisor and the unit.
-pub fn time_axis(max_ms: f64) -> (f64, &'static str) {
+pub(crate) fn time_axis(max_ms: f64) -> (f64, &'static str) {
     if max_ms >= 10_000.0 {
         (1000.0, "s")
     } else {

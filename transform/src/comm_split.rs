@@ -9,7 +9,7 @@ use crate::sweep::{intersection, length, Union};
 
 /// One comm kernel of a rank: `[start, start + wait)` waits, `[start + wait, end)` transfers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Part {
+pub(crate) struct Part {
     pub start: i64,
     pub end: i64,
     pub wait: i64,
@@ -18,14 +18,17 @@ pub struct Part {
 
 /// The three split metrics of one window.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Split {
+pub(crate) struct Split {
     pub comm_wait_ns: i64,
     pub comm_transfer_ns: i64,
     pub exposed_transfer_ns: i64,
 }
 
 /// The split of `parts` against `compute` (sorted disjoint segments).
-pub fn split<'a>(parts: impl IntoIterator<Item = &'a Part>, compute: &[(i64, i64)]) -> Split {
+pub(crate) fn split<'a>(
+    parts: impl IntoIterator<Item = &'a Part>,
+    compute: &[(i64, i64)],
+) -> Split {
     let mut wait: Vec<(i64, i64)> = vec![];
     let mut transfer: Vec<(i64, i64)> = vec![];
     for p in parts {

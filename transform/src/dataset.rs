@@ -5,27 +5,56 @@ use std::path::{Path, PathBuf};
 use aorta_ingest::schema::{self, ColType, Table, PARTITION_COLUMNS, SCHEMA_VERSION};
 use polars::prelude::*;
 
+/// Why a dataset could not be read or written; every variant names the path at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum DatasetError {
+    /// The directory has no `manifest.json`: nothing was ingested into it. Holds the directory.
     #[error("{0}: not an aorta dataset (no manifest.json); run `aorta ingest` first")]
     NotADataset(PathBuf),
+    /// The manifest's schema version is not the one this build reads.
     #[error("{path}: dataset written with schema v{found}, this aorta reads v{SCHEMA_VERSION} (docs/SCHEMA.md); ingest the traces again into a new directory: `aorta ingest TRACES -o NEW_DIR`")]
-    OldSchema { path: PathBuf, found: u64 },
+    OldSchema {
+        /// The manifest.
+        path: PathBuf,
+        /// The schema version it declares.
+        found: u64,
+    },
+    /// The manifest lists no inputs. Holds the dataset's root.
     #[error("{0}: empty dataset (manifest.json lists no inputs): nothing to analyse; ingest traces into it first: `aorta ingest TRACES -o DIR`")]
     Empty(PathBuf),
+    /// An ingest was killed while it committed (`.commit.json` is left): readers refuse the
+    /// dataset until a writer finishes that commit. Holds the dataset's root.
     #[error("{0}: an ingest was killed while it committed (.commit.json): `aorta overlap {0}`, or any `aorta ingest` into it, finishes that commit first")]
     Unfinished(PathBuf),
+    /// The manifest, a part or the `runs` table does not hold what it should (bad JSON, a part
+    /// missing or of the wrong size or checksum, bad recorded rules).
     #[error("{path}: damaged: {msg}")]
-    Damaged { path: PathBuf, msg: String },
+    Damaged {
+        /// The damaged file.
+        path: PathBuf,
+        /// What is wrong with it, and what to run to repair it where that is known.
+        msg: String,
+    },
+    /// A table name that is not in `aorta_ingest::schema`. Holds the name.
     #[error("unknown table `{0}`")]
     UnknownTable(String),
+    /// Polars failed while reading or computing a table.
     #[error("{path}: {source}")]
-    Polars { path: PathBuf, source: PolarsError },
+    Polars {
+        /// The table (or file) being read.
+        path: PathBuf,
+        /// Polars' error.
+        source: PolarsError,
+    },
+    /// Writing a derived table or committing it failed (ingest's writer and commit).
     #[error(transparent)]
     Write(#[from] aorta_ingest::IngestError),
+    /// Listing, reading or writing a file of the dataset failed.
     #[error("{path}: {source}")]
     Io {
+        /// The file or directory.
         path: PathBuf,
+        /// The I/O error.
         source: std::io::Error,
     },
 }
@@ -217,7 +246,7 @@ pub fn read(root: &Path, table: &str) -> Result<DataFrame, DatasetError> {
 
 /// Replaces, in each named derived table, the partitions of `runs` with the rows of its frame
 /// (hive layout, one `part-overlap.parquet` per run and rank).
-pub fn replace_runs(
+pub(crate) fn replace_runs(
     root: &Path,
     runs: &[String],
     tables: &[(&str, &DataFrame)],
@@ -234,13 +263,13 @@ pub fn replace_runs(
 /// only `commit` moves the old `run=<label>` directories aside and the new ones into place,
 /// so a failure (or a dropped `Staging`) leaves the previous tables as they were. Parts can
 /// be written a few ranks at a time, so a 1,000-rank table never sits in memory whole.
-pub struct Staging {
+pub(crate) struct Staging {
     root: PathBuf,
     tmp: PathBuf,
 }
 
 impl Staging {
-    pub fn new(root: &Path) -> Result<Staging, DatasetError> {
+    pub(crate) fn new(root: &Path) -> Result<Staging, DatasetError> {
         check(root)?;
         let tmp = root.join(format!(".overlap-tmp-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&tmp);
@@ -251,12 +280,17 @@ impl Staging {
     }
 
     /// Stages the rows of `df` whose run is one of `runs`, one part per (run, rank).
-    pub fn write(&self, table: &str, runs: &[String], df: &DataFrame) -> Result<(), DatasetError> {
+    pub(crate) fn write(
+        &self,
+        table: &str,
+        runs: &[String],
+        df: &DataFrame,
+    ) -> Result<(), DatasetError> {
         stage(&self.tmp, runs, &[(table, df)])
     }
 
     /// Where the part of one (table, run, rank) is staged, for writers of their own.
-    pub fn part_path(&self, table: &str, run: &str, rank: i64) -> PathBuf {
+    pub(crate) fn part_path(&self, table: &str, run: &str, rank: i64) -> PathBuf {
         self.tmp
             .join("new")
             .join(schema::partition_dir(table, run, rank))
@@ -264,7 +298,7 @@ impl Staging {
     }
 
     /// Swaps the staged partitions of `runs` into place, for each of `tables`.
-    pub fn commit(self, runs: &[String], tables: &[&str]) -> Result<(), DatasetError> {
+    pub(crate) fn commit(self, runs: &[String], tables: &[&str]) -> Result<(), DatasetError> {
         swap(&self.root, &self.tmp, runs, tables)
     }
 }
@@ -334,14 +368,14 @@ pub fn job_notes(root: &Path, runs: &[String]) -> Result<Vec<String>, DatasetErr
 }
 
 /// The partition directory of one run and rank of a table.
-pub fn partition_dir(root: &Path, table: &str, run: &str, rank: i64) -> PathBuf {
+pub(crate) fn partition_dir(root: &Path, table: &str, run: &str, rank: i64) -> PathBuf {
     root.join(schema::partition_dir(table, run, rank))
 }
 
 /// Reads `columns` of every part of one (run, rank) partition, without hive columns; an
 /// empty frame when the partition has no parts. One small read per rank keeps a 1,000-rank
 /// job's scans from listing every file of the table each time.
-pub fn read_partition(
+pub(crate) fn read_partition(
     root: &Path,
     table: &str,
     run: &str,
@@ -387,7 +421,7 @@ pub fn read_partition(
 /// Sets `columns` of every `runs` part of one (run, rank) to the given values (one value for
 /// every row), each file rewritten to a temporary name and renamed over the old one. The
 /// files rewritten (for `record_checksums`).
-pub fn update_runs_partition(
+pub(crate) fn update_runs_partition(
     root: &Path,
     run: &str,
     rank: i64,
@@ -430,7 +464,7 @@ pub fn update_runs_partition(
 /// Records the new checksums of ingested parts a command rewrote in place (the `runs`
 /// parts' clock columns) in the manifest, so `check` does not take them for damaged ones.
 /// The caller holds the dataset's lock.
-pub fn record_checksums(root: &Path, files: &[PathBuf]) -> Result<(), DatasetError> {
+pub(crate) fn record_checksums(root: &Path, files: &[PathBuf]) -> Result<(), DatasetError> {
     if files.is_empty() {
         return Ok(());
     }

@@ -18,25 +18,43 @@ use aorta_ingest::schema;
 
 use crate::dataset::DatasetError;
 
+/// Why `aorta dataset rm|relabel` refused or failed; the dataset is unchanged when it is returned
+/// before the journal was written, and finished by the next writer after.
 #[derive(Debug, thiserror::Error)]
 pub enum EditError {
+    /// The run to remove or relabel is not in the manifest.
     #[error("{root}: no run `{run}` (runs: {known})")]
     UnknownRun {
+        /// The dataset's root.
         root: PathBuf,
+        /// The run asked for.
         run: String,
+        /// The dataset's runs, comma-separated.
         known: String,
     },
+    /// The new label is already a run of the dataset (runs are never merged by a relabel).
     #[error("{root}: a run `{run}` exists already: remove it first (`aorta dataset rm`) or pick another label")]
-    Exists { root: PathBuf, run: String },
+    Exists {
+        /// The dataset's root.
+        root: PathBuf,
+        /// The label asked for.
+        run: String,
+    },
+    /// The new label is empty (it would be no partition value).
     #[error("a run label cannot be empty")]
     EmptyLabel,
+    /// The dataset could not be read.
     #[error(transparent)]
     Dataset(#[from] DatasetError),
+    /// The journalled commit failed (or a left-over one could not be finished).
     #[error(transparent)]
     Ingest(#[from] aorta_ingest::IngestError),
+    /// Listing, linking or copying a file failed.
     #[error("{path}: {source}")]
     Io {
+        /// The file or directory.
         path: PathBuf,
+        /// The I/O error.
         source: std::io::Error,
     },
 }
@@ -44,8 +62,11 @@ pub enum EditError {
 /// What a commit changed: files of the ingested tables and of derived tables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Edited {
+    /// Manifest entries (ingested inputs) of the run that were removed or relabelled.
     pub inputs: usize,
+    /// Parquet parts of the ingested tables removed or moved.
     pub parts: usize,
+    /// Files of the run's derived tables (`overlap_*`, `collectives`, …) removed or moved.
     pub derived: usize,
 }
 

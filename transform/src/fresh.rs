@@ -17,7 +17,9 @@ use crate::overlap;
 
 /// `overlap_steps` and `overlap_collectives` of `runs`.
 pub struct StepsAndCollectives {
+    /// `overlap_steps` rows (the columns of `aorta_ingest::schema::OVERLAP_STEPS`).
     pub steps: DataFrame,
+    /// `overlap_collectives` rows (the columns of `aorta_ingest::schema::OVERLAP_COLLECTIVES`).
     pub collectives: DataFrame,
     /// Read from the dataset (`false`: computed, the stored rows missing or stale).
     pub stored: bool,
@@ -61,7 +63,7 @@ pub fn load_or_compute(
 }
 
 /// Whether `aorta ingest` rewrote a run's activities after `aorta overlap` wrote its tables.
-pub fn stale(root: &Path, run: &str) -> bool {
+pub(crate) fn stale(root: &Path, run: &str) -> bool {
     let part = |table: &str| root.join(schema::run_dir(table, run));
     let newest_input = ["gpu_activities", "metrics"]
         .iter()

@@ -18,12 +18,17 @@ use crate::rows::{ints, str_column, strs};
 /// One run of the dataset.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunSummary {
+    /// The run label.
     pub run: String,
     /// The last component of the label: what `aorta compare` pairs runs by.
     pub workload: String,
+    /// Platforms of its files (`cuda`, `rocm`), sorted.
     pub platforms: Vec<String>,
+    /// Formats of its files (`kineto`, `rocprofv3_csv`, …), sorted.
     pub formats: Vec<String>,
+    /// Device names the files declare, sorted.
     pub devices: Vec<String>,
+    /// Its ranks, ascending.
     pub ranks: Vec<i64>,
     /// World sizes the files declare (one for a healthy job; none when no file says).
     pub world_sizes: Vec<i64>,
@@ -33,33 +38,42 @@ pub struct RunSummary {
     pub step_rows: i64,
     /// GPU activities of ranks with steps that lie in none of them.
     pub outside_activities: i64,
+    /// Rows of `gpu_activities` (kernels, copies, sets).
     pub gpu_activities: i64,
+    /// Rows of `cpu_ops`.
     pub cpu_ops: i64,
     /// Input files, sorted.
     pub files: Vec<String>,
     /// Earliest start and latest end of any row (the files' own clock, ns).
     pub first_ns: Option<i64>,
+    /// See `first_ns`.
     pub last_ns: Option<i64>,
+    /// Per diagnostic code: trouble first, then noise; within each, the most frequent first.
     pub findings: Vec<CodeSummary>,
 }
 
 /// The findings of one diagnostic code in one run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CodeSummary {
+    /// The diagnostic code (`aorta_ingest::diag::CODES`).
     pub code: String,
     /// `trouble` or `noise`.
     pub severity: &'static str,
+    /// Occurrences, summed over the run's files.
     pub count: i64,
     /// Files (diagnostics rows) that reported it.
     pub files: i64,
     /// The example of the lowest rank, then the lowest offset.
     pub example: String,
+    /// The example's rank.
     pub rank: Option<i64>,
+    /// The example's byte offset (decompressed) in its file, or its line for the line-based
+    /// formats.
     pub offset: Option<i64>,
 }
 
 /// `trouble` or `noise` (`diag::NOISE`).
-pub fn severity(code: &str) -> &'static str {
+pub(crate) fn severity(code: &str) -> &'static str {
     if diag::is_trouble(code) {
         "trouble"
     } else {

@@ -83,7 +83,7 @@ fn metric_row(s: &Step) -> MetricRow {
 
 /// The overlap tables of the JSONL iterations in `metrics` (columns run, rank, step, key,
 /// value).
-pub fn overlap(metrics: &DataFrame) -> PolarsResult<OverlapTables> {
+pub(crate) fn overlap(metrics: &DataFrame) -> PolarsResult<OverlapTables> {
     let steps = group(metrics)?;
     let mut b = Cols::default();
     let mut ranks: BTreeMap<(String, i64), (i64, MetricRow)> = BTreeMap::new();

@@ -31,12 +31,16 @@ use crate::summary::quantile;
 /// What one group of kernels is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum By {
+    /// The whole run.
     Run,
+    /// Each rank.
     Rank,
+    /// Each category (`comm`, `gemm`, …).
     Category,
     /// `other_compute` split into its subcategories (`crate::subcategory`), every other
     /// category whole.
     Subcategory,
+    /// Each step (null: outside every step).
     Step,
 }
 
@@ -56,16 +60,21 @@ impl By {
 /// One run's GPU time in short: what its shares are of.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunTotals {
+    /// The run label.
     pub run: String,
+    /// GPU activities of the run.
     pub activities: i64,
+    /// Their summed durations, ns (not a union: concurrent kernels count twice).
     pub gpu_ns: i64,
     /// Activities in a rank that has steps, outside all of them (included in the rows).
     pub outside_activities: i64,
+    /// Summed durations of those outside activities, ns.
     pub outside_ns: i64,
 }
 
 /// The kernels of some runs: one row per (run, group, name) among the top N of its group.
 pub struct Kernels {
+    /// One per run, in the order of the runs asked for.
     pub totals: Vec<RunTotals>,
     /// Columns: `run`, the group key (`rank`, `category` or `step`, unless by run), `name`,
     /// `kind`, `category`, `count`, `total_ns`, `mean_ns`, `p50_ns`, `p99_ns`, `gpu_pct`,

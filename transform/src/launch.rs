@@ -15,11 +15,11 @@ use polars::prelude::*;
 use crate::rows::{ints, strs, IntAt, StrAt};
 
 /// Activities no operator launched are grouped under this name.
-pub const NO_OP: &str = "(no CPU op)";
+pub(crate) const NO_OP: &str = "(no CPU op)";
 
 /// JSON text in one canonical layout, `[[8192, 4096], ["float"]]`: traces pretty-print
 /// shapes or not, and the same shape must match across vendors.
-pub fn compact_json(s: &str) -> String {
+pub(crate) fn compact_json(s: &str) -> String {
     let (mut out, mut in_str, mut escaped) = (String::with_capacity(s.len()), false, false);
     for ch in s.chars() {
         if in_str {
@@ -38,11 +38,11 @@ pub fn compact_json(s: &str) -> String {
     out
 }
 
-pub type RankKey<'a> = (&'a str, i64);
+pub(crate) type RankKey<'a> = (&'a str, i64);
 
 /// The `cpu_ops` columns `Links` reads: a caller reads at least these (of the `cpu_op` and
 /// `runtime` rows).
-pub const LINK_COLUMNS: [&str; 9] = [
+pub(crate) const LINK_COLUMNS: [&str; 9] = [
     "run",
     "rank",
     "category",
@@ -117,7 +117,7 @@ impl<'a> Cols<'a> {
 /// `end_ns`, `correlation`, `external_id`) that some activity can reach: operators by
 /// external id, runtime calls by correlation. Only those rows are indexed: a 1 GiB trace has
 /// two million CPU rows and a tenth of them launch anything.
-pub struct Links<'a> {
+pub(crate) struct Links<'a> {
     by_ext: HashMap<(RankKey<'a>, i64), usize>,
     by_corr: HashMap<(RankKey<'a>, i64), usize>,
     cpu: Cols<'a>,
@@ -148,7 +148,7 @@ impl<'a> Acts<'a> {
 
 impl<'a> Links<'a> {
     /// The links of `cpu` that the activities of `acts` can follow.
-    pub fn new(cpu: &'a DataFrame, acts: &DataFrame) -> Links<'a> {
+    pub(crate) fn new(cpu: &'a DataFrame, acts: &DataFrame) -> Links<'a> {
         let a = Acts::of(acts);
         let c = Cols::of(cpu);
         let n = a.run.len();
@@ -188,7 +188,7 @@ impl<'a> Links<'a> {
 
     /// The runtime call (a row of `cpu`) that launched each activity of `acts`: the one with
     /// its correlation id, same run and rank.
-    pub fn calls(&self, acts: &DataFrame) -> Vec<Option<usize>> {
+    pub(crate) fn calls(&self, acts: &DataFrame) -> Vec<Option<usize>> {
         let a = Acts::of(acts);
         (0..a.run.len())
             .map(|i| a.corr[i].and_then(|c| self.by_corr.get(&(a.key(i), c)).copied()))
@@ -198,7 +198,7 @@ impl<'a> Links<'a> {
     /// The launching operator (a row of `cpu`) of every activity of `acts`: by its external
     /// id, else through its runtime call (the call's external id, else the innermost
     /// `cpu_op` enclosing the call on its thread).
-    pub fn launchers(&self, acts: &DataFrame) -> Vec<Option<usize>> {
+    pub(crate) fn launchers(&self, acts: &DataFrame) -> Vec<Option<usize>> {
         let a = Acts::of(acts);
         let mut out = vec![None; a.run.len()];
         let mut queries: Vec<(usize, usize)> = Vec::new();

@@ -3,7 +3,7 @@
 //! `aorta collectives` both report bandwidth, so the arithmetic lives here once.
 
 /// Bytes per element of the dtype names PyTorch writes in `args.dtype`.
-pub fn dtype_bytes(dtype: &str) -> Option<i64> {
+pub(crate) fn dtype_bytes(dtype: &str) -> Option<i64> {
     Some(match dtype {
         "Double" | "Long" | "ComplexFloat" => 8,
         "Float" | "Int" | "UInt32" => 4,
@@ -15,7 +15,7 @@ pub fn dtype_bytes(dtype: &str) -> Option<i64> {
 }
 
 /// The bus-bandwidth factor of a collective kind over `n` ranks.
-pub fn bus_factor(op: &str, n: i64) -> f64 {
+pub(crate) fn bus_factor(op: &str, n: i64) -> f64 {
     let n = n.max(1) as f64;
     match op {
         "all_reduce" => 2.0 * (n - 1.0) / n,
@@ -26,20 +26,24 @@ pub fn bus_factor(op: &str, n: i64) -> f64 {
 
 /// Message size in bytes: the larger of input and output (all_gather's output,
 /// reduce_scatter's input, all_reduce's either), as nccl-tests counts it.
-pub fn message_bytes(inp: Option<i64>, out: Option<i64>, dtype: Option<&str>) -> Option<i64> {
+pub(crate) fn message_bytes(
+    inp: Option<i64>,
+    out: Option<i64>,
+    dtype: Option<&str>,
+) -> Option<i64> {
     let elems = inp.max(out)?;
     Some(elems * dtype_bytes(dtype?)?)
 }
 
 /// GB/s of `bytes` moved in `ns` (bytes per ns); null without both or for zero time.
-pub fn gbps(bytes: Option<i64>, ns: Option<i64>) -> Option<f64> {
+pub(crate) fn gbps(bytes: Option<i64>, ns: Option<i64>) -> Option<f64> {
     let (b, t) = (bytes?, ns?);
     (t > 0).then(|| b as f64 / t as f64)
 }
 
 /// Members of a process group named by its `Process Group Ranks` text (`[0, 1, 2]`); `None`
 /// for a list PyTorch truncated (`[0, 1, …, 29, ...]`, past 30 ranks) or any other text.
-pub fn ranks_in_list(text: &str) -> Option<i64> {
+pub(crate) fn ranks_in_list(text: &str) -> Option<i64> {
     let inner = text.trim().strip_prefix('[')?.strip_suffix(']')?.trim();
     if inner.is_empty() {
         return Some(0);

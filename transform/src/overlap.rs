@@ -12,13 +12,14 @@ use polars::prelude::*;
 use crate::collectives::Job;
 use crate::comm_split::{self as split, Part, Split};
 use crate::dataset::{self, DatasetError};
-pub use crate::overlap_tables::{sort_rows, OverlapTables};
+use crate::overlap_tables::sort_rows;
+pub use crate::overlap_tables::OverlapTables;
 use crate::rows::{frame, metric_columns, pairs_frame, str_column, streams_frame, MetricRow};
 use crate::sweep::{self, Act, Class, RankResult, COMM_OPS};
 
 /// One rank's activities, as the sweep wants them, with the step and stream keys.
 #[derive(Debug, Default)]
-pub struct RankActs {
+pub(crate) struct RankActs {
     pub acts: Vec<Act>,
     pub steps: Vec<Option<i64>>,
     /// (device, stream): stream ids are per device.
@@ -61,7 +62,7 @@ impl RankActs {
 impl RankActs {
     /// A stream as the tables name it: its id, prefixed `device:` when the rank used more
     /// than one device.
-    pub fn stream_label(&self, i: u16) -> String {
+    pub(crate) fn stream_label(&self, i: u16) -> String {
         let (device, stream) = self.streams[i as usize];
         if self.streams.iter().all(|s| s.0 == device) {
             stream.to_string()
@@ -72,7 +73,7 @@ impl RankActs {
 }
 
 /// Groups `gpu_activities` rows (`ACT_COLUMNS`) by rank.
-pub fn group_ranks(acts: &DataFrame) -> PolarsResult<BTreeMap<(String, i64), RankActs>> {
+pub(crate) fn group_ranks(acts: &DataFrame) -> PolarsResult<BTreeMap<(String, i64), RankActs>> {
     let (run, rank) = (acts.column("run")?.str()?, acts.column("rank")?.i64()?);
     let (step, stream) = (acts.column("step")?.i64()?, acts.column("stream")?.i64()?);
     let device = acts.column("device")?.i64()?;
@@ -110,18 +111,13 @@ pub fn group_ranks(acts: &DataFrame) -> PolarsResult<BTreeMap<(String, i64), Ran
     Ok(out)
 }
 
-/// The overlap tables of GPU activities (the `gpu_activities` table, or any frame with
-/// its `ACT_COLUMNS`).
-pub fn overlap(acts: &DataFrame) -> PolarsResult<OverlapTables> {
-    overlap_with_waits(acts, &HashMap::new())
-}
-
 /// Each (run, rank)'s comm kernels split into wait and transfer (`collectives`), for the
 /// overlap split columns; ranks missing here get null split columns.
-pub type Waits = HashMap<(String, i64), Vec<Part>>;
+pub(crate) type Waits = HashMap<(String, i64), Vec<Part>>;
 
-/// `overlap`, with the wait/transfer split of the ranks in `waits`.
-pub fn overlap_with_waits(acts: &DataFrame, waits: &Waits) -> PolarsResult<OverlapTables> {
+/// The overlap tables of GPU activities (the `gpu_activities` table, or any frame with its
+/// `ACT_COLUMNS`), with the wait/transfer split of the ranks in `waits`.
+pub(crate) fn overlap_with_waits(acts: &DataFrame, waits: &Waits) -> PolarsResult<OverlapTables> {
     let mut out = Builder::default();
     for ((run, rank), mut r) in group_ranks(acts)? {
         let res = sweep::rank(&mut r.acts, r.steps.len());
@@ -333,8 +329,9 @@ pub fn analyze(root: &std::path::Path, runs: &[String]) -> Result<Vec<Job>, Data
 }
 
 /// Reads `gpu_activities` and `metrics` of `runs` and computes their overlap tables, trace
-/// ranks and JSONL ranks together.
-pub fn from_dataset(
+/// ranks and JSONL ranks together (the tests' shorthand for `from_dataset_with`).
+#[cfg(test)]
+pub(crate) fn from_dataset(
     root: &std::path::Path,
     runs: &[String],
 ) -> Result<OverlapTables, DatasetError> {
@@ -385,6 +382,6 @@ pub fn from_dataset_with(
 }
 
 /// The `gpu_activities` columns the overlap needs.
-pub const ACT_COLUMNS: [&str; 9] = [
+pub(crate) const ACT_COLUMNS: [&str; 9] = [
     "run", "rank", "step", "device", "stream", "category", "comm_op", "start_ns", "end_ns",
 ];

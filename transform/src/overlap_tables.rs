@@ -9,16 +9,19 @@ use polars::prelude::*;
 /// The five tables `aorta overlap` writes.
 #[derive(Debug, Clone)]
 pub struct OverlapTables {
+    /// `overlap_steps`: one row per (run, rank, step).
     pub steps: DataFrame,
+    /// `overlap_ranks`: one row per (run, rank), over its whole window.
     pub ranks: DataFrame,
+    /// `overlap_collectives`: per collective kind, per step and per whole rank (`level`).
     pub collectives: DataFrame,
-    pub streams: DataFrame,
-    pub stream_pairs: DataFrame,
+    pub(crate) streams: DataFrame,
+    pub(crate) stream_pairs: DataFrame,
 }
 
 impl OverlapTables {
     /// (table name, frame), in the order of `aorta_ingest::schema::DERIVED_TABLES`.
-    pub fn tables(&self) -> [(&'static str, &DataFrame); 5] {
+    pub(crate) fn tables(&self) -> [(&'static str, &DataFrame); 5] {
         [
             (OVERLAP_STEPS.name, &self.steps),
             (OVERLAP_RANKS.name, &self.ranks),
@@ -29,7 +32,7 @@ impl OverlapTables {
     }
 
     /// Both sources' rows together (trace ranks and JSONL ranks), sorted.
-    pub fn concat(self, other: OverlapTables) -> PolarsResult<OverlapTables> {
+    pub(crate) fn concat(self, other: OverlapTables) -> PolarsResult<OverlapTables> {
         let cat = |a: DataFrame, b: DataFrame| -> PolarsResult<DataFrame> {
             let mut a = a;
             a.vstack_mut(&b)?;
@@ -46,7 +49,7 @@ impl OverlapTables {
 }
 
 /// Sorts by the partition keys and then every other key column present, nulls last.
-pub fn sort_rows(df: DataFrame) -> PolarsResult<DataFrame> {
+pub(crate) fn sort_rows(df: DataFrame) -> PolarsResult<DataFrame> {
     let keys: Vec<&str> = [
         "run",
         "rank",

@@ -7,7 +7,7 @@
 //! A fixed share per thread keeps one read in flight per core.
 
 /// `f` of every item, in order, on up to one thread per core; the first error wins.
-pub fn map<T, R, E>(items: &[T], f: impl Fn(&T) -> Result<R, E> + Sync) -> Result<Vec<R>, E>
+pub(crate) fn map<T, R, E>(items: &[T], f: impl Fn(&T) -> Result<R, E> + Sync) -> Result<Vec<R>, E>
 where
     T: Sync,
     R: Send,

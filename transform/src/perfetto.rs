@@ -26,23 +26,36 @@ use polars::prelude::*;
 use crate::dataset::{self, DatasetError};
 use crate::rows::{ints, strs};
 
+/// Why `aorta export perfetto` could not write the window.
 #[derive(Debug, thiserror::Error)]
 pub enum ExportError {
+    /// The dataset could not be read.
     #[error(transparent)]
     Dataset(#[from] DatasetError),
+    /// A requested rank is not in the run's `steps` table.
     #[error("{root}: run `{run}` has no rank {rank} (ranks: {ranks})")]
     NoRank {
+        /// The dataset's root.
         root: PathBuf,
+        /// The run.
         run: String,
+        /// The rank asked for.
         rank: i64,
+        /// The run's ranks, comma-separated (the first 20).
         ranks: String,
     },
+    /// The requested step is not one of the rank's steps.
     #[error("{root}: run `{run}` rank {rank} has no step {step} (steps: {steps})")]
     NoStep {
+        /// The dataset's root.
         root: PathBuf,
+        /// The run.
         run: String,
+        /// The rank.
         rank: i64,
+        /// The step asked for.
         step: i64,
+        /// The rank's steps, comma-separated (the first 20; `none` for a trace without steps).
         steps: String,
     },
 }
@@ -50,7 +63,7 @@ pub enum ExportError {
 /// The colour of each category: Chrome's reserved colour names (catapult's
 /// `color_scheme.js`), which chrome://tracing draws; Perfetto keeps them as the slice's
 /// `cname` arg. A category not listed gets none.
-pub const COLOURS: &[(&str, &str)] = &[
+pub(crate) const COLOURS: &[(&str, &str)] = &[
     ("gemm", "thread_state_running"),
     ("attention", "rail_animation"),
     ("comm", "terrible"),
@@ -105,23 +118,28 @@ pub enum Ranks {
 
 /// The rows of one rank in the window.
 pub struct RankWindow {
+    /// The rank.
     pub rank: i64,
     /// Subtracted from its times: `runs.clock_offset_ns` with several ranks (null: not
     /// estimated, taken as 0), 0 for one rank.
     pub offset_ns: i64,
     /// Whether `runs.clock_offset_ns` was known (always true for one rank).
     pub aligned: bool,
+    /// Its `gpu_activities` rows attributed to the step (raw times).
     pub gpu: DataFrame,
+    /// Its `cpu_ops` rows of the step: operators, annotations, runtime and driver calls.
     pub cpu: DataFrame,
 }
 
 /// One step of some ranks of a run.
 pub struct Window {
+    /// The run label.
     pub run: String,
     /// Null: a trace without steps (its whole capture).
     pub step: Option<i64>,
     /// The first slice's (aligned) start: time zero of the written trace.
-    pub t0_ns: i64,
+    pub(crate) t0_ns: i64,
+    /// The ranks shown, ascending.
     pub ranks: Vec<RankWindow>,
 }
 

@@ -11,7 +11,7 @@ use crate::sweep::{ratio, Metrics};
 
 /// The metric columns shared by `overlap_steps` and `overlap_ranks`.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct MetricRow {
+pub(crate) struct MetricRow {
     pub window_start_ns: Option<i64>,
     pub window_end_ns: Option<i64>,
     pub window_ns: Option<i64>,
@@ -67,7 +67,7 @@ impl From<&Metrics> for MetricRow {
 
 impl MetricRow {
     /// The wait/transfer split of the rank's comm kernels (`aorta collectives`).
-    pub fn with_split(mut self, s: Option<crate::comm_split::Split>) -> Self {
+    pub(crate) fn with_split(mut self, s: Option<crate::comm_split::Split>) -> Self {
         self.comm_wait_ns = s.map(|s| s.comm_wait_ns);
         self.comm_transfer_ns = s.map(|s| s.comm_transfer_ns);
         self.exposed_transfer_ns = s.map(|s| s.exposed_transfer_ns);
@@ -75,7 +75,7 @@ impl MetricRow {
     }
 
     /// The ratios again, from whatever totals are known (for rows summed from steps).
-    pub fn with_ratios(mut self) -> Self {
+    pub(crate) fn with_ratios(mut self) -> Self {
         let r = |n: Option<i64>, d: Option<i64>| ratio(n?, d?);
         let min = self.gemm_ns.zip(self.comm_ns).map(|(g, c)| g.min(c));
         self.tp_overlap_ratio = r(self.gemm_comm_overlap_ns, min);
@@ -119,7 +119,7 @@ const FLOAT_COLUMNS: &[(&str, F64Get)] = &[
 ];
 
 /// The metric columns of `rows`, in no particular order (`frame` orders them).
-pub fn metric_columns(rows: &[MetricRow]) -> Vec<Column> {
+pub(crate) fn metric_columns(rows: &[MetricRow]) -> Vec<Column> {
     let ints = INT_COLUMNS.iter().map(|(name, get)| {
         let v: Vec<Option<i64>> = rows.iter().map(get).collect();
         Column::new((*name).into(), v)
@@ -133,7 +133,7 @@ pub fn metric_columns(rows: &[MetricRow]) -> Vec<Column> {
 
 /// Builds one table: `columns` (any order, partition columns included) laid out and typed as
 /// the schema declares.
-pub fn frame(table: &Table, columns: Vec<Column>) -> PolarsResult<DataFrame> {
+pub(crate) fn frame(table: &Table, columns: Vec<Column>) -> PolarsResult<DataFrame> {
     let df = DataFrame::new_infer_height(columns)?;
     let schema = crate::dataset::polars_schema(table);
     let cols: Vec<Expr> = schema
@@ -144,7 +144,7 @@ pub fn frame(table: &Table, columns: Vec<Column>) -> PolarsResult<DataFrame> {
 }
 
 /// `overlap_streams`: the key columns, then stream, activity count and busy ns per row.
-pub fn streams_frame(
+pub(crate) fn streams_frame(
     mut keys: Vec<Column>,
     (stream, count, busy): (Vec<String>, Vec<i64>, Vec<i64>),
 ) -> PolarsResult<DataFrame> {
@@ -157,7 +157,7 @@ pub fn streams_frame(
 }
 
 /// `overlap_stream_pairs`: the key columns, then both streams and their overlap per row.
-pub fn pairs_frame<A: AsRef<str>>(
+pub(crate) fn pairs_frame<A: AsRef<str>>(
     mut keys: Vec<Column>,
     (a, b, overlap): (Vec<A>, Vec<String>, Vec<i64>),
 ) -> PolarsResult<DataFrame> {
@@ -170,14 +170,14 @@ pub fn pairs_frame<A: AsRef<str>>(
 }
 
 /// A string column from anything that displays.
-pub fn str_column<T: AsRef<str>>(name: &str, v: impl IntoIterator<Item = T>) -> Column {
+pub(crate) fn str_column<T: AsRef<str>>(name: &str, v: impl IntoIterator<Item = T>) -> Column {
     // Straight into the string array: no `String` per row (a 1,000-rank `collectives` frame
     // repeats a long process-group key millions of times).
     StringChunked::from_iter_values(name.into(), v.into_iter()).into_column()
 }
 
 /// Milliseconds (the Python tool's unit) to integer nanoseconds, rounded to the nearest.
-pub fn ms_to_ns(ms: f64) -> i64 {
+pub(crate) fn ms_to_ns(ms: f64) -> i64 {
     (ms * 1e6).round() as i64
 }
 
@@ -199,20 +199,20 @@ pub fn ints(df: &DataFrame, name: &str) -> Vec<Option<i64>> {
 
 /// Random access to one string column (a missing column or another type reads as null):
 /// for columns of which a few rows are read, where `strs` would convert them all.
-pub struct StrAt<'a>(Option<&'a StringChunked>);
+pub(crate) struct StrAt<'a>(Option<&'a StringChunked>);
 
 impl<'a> StrAt<'a> {
-    pub fn of(df: &'a DataFrame, name: &str) -> StrAt<'a> {
+    pub(crate) fn of(df: &'a DataFrame, name: &str) -> StrAt<'a> {
         StrAt(df.column(name).ok().and_then(|c| c.str().ok()))
     }
 
-    pub fn get(&self, i: usize) -> Option<&'a str> {
+    pub(crate) fn get(&self, i: usize) -> Option<&'a str> {
         self.0?.get(i)
     }
 
     /// Every value in order (`n` nulls for a missing column): sequential reads, chunk by
     /// chunk, cheaper than `get` over every row.
-    pub fn iter(&self, n: usize) -> Box<dyn Iterator<Item = Option<&'a str>> + 'a> {
+    pub(crate) fn iter(&self, n: usize) -> Box<dyn Iterator<Item = Option<&'a str>> + 'a> {
         match self.0 {
             Some(c) => Box::new(c.iter()),
             None => Box::new(std::iter::repeat_n(None, n)),
@@ -221,19 +221,19 @@ impl<'a> StrAt<'a> {
 }
 
 /// Random access to one integer column, as `StrAt`.
-pub struct IntAt<'a>(Option<&'a Int64Chunked>);
+pub(crate) struct IntAt<'a>(Option<&'a Int64Chunked>);
 
 impl<'a> IntAt<'a> {
-    pub fn of(df: &'a DataFrame, name: &str) -> IntAt<'a> {
+    pub(crate) fn of(df: &'a DataFrame, name: &str) -> IntAt<'a> {
         IntAt(df.column(name).ok().and_then(|c| c.i64().ok()))
     }
 
-    pub fn get(&self, i: usize) -> Option<i64> {
+    pub(crate) fn get(&self, i: usize) -> Option<i64> {
         self.0?.get(i)
     }
 
     /// As `StrAt::iter`.
-    pub fn iter(&self, n: usize) -> Box<dyn Iterator<Item = Option<i64>> + 'a> {
+    pub(crate) fn iter(&self, n: usize) -> Box<dyn Iterator<Item = Option<i64>> + 'a> {
         match self.0 {
             Some(c) => Box::new(c.iter()),
             None => Box::new(std::iter::repeat_n(None, n)),

@@ -21,7 +21,6 @@ mod vtab;
 
 use std::path::{Path, PathBuf};
 
-use aorta_ingest::schema;
 use polars::prelude::*;
 use rusqlite::types::ValueRef;
 
@@ -48,15 +47,6 @@ pub enum SqlError {
         /// The dataset.
         root: PathBuf,
     },
-}
-
-/// The names a query can use: every table of the schema.
-pub fn table_names() -> Vec<&'static str> {
-    schema::TABLES
-        .iter()
-        .chain(schema::DERIVED_TABLES)
-        .map(|t| t.name)
-        .collect()
 }
 
 /// Runs one SQL statement over the dataset at `root`.

@@ -18,7 +18,7 @@ use crate::rows::{ints, strs};
 /// Per row: whether it is inside a real step, or the whole capture of a stepless rank. Rows
 /// are keyed by `run`, `rank` and, where the frame has it, `source` (a rank's JSONL steps do
 /// not make its trace rows stepped).
-pub fn in_steps_mask(df: &DataFrame) -> Vec<bool> {
+pub(crate) fn in_steps_mask(df: &DataFrame) -> Vec<bool> {
     let (run, rank, step) = (strs(df, "run"), ints(df, "rank"), ints(df, "step"));
     let source = df
         .column("source")
@@ -42,7 +42,7 @@ pub fn drop_outside(df: &DataFrame) -> PolarsResult<DataFrame> {
 
 /// `overlap_collectives` without its outside-step rows: only `level` = `step` rows are steps
 /// (the `rank` level's null step is the whole window).
-pub fn drop_outside_steps_level(df: &DataFrame) -> PolarsResult<DataFrame> {
+pub(crate) fn drop_outside_steps_level(df: &DataFrame) -> PolarsResult<DataFrame> {
     let level = strs(df, "level");
     let mask = in_steps_mask(df);
     let keep: Vec<bool> = (0..df.height())
@@ -52,11 +52,11 @@ pub fn drop_outside_steps_level(df: &DataFrame) -> PolarsResult<DataFrame> {
 }
 
 /// Each (run, rank, step)'s `ProfilerStep` span [start, end] (the `steps` table's CPU span).
-pub type Spans = HashMap<(String, i64, i64), (i64, i64)>;
+pub(crate) type Spans = HashMap<(String, i64, i64), (i64, i64)>;
 
 /// The step spans of the `steps` table rows in `df` (`run`, `rank`, `step`, `cpu_start_ns`,
 /// `cpu_end_ns`).
-pub fn spans(df: &DataFrame) -> Spans {
+pub(crate) fn spans(df: &DataFrame) -> Spans {
     let (run, rank, step) = (strs(df, "run"), ints(df, "rank"), ints(df, "step"));
     let (a, b) = (ints(df, "cpu_start_ns"), ints(df, "cpu_end_ns"));
     (0..df.height())
@@ -71,7 +71,11 @@ pub fn spans(df: &DataFrame) -> Spans {
 /// (`idle_before_ns`, `idle_after_ns`) of every trace step row that has a `ProfilerStep` span,
 /// and their sums over the rank's steps in the rank rows. The GPU window stays `window_ns`;
 /// the idle between activities is `idle_ns`.
-pub fn add_spans(steps: &mut DataFrame, ranks: &mut DataFrame, spans: &Spans) -> PolarsResult<()> {
+pub(crate) fn add_spans(
+    steps: &mut DataFrame,
+    ranks: &mut DataFrame,
+    spans: &Spans,
+) -> PolarsResult<()> {
     let (run, rank, step) = (strs(steps, "run"), ints(steps, "rank"), ints(steps, "step"));
     let (ws, we) = (ints(steps, "window_start_ns"), ints(steps, "window_end_ns"));
     let mut cols: [Vec<Option<i64>>; 3] = Default::default();

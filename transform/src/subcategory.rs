@@ -21,10 +21,10 @@ use crate::launch::{Links, LINK_COLUMNS};
 use crate::rows::{ints, strs, IntAt, StrAt};
 
 /// The category whose activities have a subcategory.
-pub const OTHER_COMPUTE: &str = "other_compute";
+pub(crate) const OTHER_COMPUTE: &str = "other_compute";
 
 /// The subcategory rules of some runs: each run's own (shipped + its `--rules` file).
-pub struct Rules {
+pub(crate) struct Rules {
     shipped: Subclassifier,
     per_run: HashMap<String, Subclassifier>,
 }
@@ -33,7 +33,7 @@ impl Rules {
     /// The rules of `runs`, from their `runs.user_rules` (the first file's text when a run's
     /// files were ingested with different ones).
     /// A text that no longer compiles (rules this aorta rejects) makes the dataset damaged.
-    pub fn load(root: &Path, runs: &[String]) -> Result<Rules, DatasetError> {
+    pub(crate) fn load(root: &Path, runs: &[String]) -> Result<Rules, DatasetError> {
         let df = dataset::read_where(
             root,
             "runs",
@@ -62,7 +62,7 @@ impl Rules {
     }
 
     /// The shipped rules alone (runs ingested without `--rules`).
-    pub fn shipped() -> Rules {
+    pub(crate) fn shipped() -> Rules {
         Rules {
             shipped: Subclassifier::builtin(),
             per_run: HashMap::new(),
@@ -73,19 +73,6 @@ impl Rules {
         self.per_run.get(run).unwrap_or(&self.shipped)
     }
 
-    /// Every subcategory these rules can give, in report order.
-    pub fn names(&self) -> Vec<&str> {
-        let mut out = self.shipped.names();
-        for c in self.per_run.values() {
-            for n in c.names() {
-                if !out.contains(&n) {
-                    out.push(n);
-                }
-            }
-        }
-        out
-    }
-
     fn any_within(&self) -> bool {
         std::iter::once(&self.shipped)
             .chain(self.per_run.values())
@@ -94,7 +81,7 @@ impl Rules {
 }
 
 /// The `gpu_activities` columns `assign` reads.
-pub const ACT_COLUMNS: [&str; 6] = [
+pub(crate) const ACT_COLUMNS: [&str; 6] = [
     "run",
     "rank",
     "name",
@@ -108,7 +95,7 @@ pub const ACT_COLUMNS: [&str; 6] = [
 /// frames that some `within` condition matches (`Optimizer.step#…`, `nn.Module: …`; the
 /// rest are dropped here, row by row, as polars is built without its regex feature).
 /// `extra`: columns read besides `LINK_COLUMNS`.
-pub fn read_cpu(
+pub(crate) fn read_cpu(
     root: &Path,
     runs: &[String],
     rules: &Rules,
@@ -144,7 +131,7 @@ pub fn read_cpu(
 
 /// The subcategory of every activity of `acts` (null unless `other_compute`), with `cpu`
 /// read by `read_cpu` and `launchers` from `Links::launchers` over the two.
-pub fn assign<'r>(
+pub(crate) fn assign<'r>(
     acts: &DataFrame,
     cpu: &DataFrame,
     launchers: &[Option<usize>],
@@ -178,7 +165,7 @@ pub fn assign<'r>(
 
 /// The subcategory of every activity of `acts` (columns `ACT_COLUMNS`) of `runs`, reading
 /// their launching operators from the dataset.
-pub fn of_activities<'r>(
+pub(crate) fn of_activities<'r>(
     root: &Path,
     runs: &[String],
     acts: &DataFrame,

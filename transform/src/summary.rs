@@ -6,15 +6,19 @@ use polars::prelude::*;
 /// Median and 10th/90th percentiles of the non-null values.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Spread {
+    /// Number of values it is taken over: the non-null, non-NaN ones (at least 1).
     pub n: usize,
+    /// The median (p50).
     pub median: f64,
+    /// The 10th percentile.
     pub p10: f64,
+    /// The 90th percentile.
     pub p90: f64,
 }
 
 /// Percentile `q` (0..=1) of sorted values, interpolating linearly between the two nearest
 /// ranks (numpy's default, `(n - 1) * q`).
-pub fn quantile(sorted: &[f64], q: f64) -> f64 {
+pub(crate) fn quantile(sorted: &[f64], q: f64) -> f64 {
     let h = (sorted.len() - 1) as f64 * q;
     let (lo, hi) = (h.floor() as usize, h.ceil() as usize);
     sorted[lo] + (h - lo as f64) * (sorted[hi] - sorted[lo])

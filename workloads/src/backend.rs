@@ -21,7 +21,7 @@ pub enum Stream {
 impl Stream {
     /// Stream id written to the trace (`tid`, `args.stream`): fixed small numbers, like
     /// Kineto's, so two runs' traces line up.
-    pub fn id(self) -> i64 {
+    pub(crate) fn id(self) -> i64 {
         match self {
             Stream::Compute => 7,
             Stream::Comm => 13,
@@ -30,7 +30,7 @@ impl Stream {
     }
 
     /// Word for the trace's `thread_name`.
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Stream::Compute => "compute",
             Stream::Comm => "comm",
@@ -42,7 +42,9 @@ impl Stream {
 /// Direction of one asynchronous copy between pinned host memory and the device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CopyDir {
+    /// Pinned host memory to device memory.
     HtoD,
+    /// Device memory to pinned host memory.
     DtoH,
 }
 

@@ -13,20 +13,20 @@ use crate::error::Result;
 #[derive(Clone, Debug, PartialEq)]
 pub struct Schedule {
     /// GEMMs per iteration on [`Stream::Compute`].
-    pub gemms: usize,
+    pub(crate) gemms: usize,
     /// The ops of one iteration on `side_stream`, in order.
-    pub side: Vec<Op>,
-    pub side_stream: Stream,
+    pub(crate) side: Vec<Op>,
+    pub(crate) side_stream: Stream,
     /// The side stream starts only after the iteration's last GEMM.
-    pub serial: bool,
-    pub iters: usize,
-    pub warmup: usize,
+    pub(crate) serial: bool,
+    pub(crate) iters: usize,
+    pub(crate) warmup: usize,
 }
 
 /// One timed operation, ms relative to the run's base event (the first measured iteration's
 /// start).
 #[derive(Clone, Debug, PartialEq)]
-pub struct OpTiming {
+pub(crate) struct OpTiming {
     pub kind: Op,
     pub stream: Stream,
     pub start_ms: f64,
@@ -37,17 +37,20 @@ pub struct OpTiming {
 #[derive(Clone, Debug, PartialEq)]
 pub struct IterTiming {
     /// 0-based among measured iterations.
-    pub step: usize,
-    pub start_ms: f64,
-    pub end_ms: f64,
-    pub ops: Vec<OpTiming>,
+    pub(crate) step: usize,
+    pub(crate) start_ms: f64,
+    pub(crate) end_ms: f64,
+    pub(crate) ops: Vec<OpTiming>,
 }
 
 /// The measured iterations of one run and the host wall clock (epoch ns) just before they
 /// were enqueued.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Measured {
+    /// The `iters` measured iterations, in order, their times relative to the first one's start.
     pub iters: Vec<IterTiming>,
+    /// Host wall clock (ns since the Unix epoch) read after the warm-up, just before the measured
+    /// iterations were enqueued: what the trace's `baseTimeNanoseconds` anchors to.
     pub base_time_ns: u64,
 }
 

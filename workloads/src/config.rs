@@ -11,18 +11,22 @@ use clap::ValueEnum;
 /// Element type of the GEMM operands and the collective buffers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Dtype {
+    /// bfloat16 (2 bytes).
     Bf16,
+    /// IEEE half precision (2 bytes).
     Fp16,
+    /// IEEE single precision (4 bytes).
     Fp32,
 }
 
 impl Dtype {
-    pub fn size(self) -> usize {
+    pub(crate) fn size(self) -> usize {
         match self {
             Dtype::Bf16 | Dtype::Fp16 => 2,
             Dtype::Fp32 => 4,
         }
     }
+    /// The lower-case name the flags take and the console line prints (`bf16`, `fp16`, `fp32`).
     pub fn name(self) -> &'static str {
         match self {
             Dtype::Bf16 => "bf16",
@@ -32,7 +36,7 @@ impl Dtype {
     }
     /// The name PyTorch's profiler writes in a collective's `args.dtype`, so that `aorta
     /// compare` matches these collectives with a PyTorch run's.
-    pub fn torch_name(self) -> &'static str {
+    pub(crate) fn torch_name(self) -> &'static str {
         match self {
             Dtype::Bf16 => "BFloat16",
             Dtype::Fp16 => "Half",
@@ -44,14 +48,17 @@ impl Dtype {
 /// The collective on the comm stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Collective {
+    /// Every rank ends with the sum over ranks of the whole tensor.
     AllReduce,
+    /// Every rank contributes one shard (`--bytes` / WORLD_SIZE) and receives the whole tensor.
     AllGather,
+    /// Every rank contributes the whole tensor and receives the sum of one shard.
     ReduceScatter,
 }
 
 impl Collective {
     /// Trace name, shaped like NCCL's device kernels so the rule table classifies it as comm.
-    pub fn kernel_name(self) -> &'static str {
+    pub(crate) fn kernel_name(self) -> &'static str {
         match self {
             Collective::AllReduce => "ncclDevKernel_AllReduce",
             Collective::AllGather => "ncclDevKernel_AllGather",
@@ -59,7 +66,7 @@ impl Collective {
         }
     }
     /// `args["Collective name"]`, as PyTorch's profiler writes it.
-    pub fn collective_name(self) -> &'static str {
+    pub(crate) fn collective_name(self) -> &'static str {
         match self {
             Collective::AllReduce => "allreduce",
             Collective::AllGather => "all_gather",
@@ -75,7 +82,7 @@ impl Collective {
         }
     }
     /// The Python aorta stream name the collective is logged on.
-    pub fn stream_name(self) -> &'static str {
+    pub(crate) fn stream_name(self) -> &'static str {
         match self {
             Collective::AllReduce => "allreduce",
             Collective::ReduceScatter => "reducescatter",
@@ -87,14 +94,15 @@ impl Collective {
 /// The GEMM both workloads run: column-major `C = A·B`, `A` m×k, `B` k×n.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GemmShape {
-    pub m: usize,
-    pub n: usize,
-    pub k: usize,
+    pub(crate) m: usize,
+    pub(crate) n: usize,
+    pub(crate) k: usize,
+    /// Element type of A, B and C.
     pub dtype: Dtype,
 }
 
 impl GemmShape {
-    pub fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         if self.m == 0 || self.n == 0 || self.k == 0 {
             bail_config!("--m, --n and --k must be > 0");
         }
@@ -119,12 +127,12 @@ impl GemmShape {
     }
 
     /// Bytes the GEMM reads and writes (A, B and C once each).
-    pub fn bytes(&self) -> usize {
+    pub(crate) fn bytes(&self) -> usize {
         (self.m * self.k + self.k * self.n + self.m * self.n) * self.dtype.size()
     }
 
     /// Floating-point operations of one GEMM.
-    pub fn flops(&self) -> f64 {
+    pub(crate) fn flops(&self) -> f64 {
         2.0 * self.m as f64 * self.n as f64 * self.k as f64
     }
 }
@@ -146,16 +154,25 @@ fn validate_run(iters: usize, rank: usize, world_size: usize) -> Result<()> {
 /// `aorta-overlap-bench`: everything a run needs, validated.
 #[derive(Clone, Debug)]
 pub struct BenchConfig {
+    /// The GEMM on the compute stream.
     pub gemm: GemmShape,
     /// Collective message size: the full (unsharded) tensor in bytes.
     pub bytes: usize,
+    /// The collective on the comm stream.
     pub collective: Collective,
+    /// Measured iterations (at least 1).
     pub iters: usize,
+    /// Iterations run and synchronized before the measured ones, and not recorded.
     pub warmup: usize,
+    /// GEMMs per iteration on the compute stream.
     pub gemms_per_iter: usize,
+    /// Collectives per iteration on the comm stream.
     pub collectives_per_iter: usize,
+    /// The comm stream starts only after the iteration's last GEMM: the no-overlap baseline.
     pub serial: bool,
+    /// This process's rank (`RANK`), `< world_size`.
     pub rank: usize,
+    /// Number of ranks in the collective (`WORLD_SIZE`).
     pub world_size: usize,
 }
 
@@ -184,7 +201,7 @@ impl BenchConfig {
     }
 
     /// (send, receive) buffer sizes in bytes for one collective on this rank.
-    pub fn collective_buffers(&self) -> (usize, usize) {
+    pub(crate) fn collective_buffers(&self) -> (usize, usize) {
         let shard = self.bytes / self.world_size;
         match self.collective {
             Collective::AllReduce => (self.bytes, self.bytes),
@@ -219,7 +236,7 @@ pub enum Direction {
 
 impl Direction {
     /// The copies of one copy slot, in order.
-    pub fn copies(self) -> &'static [CopyDir] {
+    pub(crate) fn copies(self) -> &'static [CopyDir] {
         match self {
             Direction::H2d => &[CopyDir::HtoD],
             Direction::D2h => &[CopyDir::DtoH],
@@ -227,7 +244,7 @@ impl Direction {
         }
     }
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Direction::H2d => "h2d",
             Direction::D2h => "d2h",
@@ -239,18 +256,25 @@ impl Direction {
 /// `aorta-copy-overlap`: GEMMs plus async host↔device copies, validated.
 #[derive(Clone, Debug)]
 pub struct CopyConfig {
+    /// The GEMM on the compute stream.
     pub gemm: GemmShape,
     /// Bytes of one copy.
     pub copy_bytes: usize,
+    /// Which way each copy slot copies.
     pub direction: Direction,
     /// Copy slots per iteration (each `direction.copies()`).
     pub copies_per_iter: usize,
+    /// GEMMs per iteration on the compute stream.
     pub gemms_per_iter: usize,
+    /// Measured iterations per mode (at least 1).
     pub iters: usize,
+    /// Iterations run and synchronized before each mode's measured ones, and not recorded.
     pub warmup: usize,
     /// Which measured mode the trace and JSONL are written for (both are measured).
     pub write_serial: bool,
+    /// This process's rank (`RANK`), `< world_size`; it names the output files.
     pub rank: usize,
+    /// Number of ranks started together (`WORLD_SIZE`); the ranks copy independently.
     pub world_size: usize,
 }
 
@@ -272,7 +296,7 @@ impl CopyConfig {
 
     /// The benchmark loop's schedule for one mode: copies on the copy stream, waiting for the
     /// GEMMs when `serial`.
-    pub fn schedule(&self, serial: bool) -> Schedule {
+    pub(crate) fn schedule(&self, serial: bool) -> Schedule {
         let slot = self.direction.copies();
         let side = (0..self.copies_per_iter)
             .flat_map(|_| slot.iter().map(|&d| Op::Copy(d)))

@@ -16,28 +16,31 @@ use serde_json::Value;
 /// One measured mode.
 #[derive(Clone, Debug)]
 pub struct Mode {
+    /// Whether this is the serial mode (copies wait for the iteration's GEMMs).
     pub serial: bool,
+    /// The mode's measured iterations.
     pub measured: Measured,
     /// The JSONL lines of its iterations.
     pub lines: Vec<Value>,
+    /// The means over its iterations.
     pub summary: Summary,
 }
 
 /// Both modes of one run.
 #[derive(Clone, Debug)]
 pub struct Comparison {
-    pub serial: Mode,
-    pub overlapped: Mode,
+    pub(crate) serial: Mode,
+    pub(crate) overlapped: Mode,
 }
 
 impl Comparison {
     /// Mean iteration time saved by overlapping, ms (negative if overlapping was slower).
-    pub fn saving_ms(&self) -> f64 {
+    pub(crate) fn saving_ms(&self) -> f64 {
         self.serial.summary.iter_ms - self.overlapped.summary.iter_ms
     }
 
     /// [`Comparison::saving_ms`] as a percentage of the serial iteration.
-    pub fn saving_pct(&self) -> f64 {
+    pub(crate) fn saving_pct(&self) -> f64 {
         let s = self.serial.summary.iter_ms;
         if s > 0.0 {
             100.0 * self.saving_ms() / s

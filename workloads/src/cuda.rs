@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 /// Fail with one clear line when the driver, cuBLAS or (with `nccl`) NCCL cannot be loaded
 /// (cudarc would panic on first use otherwise), or no device is visible.
-pub fn probe(nccl: bool) -> Result<()> {
+pub(crate) fn probe(nccl: bool) -> Result<()> {
     // SAFETY: these only try to dlopen the libraries.
     unsafe {
         if !drv_sys::is_culib_present() {

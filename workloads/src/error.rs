@@ -24,6 +24,7 @@ pub enum Error {
         runtime: &'static str,
         /// The shared object that was looked for, e.g. `libcuda.so`.
         library: &'static str,
+        /// What the user can do about it, e.g. `no NVIDIA GPU or driver here`.
         hint: &'static str,
     },
     /// A library the workload opens at run time (cuBLAS, NCCL, hipBLAS, RCCL) is missing.
@@ -31,18 +32,27 @@ pub enum Error {
     NoLibrary {
         /// `cuBLAS`, `NCCL`, `hipBLAS`, `RCCL`.
         name: &'static str,
+        /// The first shared object that was looked for, e.g. `libnccl.so.2`.
         library: &'static str,
+        /// What the user can do about it, e.g. `set LD_LIBRARY_PATH`.
         hint: &'static str,
     },
     /// The runtime loaded but there is no usable device.
     #[error("no {runtime} GPU: {detail}")]
     NoDevice {
+        /// `CUDA` or `ROCm`.
         runtime: &'static str,
+        /// The call that found no device and what it returned.
         detail: String,
     },
     /// `--backend auto` found neither GPU runtime: both reasons, CUDA's first.
     #[error("no GPU: {cuda}; {rocm}")]
-    NoGpu { cuda: Box<Error>, rocm: Box<Error> },
+    NoGpu {
+        /// Why CUDA was not usable.
+        cuda: Box<Error>,
+        /// Why ROCm was not usable.
+        rocm: Box<Error>,
+    },
     /// A GPU API call returned an error code.
     #[error("{call} failed: {code}")]
     Api {
@@ -63,14 +73,16 @@ pub enum Error {
     Io {
         /// `writing`, `reading`, `creating`.
         action: &'static str,
+        /// The file or directory.
         path: PathBuf,
+        /// The I/O error, printed as part of the message.
         err: std::io::Error,
     },
 }
 
 impl Error {
     /// An [`Error::Api`] from a call name and anything that names the code.
-    pub fn api(call: impl Into<String>, code: impl std::fmt::Display) -> Self {
+    pub(crate) fn api(call: impl Into<String>, code: impl std::fmt::Display) -> Self {
         Error::Api {
             call: call.into(),
             code: code.to_string(),
@@ -79,7 +91,7 @@ impl Error {
 
     /// The runtime or its device is absent (rather than broken): `--backend auto` may try the
     /// other one.
-    pub fn is_no_gpu(&self) -> bool {
+    pub(crate) fn is_no_gpu(&self) -> bool {
         matches!(
             self,
             Error::NoDriver { .. } | Error::NoDevice { .. } | Error::NoGpu { .. }
@@ -87,12 +99,12 @@ impl Error {
     }
 
     /// An [`Error::Config`].
-    pub fn config(msg: impl Into<String>) -> Self {
+    pub(crate) fn config(msg: impl Into<String>) -> Self {
         Error::Config(msg.into())
     }
 
     /// An [`Error::Io`] for `path`.
-    pub fn io(
+    pub(crate) fn io(
         action: &'static str,
         path: impl Into<PathBuf>,
     ) -> impl FnOnce(std::io::Error) -> Self {

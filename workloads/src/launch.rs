@@ -12,18 +12,19 @@ use std::process::ExitCode;
 pub struct GemmArgs {
     /// GEMM rows of A and C.
     #[arg(long, default_value_t = 4096)]
-    pub m: usize,
+    pub(crate) m: usize,
     /// GEMM columns of B and C.
     #[arg(long, default_value_t = 4096)]
-    pub n: usize,
+    pub(crate) n: usize,
     /// GEMM inner dimension.
     #[arg(long, default_value_t = 4096)]
-    pub k: usize,
+    pub(crate) k: usize,
     #[arg(long, value_enum, default_value_t = Dtype::Bf16)]
-    pub dtype: Dtype,
+    pub(crate) dtype: Dtype,
 }
 
 impl GemmArgs {
+    /// The GEMM these flags describe (checked later, by the workload config's `validate`).
     pub fn shape(&self) -> GemmShape {
         GemmShape {
             m: self.m,
@@ -61,14 +62,18 @@ pub fn exit<E: std::fmt::Display>(name: &str, r: std::result::Result<(), E>) -> 
 pub enum BackendChoice {
     /// CUDA if its driver loads and sees a GPU, else ROCm (when built with `rocm`).
     Auto,
+    /// CUDA, or an error naming why it is unusable.
     Cuda,
+    /// ROCm (an error in a build without the `rocm` feature).
     Rocm,
 }
 
 /// A GPU runtime this crate can drive.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Runtime {
+    /// NVIDIA GPUs through cudarc (cargo feature `cuda`, the default).
     Cuda,
+    /// AMD GPUs through hip-sys, hipBLAS and RCCL (cargo feature `rocm`).
     Rocm,
 }
 

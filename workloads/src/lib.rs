@@ -11,7 +11,7 @@
 //!
 //! Everything that needs no GPU — argument validation ([`config`]), ranks and device choice
 //! ([`launch`]), the NCCL-id hand-over ([`rendezvous`]), the per-iteration overlap numbers
-//! ([`overlap`]) and the output files ([`output`]) — is plain Rust and unit-tested, the loop on
+//! (`overlap`) and the output files ([`output`]) — is plain Rust and unit-tested, the loop on
 //! a simulated GPU. Library errors are one [`Error`] enum; only the binaries use `anyhow`.
 
 pub mod backend;
@@ -23,7 +23,7 @@ pub mod cuda;
 pub mod error;
 pub mod launch;
 pub mod output;
-pub mod overlap;
+mod overlap;
 pub mod rendezvous;
 #[cfg(feature = "rocm")]
 pub mod rocm;

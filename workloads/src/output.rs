@@ -18,7 +18,9 @@ use std::path::{Path, PathBuf};
 /// Who wrote the trace.
 #[derive(Clone, Debug)]
 pub struct RunInfo {
+    /// Index of the GPU this rank drove, among the visible ones.
     pub device: usize,
+    /// The device's name as its runtime reports it (trace `deviceProperties`).
     pub device_name: String,
     /// Wall-clock ns (epoch) taken on the host when the base event was enqueued; trace `ts`
     /// are relative to it (`baseTimeNanoseconds`). Good to about a millisecond across ranks.
@@ -29,24 +31,26 @@ pub struct RunInfo {
 #[derive(Clone, Debug, PartialEq)]
 pub struct OpLabel {
     /// Trace `name` and JSONL `metadata.function`.
-    pub name: String,
+    pub(crate) name: String,
     /// Trace `cat`: `kernel` or `gpu_memcpy`.
-    pub cat: &'static str,
+    pub(crate) cat: &'static str,
     /// `args.op` and the JSONL range `tag`.
-    pub op: &'static str,
+    pub(crate) op: &'static str,
     /// Bytes the op moves (GEMM: A+B+C; collective: the message; copy: the copy).
-    pub bytes: usize,
+    pub(crate) bytes: usize,
     /// The Python aorta stream name of the JSONL range.
-    pub stream: &'static str,
+    pub(crate) stream: &'static str,
     /// Further trace `args`.
-    pub args: Map<String, Value>,
+    pub(crate) args: Map<String, Value>,
 }
 
 /// What the writers need to know about a workload.
 pub trait Workload {
     /// Trace `traceName`: the binary.
     fn trace_name(&self) -> &'static str;
+    /// This process's rank: it names the output files and the trace's `distributedInfo`.
     fn rank(&self) -> usize;
+    /// Number of ranks of the run (`distributedInfo.world_size`).
     fn world_size(&self) -> usize;
     /// The GEMM on the compute stream.
     fn gemm(&self) -> &GemmShape;
@@ -64,7 +68,7 @@ fn args(pairs: Value) -> Map<String, Value> {
 }
 
 /// The GEMM: `gemm_{dtype}_{m}x{n}x{k}`, a kernel on the `compute` stream.
-pub fn gemm_label(g: &GemmShape) -> OpLabel {
+pub(crate) fn gemm_label(g: &GemmShape) -> OpLabel {
     OpLabel {
         name: g.name(),
         cat: "kernel",
@@ -76,7 +80,7 @@ pub fn gemm_label(g: &GemmShape) -> OpLabel {
 }
 
 /// One async copy of `bytes`, named as Kineto names a pinned-memory copy.
-pub fn copy_label(dir: CopyDir, bytes: usize) -> OpLabel {
+pub(crate) fn copy_label(dir: CopyDir, bytes: usize) -> OpLabel {
     let (name, op) = match dir {
         CopyDir::HtoD => ("Memcpy HtoD (Pinned -> Device)", "memcpy_htod"),
         CopyDir::DtoH => ("Memcpy DtoH (Device -> Pinned)", "memcpy_dtoh"),
@@ -195,7 +199,7 @@ fn metadata_events(dev: i64, iters: &[IterTiming]) -> Vec<Value> {
 
 /// The Chrome trace: `{"traceEvents": [...]}` with one `X` slice per op (`cat` from its label),
 /// `pid` = device, `tid` = stream.
-pub fn chrome_trace<W: Workload>(w: &W, info: &RunInfo, iters: &[IterTiming]) -> Value {
+pub(crate) fn chrome_trace<W: Workload>(w: &W, info: &RunInfo, iters: &[IterTiming]) -> Value {
     let dev = info.device as i64;
     let mut events = metadata_events(dev, iters);
     for (correlation, (step, op, label)) in labelled(w, iters).enumerate() {
@@ -265,6 +269,7 @@ pub fn metrics_lines<W: Workload>(w: &W, iters: &[IterTiming]) -> Vec<Value> {
 /// Means over the measured iterations, for the console line and docs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Summary {
+    /// Mean iteration time, ms: from the iteration-start to the iteration-end event.
     pub iter_ms: f64,
     /// Busy time of the compute stream.
     pub compute_ms: f64,
@@ -278,8 +283,8 @@ pub struct Summary {
     pub gemm_tflops: f64,
     /// GEMMs timed, and their summed CUDA-event time (ms): `gemm_tflops` is
     /// count × FLOPs ÷ this time.
-    pub gemm_count: usize,
-    pub gemm_ms: f64,
+    pub(crate) gemm_count: usize,
+    pub(crate) gemm_ms: f64,
     /// Side-op bytes over their summed durations, GB/s (collective algbw, copy bandwidth).
     pub side_gbs: f64,
 }
@@ -292,6 +297,9 @@ fn ratio(num: f64, den: f64) -> f64 {
     }
 }
 
+/// The means over the measured iterations: stream busy times and overlap from the JSONL
+/// `lines` (as the Python aorta computes them), GEMM and side-op rates from the event times
+/// of `iters`.
 pub fn summary<W: Workload>(w: &W, lines: &[Value], iters: &[IterTiming]) -> Summary {
     let n = lines.len().max(1) as f64;
     let get = |l: &Value, p: &str| l.pointer(p).and_then(Value::as_f64).unwrap_or(0.0);

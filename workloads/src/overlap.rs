@@ -5,11 +5,11 @@ use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The stream whose overlap with every other stream is reported.
-pub const COMPUTE: &str = "compute";
+pub(crate) const COMPUTE: &str = "compute";
 
 /// One timed operation, ms relative to the iteration's start event.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Range {
+pub(crate) struct Range {
     pub stream: String,
     pub tag: String,
     pub start_ms: f64,
@@ -19,7 +19,7 @@ pub struct Range {
 }
 
 impl Range {
-    pub fn new(stream: &str, tag: &str, start_ms: f64, end_ms: f64) -> Self {
+    pub(crate) fn new(stream: &str, tag: &str, start_ms: f64, end_ms: f64) -> Self {
         Range {
             stream: stream.into(),
             tag: tag.into(),
@@ -33,7 +33,7 @@ impl Range {
 
 /// A maximal interval during which the same set of streams is busy.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Segment {
+pub(crate) struct Segment {
     pub start_ms: f64,
     pub end_ms: f64,
     pub active_streams: Vec<String>,
@@ -41,7 +41,7 @@ pub struct Segment {
 
 /// `profile.overlap` of one iteration.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct Overlap {
+pub(crate) struct Overlap {
     /// Busy time per stream (only streams with ranges).
     pub per_stream_ms: BTreeMap<String, f64>,
     /// `compute_comm` (compute busy while any other stream is), `compute_<stream>` for the
@@ -58,7 +58,7 @@ pub struct Overlap {
 /// `idle` counts gaps between ranges (no stream busy, after the first range started and
 /// before the last ended); when there is no such gap it is the tail from the last range's end
 /// to `total_ms` — the Python tool's rule.
-pub fn compute(ranges: &[Range], total_ms: f64) -> Overlap {
+pub(crate) fn compute(ranges: &[Range], total_ms: f64) -> Overlap {
     let mut out = Overlap::default();
     if ranges.is_empty() {
         return out;

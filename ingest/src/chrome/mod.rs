@@ -10,8 +10,8 @@
 //! Timestamps stay on the trace's own clock (µs text → exact ns); there is no base time.
 //! Steps come only from `--step-marker`, through a walk made first (`steps`).
 
-pub mod slices;
-pub mod steps;
+mod slices;
+mod steps;
 
 use crate::format::Format;
 use std::collections::BTreeSet;
@@ -104,7 +104,7 @@ impl Visitor for PidScan {
     }
 }
 
-pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
+pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
     let hasher = job.content_hash.is_none().then(Hasher::default);
     // Whichever pass reads the file first hashes it.
     let mut unhashed = hasher.clone();

@@ -34,7 +34,7 @@ const CPU_ARGS: [&[u8]; 2] = [b"correlation", b"External id"];
 
 /// Which table a slice goes to, with the `args` it needs there.
 #[derive(Debug, Clone)]
-pub enum Target {
+pub(crate) enum Target {
     Cpu {
         category: CpuCategory,
         correlation: Option<i64>,
@@ -55,7 +55,7 @@ pub enum Target {
 }
 
 /// A slice with its times resolved, ready to become a row.
-pub struct Slice<'s> {
+pub(crate) struct Slice<'s> {
     pub name: &'s str,
     pub target: Target,
     pub pid: Option<i64>,
@@ -69,7 +69,7 @@ pub struct Slice<'s> {
 
 /// An open `B`, waiting for its `E`.
 #[derive(Debug, Clone)]
-pub struct Open {
+pub(crate) struct Open {
     pub name: String,
     pub target: Target,
     pub pid: Option<i64>,
@@ -80,7 +80,7 @@ pub struct Open {
 }
 
 /// A `B` or `E`, in file order.
-pub enum Edge {
+pub(crate) enum Edge {
     Begin((i64, i64), Box<Open>),
     End {
         thread: (i64, i64),
@@ -91,13 +91,13 @@ pub enum Edge {
 
 /// What one worker produced from a run of events.
 #[derive(Default)]
-pub struct Part {
+pub(crate) struct Part {
     pub batch: Batch,
     pub edges: Vec<Edge>,
 }
 
 /// The first Kineto category in a (comma-separated) `cat`, as a table and its `args`.
-pub fn target(ev: &Ev) -> Target {
+pub(crate) fn target(ev: &Ev) -> Target {
     let cat = ev
         .cat
         .split(|&b| b == b',')
@@ -162,7 +162,7 @@ fn stream_from_tid(tid: &[u8]) -> Option<i64> {
 }
 
 /// An event's name as text (empty when missing).
-pub fn name(ev: &Ev) -> String {
+pub(crate) fn name(ev: &Ev) -> String {
     ev.name
         .and_then(trace_event::text)
         .unwrap_or_default()
@@ -170,13 +170,13 @@ pub fn name(ev: &Ev) -> String {
 }
 
 /// The thread a `B`/`E` belongs to: (pid, tid), string ids hashed.
-pub fn thread(ev: &Ev) -> (i64, i64) {
+pub(crate) fn thread(ev: &Ev) -> (i64, i64) {
     (pid_key(ev.pid), pid_key(ev.tid))
 }
 
 /// Reads one parsed event into `part`: rows for `X` and instants (with their steps when
 /// `links` has them), edges for `B`/`E`.
-pub fn event(ev: &Ev, part: &mut Part, off: u64, links: Option<&Links>) {
+pub(crate) fn event(ev: &Ev, part: &mut Part, off: u64, links: Option<&Links>) {
     let diag = &mut part.batch.diag;
     let at = Some(off as i64);
     match ev.ph {
@@ -274,7 +274,7 @@ fn duration(ev: &Ev, diag: &mut Diagnostics, at: Option<i64>) -> i64 {
 
 /// Appends a slice's row to `b` (classified later, by `classify`), with its step when
 /// `links` has them (`--step-marker`, `steps`).
-pub fn push(b: &mut Batch, s: Slice, links: Option<&Links>) {
+pub(crate) fn push(b: &mut Batch, s: Slice, links: Option<&Links>) {
     let at = Some(s.off as i64);
     if s.raw_end < s.start {
         let d = s.raw_end - s.start;
@@ -360,7 +360,7 @@ fn gpu_row(
 }
 
 /// Sets the category (and collective kind) of every GPU row of `b`.
-pub fn classify(b: &mut Batch, classifier: &Classifier) {
+pub(crate) fn classify(b: &mut Batch, classifier: &Classifier) {
     let mut seen = FxHashMap::default();
     for r in &mut b.gpu {
         let (category, op) = *seen
@@ -373,13 +373,13 @@ pub fn classify(b: &mut Batch, classifier: &Classifier) {
 
 /// Open `B`s per thread, across the whole file.
 #[derive(Default)]
-pub struct Pairs {
+pub(crate) struct Pairs {
     open: FxHashMap<(i64, i64), Vec<Open>>,
 }
 
 impl Pairs {
     /// Pairs `part`'s edges in order, adding the finished slices to its batch.
-    pub fn take(&mut self, part: &mut Part, links: Option<&Links>) {
+    pub(crate) fn take(&mut self, part: &mut Part, links: Option<&Links>) {
         for edge in part.edges.drain(..) {
             match edge {
                 Edge::Begin(thread, open) => self.open.entry(thread).or_default().push(*open),
@@ -397,7 +397,7 @@ impl Pairs {
     }
 
     /// The `B`s never closed: counted (first one as the example), not written.
-    pub fn finish(self, diag: &mut Diagnostics) {
+    pub(crate) fn finish(self, diag: &mut Diagnostics) {
         let mut left: Vec<Open> = self.open.into_values().flatten().collect();
         left.sort_by_key(|o| o.off);
         if let Some(first) = left.first() {

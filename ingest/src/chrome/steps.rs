@@ -42,14 +42,14 @@ enum Edge {
 
 /// What a worker found in a run of events.
 #[derive(Default)]
-pub struct ScanPart {
+pub(crate) struct ScanPart {
     partial: Partial,
     edges: Vec<Edge>,
     pids: BTreeSet<i64>,
 }
 
 /// The walk that collects the step spans and launches (and the pids, for `--rank-map`).
-pub struct StepScan {
+pub(crate) struct StepScan {
     marker: StepMarker,
     links: Links,
     /// Open `B`s per thread, across the whole file.
@@ -61,7 +61,7 @@ pub struct StepScan {
 }
 
 impl StepScan {
-    pub fn new(marker: StepMarker, want_pids: bool) -> StepScan {
+    pub(crate) fn new(marker: StepMarker, want_pids: bool) -> StepScan {
         StepScan {
             marker,
             links: Links::default(),
@@ -72,7 +72,7 @@ impl StepScan {
     }
 
     /// The links, spans sorted and every launch given its step.
-    pub fn finish(mut self) -> Links {
+    pub(crate) fn finish(mut self) -> Links {
         self.links.finish();
         self.links
     }
@@ -184,7 +184,7 @@ impl Visitor for StepScan {
 }
 
 /// A CPU row's step: the span its start lies in, in its process.
-pub fn cpu_step(
+pub(crate) fn cpu_step(
     links: &Links,
     pid: i64,
     start: i64,
@@ -201,7 +201,7 @@ pub fn cpu_step(
 
 /// A GPU row's step: that of its launch (the runtime call of its correlation), else its
 /// GPU start against the GPU-side spans (the CPU ones if none), as Kineto's reader does.
-pub fn gpu_step(
+pub(crate) fn gpu_step(
     links: &Links,
     corr: Option<i64>,
     start: i64,

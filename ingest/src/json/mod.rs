@@ -14,18 +14,18 @@ mod short;
 
 /// Why a read stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum JsonError {
+pub(crate) enum JsonError {
     /// The slice ended before the value did: more input may complete it.
     Incomplete,
     /// The bytes at `offset` (relative to the slice) are not what JSON allows here.
     Syntax { offset: usize, msg: &'static str },
 }
 
-pub type JResult<T> = Result<T, JsonError>;
+pub(crate) type JResult<T> = Result<T, JsonError>;
 
 /// A read position inside one byte slice.
 #[derive(Clone)]
-pub struct Cursor<'a> {
+pub(crate) struct Cursor<'a> {
     pub b: &'a [u8],
     pub i: usize,
 }
@@ -35,18 +35,18 @@ fn syntax<T>(offset: usize, msg: &'static str) -> JResult<T> {
 }
 
 impl<'a> Cursor<'a> {
-    pub fn new(b: &'a [u8]) -> Self {
+    pub(crate) fn new(b: &'a [u8]) -> Self {
         Cursor { b, i: 0 }
     }
 
-    pub fn at(b: &'a [u8], i: usize) -> Self {
+    pub(crate) fn at(b: &'a [u8], i: usize) -> Self {
         Cursor { b, i }
     }
 
     /// Skips blanks. Any byte up to space counts: besides the four JSON blanks those are
     /// control bytes, which JSON forbids outside strings anyway (one compare, not four).
     #[inline]
-    pub fn ws(&mut self) {
+    pub(crate) fn ws(&mut self) {
         while let Some(&c) = self.b.get(self.i) {
             if c > b' ' {
                 break;
@@ -57,13 +57,13 @@ impl<'a> Cursor<'a> {
 
     /// Next non-blank byte, without consuming it.
     #[inline]
-    pub fn peek(&mut self) -> JResult<u8> {
+    pub(crate) fn peek(&mut self) -> JResult<u8> {
         self.ws();
         self.b.get(self.i).copied().ok_or(JsonError::Incomplete)
     }
 
     #[inline]
-    pub fn expect(&mut self, c: u8, msg: &'static str) -> JResult<()> {
+    pub(crate) fn expect(&mut self, c: u8, msg: &'static str) -> JResult<()> {
         if self.peek()? == c {
             self.i += 1;
             Ok(())
@@ -74,7 +74,7 @@ impl<'a> Cursor<'a> {
 
     /// After `{` or `,`: the next key, or `None` at `}`.
     #[inline]
-    pub fn next_key(&mut self, first: bool) -> JResult<Option<Cow<'a, str>>> {
+    pub(crate) fn next_key(&mut self, first: bool) -> JResult<Option<Cow<'a, str>>> {
         let c = self.peek()?;
         if c == b'}' {
             self.i += 1;
@@ -98,7 +98,7 @@ impl<'a> Cursor<'a> {
 
     /// Like `next_key`, but the key's raw bytes (keys aorta looks for have no escapes).
     #[inline]
-    pub fn next_key_raw(&mut self, first: bool) -> JResult<Option<&'a [u8]>> {
+    pub(crate) fn next_key_raw(&mut self, first: bool) -> JResult<Option<&'a [u8]>> {
         prefetch(self.b, self.i + PREFETCH_AHEAD);
         match self.member_fast(first) {
             Some((k, v)) => {
@@ -116,7 +116,7 @@ impl<'a> Cursor<'a> {
     /// (as `skip_value` returns them), or `None` at the object's end. Errors as
     /// `next_key_raw` then `skip_value` give them.
     #[inline]
-    pub fn next_member_raw(&mut self, first: bool) -> JResult<Option<(&'a [u8], &'a [u8])>> {
+    pub(crate) fn next_member_raw(&mut self, first: bool) -> JResult<Option<(&'a [u8], &'a [u8])>> {
         prefetch(self.b, self.i + PREFETCH_AHEAD);
         let k = match self.member_fast(first) {
             Some((k, Some(v))) => return Ok(Some((k, v))),
@@ -207,7 +207,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// Reads a string at the cursor (which must be on `"`), unescaping only when needed.
-    pub fn string(&mut self) -> JResult<Cow<'a, str>> {
+    pub(crate) fn string(&mut self) -> JResult<Cow<'a, str>> {
         let start = self.i;
         let (raw, escaped) = self.string_raw()?;
         if !escaped {
@@ -224,7 +224,7 @@ impl<'a> Cursor<'a> {
 
     /// The bytes between the quotes, and whether they contain escapes.
     #[inline]
-    pub fn string_raw(&mut self) -> JResult<(&'a [u8], bool)> {
+    pub(crate) fn string_raw(&mut self) -> JResult<(&'a [u8], bool)> {
         debug_assert_eq!(self.b.get(self.i), Some(&b'"'));
         let start = self.i + 1;
         // Keys and most values are short: one 32-byte look (see `short`) usually finds the
@@ -268,7 +268,7 @@ impl<'a> Cursor<'a> {
 
     /// The text of a scalar (number, `true`, `false`, `null`) at the cursor.
     #[inline]
-    pub fn scalar_text(&mut self) -> JResult<&'a [u8]> {
+    pub(crate) fn scalar_text(&mut self) -> JResult<&'a [u8]> {
         let start = self.i;
         let mut j = start;
         // Numbers are short: one 32-byte look (see `short`) usually finds their end.
@@ -301,7 +301,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// Skips one value of any type and returns its bytes.
-    pub fn skip_value(&mut self) -> JResult<&'a [u8]> {
+    pub(crate) fn skip_value(&mut self) -> JResult<&'a [u8]> {
         let start = {
             self.ws();
             self.i
@@ -324,7 +324,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// Skips the rest of the object whose key/value list the cursor is inside.
-    pub fn skip_rest_of_object(&mut self) -> JResult<()> {
+    pub(crate) fn skip_rest_of_object(&mut self) -> JResult<()> {
         self.close(b'{', 1)
     }
 
@@ -418,10 +418,10 @@ fn hex4(h: &[u8]) -> Option<u32> {
 /// The largest time (in magnitude) aorta reads, in ns: 3·10¹⁸, the year 2065 as Unix time
 /// or 95 years as a relative one. A time past it is unusable, so any sum of three times
 /// (a base time + a timestamp + a duration) fits in i64 and no reader's addition overflows.
-pub const TIME_LIMIT_NS: i64 = 3_000_000_000_000_000_000;
+pub(crate) const TIME_LIMIT_NS: i64 = 3_000_000_000_000_000_000;
 
 /// Whether `ns` is a time aorta can add without overflow (`TIME_LIMIT_NS`).
-pub fn usable_time(ns: i64) -> bool {
+pub(crate) fn usable_time(ns: i64) -> bool {
     (-TIME_LIMIT_NS..=TIME_LIMIT_NS).contains(&ns)
 }
 
@@ -430,7 +430,7 @@ pub fn usable_time(ns: i64) -> bool {
 /// `1712195495507888.958` → `1712195495507888958`. Digits past the third decimal are
 /// rounded half away from zero; an exponent falls back to f64 (only hand-written traces use
 /// one, and their values are small). `None` past `TIME_LIMIT_NS`.
-pub fn us_text_to_ns(t: &[u8]) -> Option<i64> {
+pub(crate) fn us_text_to_ns(t: &[u8]) -> Option<i64> {
     short_us_to_ns(t)
         .or_else(|| us_text_to_ns_any(t))
         .filter(|&ns| usable_time(ns))
@@ -521,7 +521,7 @@ fn us_text_to_ns_any(t: &[u8]) -> Option<i64> {
 }
 
 /// Parses an integer written as digits (no sign).
-pub fn digits(t: &[u8]) -> Option<i64> {
+pub(crate) fn digits(t: &[u8]) -> Option<i64> {
     if t.is_empty() {
         return None;
     }
@@ -536,7 +536,7 @@ pub fn digits(t: &[u8]) -> Option<i64> {
 }
 
 /// An integer from a JSON value's text: `42`, `-3`, `"42"`, `"0x1f"`, or `42.0`.
-pub fn int_from_value(v: &[u8]) -> Option<i64> {
+pub(crate) fn int_from_value(v: &[u8]) -> Option<i64> {
     short_int(v).or_else(|| int_from_any(v))
 }
 

@@ -15,7 +15,7 @@ use crate::step_span::{Span, StepMarker};
 use crate::trace_event::{self, pid_key, Cat, Ev};
 
 /// What every worker shares.
-pub struct Ctx<'a> {
+pub(crate) struct Ctx<'a> {
     pub classifier: &'a Classifier,
     pub step_marker: &'a StepMarker,
 }
@@ -64,7 +64,7 @@ const CPU_ARGS: [&[u8]; 6] = [
 /// What one worker accumulates: rows and what their steps wait for, the step spans and
 /// launches it met, and the classification of each name it has seen.
 #[derive(Default)]
-pub struct Part {
+pub(crate) struct Part {
     pub batch: Batch,
     pub waits: Waits,
     pub links: Partial,
@@ -76,7 +76,7 @@ pub struct Part {
 impl Part {
     /// A part for about `bytes` bytes of events, its row buffers sized for them (growing
     /// them row by row copied every row about once more: 2.5 % of the instructions).
-    pub fn for_bytes(bytes: usize) -> Part {
+    pub(crate) fn for_bytes(bytes: usize) -> Part {
         // The benchmark trace (a real FSDP2 profile) has a CPU row per ~540 bytes and a GPU
         // row per ~3,000; reserve a little more.
         let (cpu, gpu) = (bytes / 400, bytes / 2000);
@@ -101,7 +101,12 @@ struct Worker<'p, 'c, 'l> {
 }
 
 /// Reads the event at the cursor into `part`'s rows.
-pub fn event(ctx: &Ctx, c: &mut Cursor<'_>, part: &mut Part, off: u64) -> Result<(), JsonError> {
+pub(crate) fn event(
+    ctx: &Ctx,
+    c: &mut Cursor<'_>,
+    part: &mut Part,
+    off: u64,
+) -> Result<(), JsonError> {
     // Flows, metadata and instants other than the allocator's are counted, never read past
     // their `ph` and `cat`.
     let (ev, _) = trace_event::parse_if(c, |ph, cat| ph == b"X" || memory::may_be(ph, cat))?;

@@ -19,7 +19,7 @@ use crate::walk::Visitor;
 
 /// The top-level keys aorta keeps.
 #[derive(Debug, Default, Clone)]
-pub struct Meta {
+pub(crate) struct Meta {
     pub base_time_ns: Option<i64>,
     pub rank: Option<i64>,
     pub world_size: Option<i64>,
@@ -63,7 +63,7 @@ const VERSION_KEYS: &[&str] = &[
 ];
 
 impl Meta {
-    pub fn take(&mut self, key: &str, raw: &[u8]) {
+    pub(crate) fn take(&mut self, key: &str, raw: &[u8]) {
         match key {
             // A base past `TIME_LIMIT_NS` is no time: the trace stays relative.
             "baseTimeNanoseconds" => {
@@ -110,11 +110,11 @@ fn json_int(v: &serde_json::Value) -> Option<i64> {
 /// Each costs ~400 B until the file is written (its span, its per-step aggregates, its
 /// `steps` row), so without a limit a trace of 10⁷ empty steps (1 GB of JSON) took 4 GB.
 /// Real profiles hold thousands.
-pub const MAX_STEP_SPANS: usize = 1_000_000;
+pub(crate) const MAX_STEP_SPANS: usize = 1_000_000;
 
 /// The spans and launches of a run of events.
 #[derive(Default)]
-pub struct Partial {
+pub(crate) struct Partial {
     cpu_spans: Vec<(i64, Span)>,
     gpu_spans: Vec<Span>,
     launches: Vec<(i64, i64, i64)>,
@@ -124,26 +124,26 @@ pub struct Partial {
 
 impl Partial {
     /// A `ProfilerStep#N` annotation of process `pid` (a `pid_key`) at byte `off`.
-    pub fn cpu_span(&mut self, pid: i64, span: Span, off: u64) {
+    pub(crate) fn cpu_span(&mut self, pid: i64, span: Span, off: u64) {
         self.cpu_spans.push((pid, span));
         self.last_span_off = off;
     }
 
     /// A GPU-side step annotation (`gpu_user_annotation`) at byte `off`.
-    pub fn gpu_span(&mut self, span: Span, off: u64) {
+    pub(crate) fn gpu_span(&mut self, span: Span, off: u64) {
         self.gpu_spans.push(span);
         self.last_span_off = off;
     }
 
     /// A runtime or driver call with correlation `corr`, at `ts` in process `pid`.
-    pub fn launch(&mut self, corr: i64, ts: i64, pid: i64) {
+    pub(crate) fn launch(&mut self, corr: i64, ts: i64, pid: i64) {
         self.launches.push((corr, ts, pid));
     }
 }
 
 /// The links of a whole file.
 #[derive(Debug, Default)]
-pub struct Links {
+pub(crate) struct Links {
     pub meta: Meta,
     cpu_spans: FxHashMap<i64, Vec<Span>>,
     all_cpu_spans: Vec<Span>,
@@ -156,17 +156,17 @@ pub struct Links {
 }
 
 impl Links {
-    pub fn has_steps(&self) -> bool {
+    pub(crate) fn has_steps(&self) -> bool {
         !self.all_cpu_spans.is_empty() || !self.gpu_spans.is_empty()
     }
 
     /// Every CPU step span (all processes), sorted by start.
-    pub fn cpu_spans(&self) -> &[Span] {
+    pub(crate) fn cpu_spans(&self) -> &[Span] {
         &self.all_cpu_spans
     }
 
     /// The step of a CPU time in process `pid` (any thread).
-    pub fn step_at(&self, pid: i64, ts: i64) -> Option<i64> {
+    pub(crate) fn step_at(&self, pid: i64, ts: i64) -> Option<i64> {
         lookup(self.spans_of(pid), ts)
     }
 
@@ -178,7 +178,7 @@ impl Links {
     }
 
     /// `step_at`, answered from `cache` when `ts` falls where the last answer does.
-    pub fn step_at_cached(&self, cache: &mut StepCache, pid: i64, ts: i64) -> Option<i64> {
+    pub(crate) fn step_at_cached(&self, cache: &mut StepCache, pid: i64, ts: i64) -> Option<i64> {
         if let Some(c) = cache.0.filter(|c| c.pid == pid && c.lo <= ts && ts <= c.hi) {
             return Some(c.step);
         }
@@ -198,7 +198,7 @@ impl Links {
     }
 
     /// `Some(step)` when a runtime call with this correlation exists.
-    pub fn launch_step(&self, corr: i64) -> Option<Option<i64>> {
+    pub(crate) fn launch_step(&self, corr: i64) -> Option<Option<i64>> {
         self.launch_steps
             .binary_search_by_key(&corr, |e| e.0)
             .ok()
@@ -206,7 +206,7 @@ impl Links {
     }
 
     /// The fallback: a GPU time against the GPU-side step spans (CPU spans if none).
-    pub fn gpu_step_at(&self, ts: i64) -> Option<i64> {
+    pub(crate) fn gpu_step_at(&self, ts: i64) -> Option<i64> {
         if self.gpu_spans.is_empty() {
             lookup(&self.all_cpu_spans, ts)
         } else {
@@ -216,7 +216,7 @@ impl Links {
 
     /// Adds what a run of events noted (runs are absorbed in file order); an error past
     /// `MAX_STEP_SPANS` step annotations.
-    pub fn absorb(&mut self, p: Partial) -> Result<(), ParseErr> {
+    pub(crate) fn absorb(&mut self, p: Partial) -> Result<(), ParseErr> {
         self.span_count += p.cpu_spans.len() + p.gpu_spans.len();
         if self.span_count > MAX_STEP_SPANS {
             return Err(ParseErr::new(
@@ -233,7 +233,7 @@ impl Links {
     }
 
     /// Sorts the spans and gives each launch its step, once every event has been absorbed.
-    pub fn finish(&mut self) {
+    pub(crate) fn finish(&mut self) {
         for spans in self.cpu_spans.values_mut() {
             spans.sort_by_key(|s| (s.start, s.end));
         }
@@ -255,7 +255,7 @@ impl Links {
 /// A worker's last `step_at_cached` answer: ops of a thread come in time order, so most
 /// lookups land in the same span and skip the hash lookup and the binary search.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct StepCache(Option<Cached>);
+pub(crate) struct StepCache(Option<Cached>);
 
 #[derive(Debug, Clone, Copy)]
 struct Cached {
@@ -280,14 +280,16 @@ fn lookup(spans: &[Span], ts: i64) -> Option<i64> {
 /// it notes in full): the strict re-read of a file that failed (see `kineto::first_error`),
 /// and the reference the row walk's notes are tested against.
 #[derive(Default)]
-pub struct LinkPass {
+pub(crate) struct LinkPass {
     pub links: Links,
     /// Which annotation ranges are steps.
     pub marker: StepMarker,
 }
 
 impl LinkPass {
-    pub fn finish(mut self) -> Links {
+    /// The links, settled (the tests' reference for the row walk's notes).
+    #[cfg(test)]
+    pub(crate) fn finish(mut self) -> Links {
         self.links.finish();
         self.links
     }
@@ -321,7 +323,7 @@ impl Visitor for LinkPass {
 }
 
 /// Notes the span or launch a slice event (at byte `off`) is, if it is one.
-pub fn note(p: &mut Partial, ev: &Ev, marker: &StepMarker, off: u64) {
+pub(crate) fn note(p: &mut Partial, ev: &Ev, marker: &StepMarker, off: u64) {
     let cat = Cat::of(ev.cat);
     let Some(ts) = ev.ts.and_then(trace_event::micros) else {
         return;

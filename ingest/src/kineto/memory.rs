@@ -17,10 +17,10 @@ use crate::writer::{write_all, Cols};
 use super::links::Links;
 
 /// The event's name, as a raw JSON value (quotes kept).
-pub const NAME: &[u8] = b"\"[memory]\"";
+pub(crate) const NAME: &[u8] = b"\"[memory]\"";
 
 /// The `cat` Kineto gives them.
-pub const CAT: &[u8] = b"cpu_instant_event";
+pub(crate) const CAT: &[u8] = b"cpu_instant_event";
 
 /// The args read, in `MemEvent` order.
 const ARGS: [&[u8]; 6] = [
@@ -58,7 +58,7 @@ const DEVICE_TYPES: &[(i64, &str)] = &[
 ];
 
 /// The name of a c10 device type code (`type N` for one not in the table).
-pub fn device_type_name(code: i64) -> String {
+pub(crate) fn device_type_name(code: i64) -> String {
     DEVICE_TYPES
         .iter()
         .find(|(c, _)| *c == code)
@@ -67,7 +67,7 @@ pub fn device_type_name(code: i64) -> String {
 
 /// One `[memory]` event, its time trace-relative.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MemEvent {
+pub(crate) struct MemEvent {
     pub ts: i64,
     pub pid_key: i64,
     pub device_type: i64,
@@ -80,12 +80,12 @@ pub struct MemEvent {
 
 /// Whether a `ph`/`cat` pair may be a memory event (the rest of the event is then read).
 #[inline]
-pub fn may_be(ph: &[u8], cat: &[u8]) -> bool {
+pub(crate) fn may_be(ph: &[u8], cat: &[u8]) -> bool {
     ph == b"i" && cat == CAT
 }
 
 /// The memory event `ev` is, if it is one with a usable `ts` (`None` otherwise).
-pub fn read(ev: &Ev) -> Option<MemEvent> {
+pub(crate) fn read(ev: &Ev) -> Option<MemEvent> {
     if ev.name != Some(NAME) || !may_be(ev.ph, ev.cat) {
         return None;
     }
@@ -130,7 +130,7 @@ fn args(raw: &[u8]) -> [Option<&[u8]>; ARGS.len()] {
 
 /// Writes the `memory` part of one file (none when it has no memory events): times made
 /// absolute with `base`, each event's step looked up in `links`.
-pub fn write(
+pub(crate) fn write(
     events: &[MemEvent],
     links: &Links,
     base: i64,

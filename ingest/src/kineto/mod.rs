@@ -5,10 +5,10 @@
 //! noting the metadata, step spans and launches as they go (`links`); the rows wait in a
 //! spill file until those are all known (`pending`), then go to the sink with their steps.
 
-pub mod extract;
-pub mod links;
-pub mod memory;
-pub mod pending;
+mod extract;
+pub(crate) mod links;
+mod memory;
+mod pending;
 
 use crate::format::Format;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -77,7 +77,7 @@ impl Visitor for RowPass<'_> {
     }
 }
 
-pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
+pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
     let t0 = std::time::Instant::now();
     // A new file is hashed as the walk reads it, not by a separate read.
     let hasher = job.content_hash.is_none().then(Hasher::default);
@@ -195,7 +195,7 @@ fn describe(info: &mut RunInfo, meta: &Meta, out: &crate::sink::SinkOut, events:
 
 /// `cuda`, `rocm` or `unknown`: version keys first, then the device name, then warp size,
 /// then the runtime API names seen in the trace.
-pub fn platform(
+pub(crate) fn platform(
     versions: &[(String, String)],
     device: Option<&str>,
     warp: Option<i64>,

@@ -30,7 +30,7 @@ use crate::sink::{Parts, Sink, SinkOut};
 
 /// What a CPU row's step waits for.
 #[derive(Debug, Clone, Copy)]
-pub struct CpuWait {
+pub(crate) struct CpuWait {
     pub pid_key: i64,
     /// Stream offset of the event, for diagnostics.
     pub off: u64,
@@ -39,7 +39,7 @@ pub struct CpuWait {
 /// Per row of a batch, in the same order: what its step waits for (a GPU row: its launch,
 /// found by the row's correlation; the offset is for diagnostics).
 #[derive(Debug, Default)]
-pub struct Waits {
+pub(crate) struct Waits {
     pub cpu: Vec<CpuWait>,
     pub gpu: Vec<u64>,
 }
@@ -147,7 +147,7 @@ fn get<T>(v: T, bit: u32, flags: u32) -> Option<T> {
 
 /// The spill files being written (owned by the spill thread): one per table, so that the
 /// two tables can be settled and written at once.
-pub struct Spill {
+pub(crate) struct Spill {
     gpu_out: File,
     cpu_out: File,
     /// Where the files are, for error messages (they have no names of their own).
@@ -161,7 +161,7 @@ pub struct Spill {
 }
 
 /// Written spill files, ready to be settled.
-pub struct Spilled {
+pub(crate) struct Spilled {
     gpu: File,
     cpu: File,
     dir: PathBuf,
@@ -173,7 +173,7 @@ pub struct Spilled {
 
 impl Spill {
     /// Unnamed temporary files in `dir` (removed by the OS when closed, even on a crash).
-    pub fn create(dir: &Path) -> Result<Spill> {
+    pub(crate) fn create(dir: &Path) -> Result<Spill> {
         let io = |e| IngestError::io(dir, e);
         std::fs::create_dir_all(dir).map_err(io)?;
         // Unbuffered: a batch's records go to the kernel in one write, and come back in one
@@ -192,7 +192,7 @@ impl Spill {
     }
 
     /// Appends one batch (its strings re-mapped into the spill's own table).
-    pub fn add(&mut self, batch: Batch, waits: Waits) -> Result<()> {
+    pub(crate) fn add(&mut self, batch: Batch, waits: Waits) -> Result<()> {
         let (gpu, cpu, diag) = batch.remap(&mut self.strings);
         self.diag.merge(diag);
         let mut recs = std::mem::take(&mut self.gpu);
@@ -218,7 +218,7 @@ impl Spill {
     }
 
     /// Rewinds the files for reading.
-    pub fn finish(self) -> Result<Spilled> {
+    pub(crate) fn finish(self) -> Result<Spilled> {
         let dir = self.dir;
         let io = |e| IngestError::io(&dir, e);
         let rewind = |mut file: File| -> Result<File> {
@@ -319,10 +319,13 @@ fn cpu_rec(r: &CpuRow, w: &CpuWait) -> CpuRec {
 }
 
 /// Batches the walk may queue for the spill thread (see `writer_thread::WRITER_QUEUE`).
-pub type Sender = SyncSender<(Batch, Waits)>;
+pub(crate) type Sender = SyncSender<(Batch, Waits)>;
 
 /// The spill thread: owns the spill file until the channel closes.
-pub fn spawn(dir: &Path, failed: Arc<AtomicBool>) -> Result<(Sender, JoinHandle<Result<Spilled>>)> {
+pub(crate) fn spawn(
+    dir: &Path,
+    failed: Arc<AtomicBool>,
+) -> Result<(Sender, JoinHandle<Result<Spilled>>)> {
     let mut spill = Spill::create(dir)?;
     let (tx, rx) = sync_channel::<(Batch, Waits)>(crate::writer_thread::WRITER_QUEUE);
     let handle = std::thread::spawn(move || {
@@ -339,7 +342,7 @@ pub fn spawn(dir: &Path, failed: Arc<AtomicBool>) -> Result<(Sender, JoinHandle<
 
 /// Reads the spilled batches back in file order, gives every row its step and absolute
 /// times (`base` added), and writes them through two sinks, one per table, on two threads.
-pub fn settle(s: Spilled, links: &Links, base: i64, parts: &Parts) -> Result<SinkOut> {
+pub(crate) fn settle(s: Spilled, links: &Links, base: i64, parts: &Parts) -> Result<SinkOut> {
     let Spilled {
         gpu,
         cpu,

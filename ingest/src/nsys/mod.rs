@@ -24,13 +24,13 @@ use crate::error::{IngestError, Result};
 use crate::file::{FileJob, FileOutcome};
 
 /// Opens a database read-only, writing nothing beside it (`crate::sqlite`).
-pub fn open(path: &Path) -> Result<Connection> {
+pub(crate) fn open(path: &Path) -> Result<Connection> {
     crate::sqlite::open_read_only(path)
         .map_err(|e| IngestError::file(path, format!("opening SQLite database: {e}")))
 }
 
 /// Whether the database has a table (or view) of this name.
-pub fn has_table(conn: &Connection, name: &str) -> bool {
+pub(crate) fn has_table(conn: &Connection, name: &str) -> bool {
     conn.query_row(
         "SELECT 1 FROM sqlite_master WHERE type IN ('table', 'view') AND name = ?1",
         [name],
@@ -41,7 +41,7 @@ pub fn has_table(conn: &Connection, name: &str) -> bool {
 
 /// An Nsight Systems export: `StringIds` and either export metadata table or CUPTI activity
 /// (tables are created lazily, so no single activity table is guaranteed).
-pub fn is_nsys(conn: &Connection) -> bool {
+pub(crate) fn is_nsys(conn: &Connection) -> bool {
     has_table(conn, "StringIds")
         && [
             "META_DATA_EXPORT",
@@ -55,7 +55,7 @@ pub fn is_nsys(conn: &Connection) -> bool {
 
 /// What the export says about itself and its machine.
 #[derive(Debug, Default, Clone)]
-pub struct Meta {
+pub(crate) struct Meta {
     /// `TARGET_INFO_SESSION_START_TIME.utcEpochNs`: added to every timestamp.
     pub base_ns: Option<i64>,
     /// e.g. `nsys 2024.5.1.113, export schema 3.13.2`.
@@ -117,7 +117,7 @@ fn text(v: rusqlite::types::ValueRef<'_>) -> Option<String> {
     }
 }
 
-pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
+pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
     let sql = |e: rusqlite::Error| {
         IngestError::file(&job.path, format!("reading the Nsight Systems export: {e}"))
     };

@@ -20,7 +20,7 @@ use crate::rocprof::{Api, Dispatch, Emit, MemoryCopy};
 
 /// What a CSV file holds, from its header.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CsvKind {
+pub(crate) enum CsvKind {
     Kernel,
     Copy,
     Api,
@@ -48,7 +48,7 @@ fn columns(header: &csv::StringRecord) -> Vec<String> {
 }
 
 /// The kind of a file with this header.
-pub fn kind_of(cols: &[String]) -> CsvKind {
+pub(crate) fn kind_of(cols: &[String]) -> CsvKind {
     let has = |n: &str| cols.iter().any(|c| c == n);
     let timed = has("start_timestamp") && has("end_timestamp");
     if has("counter_name") {
@@ -79,7 +79,7 @@ fn reader(path: &Path) -> Result<csv::Reader<Box<dyn std::io::Read + Send>>> {
 }
 
 /// The kind of the CSV file at `path`, from its header line.
-pub fn sniff(path: &Path) -> Result<CsvKind> {
+pub(crate) fn sniff(path: &Path) -> Result<CsvKind> {
     let mut r = reader(path)?;
     match r.headers() {
         Ok(h) if h.len() > 1 => Ok(kind_of(&columns(h))),
@@ -96,13 +96,13 @@ fn prefix_of(path: &Path) -> Option<String> {
 
 /// One ingest job: a primary file and its siblings; or a file skipped, with the reason.
 #[derive(Debug, Clone)]
-pub enum Planned {
+pub(crate) enum Planned {
     Job(PathBuf, Vec<PathBuf>),
     Skip(PathBuf, String),
 }
 
 /// Forms the jobs of a set of CSV files (any directories), in the order given.
-pub fn group(files: &[PathBuf]) -> Result<Vec<Planned>> {
+pub(crate) fn group(files: &[PathBuf]) -> Result<Vec<Planned>> {
     let mut kinds = BTreeMap::new();
     for f in files {
         kinds.insert(f.clone(), sniff(f)?);
@@ -391,7 +391,7 @@ fn read_order(files: &[&Path], kinds: &[CsvKind]) -> Vec<usize> {
     order
 }
 
-pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
+pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
     let mut files: Vec<&Path> = vec![&job.path];
     files.extend(job.siblings.iter().map(PathBuf::as_path));
     let hash = job.hash()?;

@@ -427,7 +427,7 @@ fn walk(reader: &mut Reader, s: &mut Stream) -> Result<(), ParseErr> {
     s.expect_end()
 }
 
-pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
+pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
     let hasher = job.content_hash.is_none().then(Hasher::default);
     let win = Window::open(&job.path, job.progress.clone(), hasher.clone())
         .map_err(|e| IngestError::io(&job.path, e))?;

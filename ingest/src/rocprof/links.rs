@@ -34,7 +34,7 @@ const RCCL_KINDS: &[(&str, &str)] = &[
 ];
 
 /// The collective an RCCL API function launches.
-pub fn rccl_kind(function: &str) -> Option<&'static str> {
+pub(crate) fn rccl_kind(function: &str) -> Option<&'static str> {
     RCCL_KINDS
         .iter()
         .find(|(f, _)| *f == function)
@@ -43,7 +43,7 @@ pub fn rccl_kind(function: &str) -> Option<&'static str> {
 
 /// Spans, RCCL calls and launches noted from the API records.
 #[derive(Debug, Default)]
-pub struct ApiLinks {
+pub(crate) struct ApiLinks {
     marker: StepMarker,
     /// Sorted by start.
     spans: Vec<Span>,
@@ -57,7 +57,7 @@ pub struct ApiLinks {
 }
 
 /// What `note` needs of an API record.
-pub struct Call<'a> {
+pub(crate) struct Call<'a> {
     pub domain: &'a str,
     pub name: &'a str,
     pub tid: Option<i64>,
@@ -67,7 +67,7 @@ pub struct Call<'a> {
 }
 
 impl ApiLinks {
-    pub fn new(marker: StepMarker) -> ApiLinks {
+    pub(crate) fn new(marker: StepMarker) -> ApiLinks {
         ApiLinks {
             marker,
             ..ApiLinks::default()
@@ -75,7 +75,7 @@ impl ApiLinks {
     }
 
     /// The links a pre-pass found: the step spans and the step of every launch.
-    pub fn with_steps(
+    pub(crate) fn with_steps(
         marker: StepMarker,
         mut spans: Vec<Span>,
         launch_steps: CorrRuns,
@@ -91,7 +91,7 @@ impl ApiLinks {
 
     /// Notes what an API record is: a step span (a marker range the marker names), an RCCL
     /// collective call, and, for every other call with a thread and correlation id, a launch.
-    pub fn note(&mut self, c: &Call) {
+    pub(crate) fn note(&mut self, c: &Call) {
         if super::is_marker(c.domain) {
             self.note_span(c);
         }
@@ -103,7 +103,7 @@ impl ApiLinks {
     }
 
     /// The step span a marker range is, if the marker names it.
-    pub fn note_span(&mut self, c: &Call) {
+    pub(crate) fn note_span(&mut self, c: &Call) {
         let Some(step) = self.marker.step(c.name.as_bytes()) else {
             return;
         };
@@ -122,7 +122,7 @@ impl ApiLinks {
 
     /// Notes an RCCL collective call; whether the record is of the RCCL domain (an RCCL
     /// record is never a launch).
-    pub fn note_rccl(&mut self, c: &Call) -> bool {
+    pub(crate) fn note_rccl(&mut self, c: &Call) -> bool {
         if !super::has_prefix(c.domain, "RCCL") {
             return false;
         }
@@ -136,23 +136,23 @@ impl ApiLinks {
     }
 
     /// The host call with correlation id `corr`, on thread `tid` at `start`.
-    pub fn note_launch(&mut self, corr: i64, tid: i64, start: i64) {
+    pub(crate) fn note_launch(&mut self, corr: i64, tid: i64, start: i64) {
         self.launches.insert(corr, (tid, start));
     }
 
     /// Sorts the RCCL calls; call once every API record is in, before the dispatches.
-    pub fn seal(&mut self) {
+    pub(crate) fn seal(&mut self) {
         for calls in self.rccl.values_mut() {
             calls.sort_by_key(|c| (c.0, c.1));
         }
     }
 
-    pub fn spans(&self) -> &[Span] {
+    pub(crate) fn spans(&self) -> &[Span] {
         &self.spans
     }
 
     /// The step whose span holds `ts` (the latest starting one).
-    pub fn step_at(&self, ts: i64) -> Option<i64> {
+    pub(crate) fn step_at(&self, ts: i64) -> Option<i64> {
         let n = self.spans.partition_point(|s| s.start <= ts);
         self.spans[..n]
             .iter()
@@ -162,7 +162,7 @@ impl ApiLinks {
     }
 
     /// The step whose span holds the launch of correlation id `corr`.
-    pub fn launch_step(&self, corr: Option<i64>) -> Option<i64> {
+    pub(crate) fn launch_step(&self, corr: Option<i64>) -> Option<i64> {
         // No spans, no step: no lookup per dispatch for captures without markers.
         if self.spans.is_empty() {
             return None;
@@ -174,7 +174,7 @@ impl ApiLinks {
     }
 
     /// The collective of the RCCL call around the launch of correlation id `corr`.
-    pub fn launch_rccl(&self, corr: Option<i64>) -> Option<&'static str> {
+    pub(crate) fn launch_rccl(&self, corr: Option<i64>) -> Option<&'static str> {
         if self.rccl.is_empty() {
             return None;
         }
@@ -183,7 +183,7 @@ impl ApiLinks {
     }
 
     /// The collective of the RCCL call that, on thread `tid`, encloses time `ts`.
-    pub fn rccl_at(&self, tid: i64, ts: i64) -> Option<&'static str> {
+    pub(crate) fn rccl_at(&self, tid: i64, ts: i64) -> Option<&'static str> {
         let calls = self.rccl.get(&tid)?;
         let n = calls.partition_point(|c| c.0 <= ts);
         calls[..n].iter().rev().find(|c| ts <= c.1).map(|c| c.2)

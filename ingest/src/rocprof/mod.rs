@@ -11,14 +11,14 @@
 //! default), and RCCL kernels' collectives from the RCCL API calls around their launches
 //! (`links`), the same way in all three readers; without markers `step` is null.
 
-pub mod csv;
+pub(crate) mod csv;
 mod held;
-pub mod json;
-pub mod links;
+pub(crate) mod json;
+mod links;
 mod prescan;
 mod records;
-pub mod rocpd;
-pub mod runs;
+pub(crate) mod rocpd;
+mod runs;
 mod stream;
 
 use crate::file::RankSource;
@@ -51,7 +51,7 @@ const QUEUE: usize = crate::sink::FLUSH_ROWS / BATCH_ROWS;
 
 /// A kernel dispatch, as every container writes it.
 #[derive(Debug, Clone, Default)]
-pub struct Dispatch<'a> {
+pub(crate) struct Dispatch<'a> {
     pub device: i64,
     pub stream: i64,
     pub name: &'a str,
@@ -68,7 +68,7 @@ pub struct Dispatch<'a> {
 
 /// A memory copy (`MEMORY_COPY_HOST_TO_DEVICE`…, the direction is its name).
 #[derive(Debug, Clone, Default)]
-pub struct MemoryCopy<'a> {
+pub(crate) struct MemoryCopy<'a> {
     pub device: i64,
     pub stream: i64,
     pub name: &'a str,
@@ -80,7 +80,7 @@ pub struct MemoryCopy<'a> {
 
 /// A host API call or marker range.
 #[derive(Debug, Clone, Default)]
-pub struct Api<'a> {
+pub(crate) struct Api<'a> {
     /// `HIP_RUNTIME_API_EXT`, `HSA_CORE_API`, `MARKER_CORE_API`, `RCCL_API`…
     pub domain: &'a str,
     pub name: &'a str,
@@ -94,7 +94,7 @@ pub struct Api<'a> {
 
 /// `cpu_ops.category` of an API domain: markers are user annotations, HSA is the driver
 /// layer under HIP, everything else (HIP, RCCL, rocDecode…) a runtime call.
-pub fn api_category(domain: &str) -> CpuCategory {
+pub(crate) fn api_category(domain: &str) -> CpuCategory {
     if is_marker(domain) {
         CpuCategory::UserAnnotation
     } else if has_prefix(domain, "HSA") {
@@ -106,24 +106,24 @@ pub fn api_category(domain: &str) -> CpuCategory {
 
 /// Whether `domain` starts with `prefix`, ASCII case ignored (no allocation: one call per
 /// API record).
-pub fn has_prefix(domain: &str, prefix: &str) -> bool {
+pub(crate) fn has_prefix(domain: &str, prefix: &str) -> bool {
     domain
         .get(..prefix.len())
         .is_some_and(|d| d.eq_ignore_ascii_case(prefix))
 }
 
 /// A marker (roctx) domain.
-pub fn is_marker(domain: &str) -> bool {
+pub(crate) fn is_marker(domain: &str) -> bool {
     has_prefix(domain, "MARKER") || has_prefix(domain, "ROCTX")
 }
 
 /// `0` is rocprof's "no external correlation".
-pub fn nonzero(v: Option<i64>) -> Option<i64> {
+pub(crate) fn nonzero(v: Option<i64>) -> Option<i64> {
     v.filter(|&x| x != 0)
 }
 
 /// Collects rows into batches for the writer thread.
-pub struct Emit<'a> {
+pub(crate) struct Emit<'a> {
     classifier: &'a Classifier,
     batch: Batch,
     tx: Option<SyncSender<Batch>>,
@@ -139,7 +139,7 @@ pub struct Emit<'a> {
 }
 
 impl<'a> Emit<'a> {
-    pub fn new(classifier: &'a Classifier, parts: &Parts) -> Emit<'a> {
+    pub(crate) fn new(classifier: &'a Classifier, parts: &Parts) -> Emit<'a> {
         let failed = Arc::new(AtomicBool::new(false));
         let (tx, writer) = crate::writer_thread::spawn_writer(parts.clone(), failed.clone(), QUEUE);
         Emit {
@@ -154,28 +154,28 @@ impl<'a> Emit<'a> {
         }
     }
 
-    pub fn classify(&self, kind: Kind, name: &str) -> Class {
+    pub(crate) fn classify(&self, kind: Kind, name: &str) -> Class {
         self.classifier.classify(kind, name)
     }
 
-    pub fn diag(&mut self, code: &'static str, example: impl FnOnce() -> String) {
+    pub(crate) fn diag(&mut self, code: &'static str, example: impl FnOnce() -> String) {
         self.events += 1;
         self.batch.diag.add(code, None, example);
     }
 
     /// A finding about a record that is still written.
-    pub fn diag_only(&mut self, code: &'static str, example: impl FnOnce() -> String) {
+    pub(crate) fn diag_only(&mut self, code: &'static str, example: impl FnOnce() -> String) {
         self.batch.diag.add(code, None, example);
     }
 
     /// `n` records of a kind aorta has no table for (memory allocations, PC samples…).
-    pub fn skipped(&mut self, n: u64, example: impl FnOnce() -> String) {
+    pub(crate) fn skipped(&mut self, n: u64, example: impl FnOnce() -> String) {
         self.events += n;
         self.batch.diag.add_n("skipped_category", n, None, example);
     }
 
     /// A dispatch whose class the caller already knows (readers cache it per kernel id).
-    pub fn kernel(&mut self, d: &Dispatch, class: Class) -> Result<()> {
+    pub(crate) fn kernel(&mut self, d: &Dispatch, class: Class) -> Result<()> {
         let name = self.batch.strings.id(d.name);
         self.push_kernel(d, class, name)
     }
@@ -184,7 +184,7 @@ impl<'a> Emit<'a> {
     /// interned once per batch and id instead of hashed and compared for every dispatch
     /// (a tenth of the rocprof JSON reader's time). The caller keeps `id` → name fixed
     /// until `forget_kernel_ids`.
-    pub fn kernel_by_id(&mut self, id: i64, d: &Dispatch, class: Class) -> Result<()> {
+    pub(crate) fn kernel_by_id(&mut self, id: i64, d: &Dispatch, class: Class) -> Result<()> {
         let name = match self.names.get(&id) {
             Some(&n) => n,
             None => {
@@ -197,7 +197,7 @@ impl<'a> Emit<'a> {
     }
 
     /// Kernel ids start to name other kernels (a new process object).
-    pub fn forget_kernel_ids(&mut self) {
+    pub(crate) fn forget_kernel_ids(&mut self) {
         self.names.clear();
     }
 
@@ -244,7 +244,7 @@ impl<'a> Emit<'a> {
         self.row()
     }
 
-    pub fn copy(&mut self, c: &MemoryCopy) -> Result<()> {
+    pub(crate) fn copy(&mut self, c: &MemoryCopy) -> Result<()> {
         let (category, comm_op) = self.classify(Kind::Memcpy, c.name);
         let name = self.batch.strings.id(c.name);
         let end = self.checked_end(c.start, c.end, c.name);
@@ -271,7 +271,7 @@ impl<'a> Emit<'a> {
         self.row()
     }
 
-    pub fn api(&mut self, a: &Api) -> Result<()> {
+    pub(crate) fn api(&mut self, a: &Api) -> Result<()> {
         let name = self.batch.strings.id(a.name);
         let end = self.checked_end(a.start, a.end, a.name);
         let step = self.links.step_at(a.start);
@@ -337,7 +337,7 @@ impl<'a> Emit<'a> {
     }
 
     /// Sends the last rows and waits for the writer.
-    pub fn finish(mut self) -> Result<SinkOut> {
+    pub(crate) fn finish(mut self) -> Result<SinkOut> {
         self.send()?;
         self.join()
     }
@@ -355,7 +355,7 @@ impl Drop for Emit<'_> {
 
 /// The pid rocprofv3 puts before `_` in its file names (`908_results.json`,
 /// `908_kernel_trace.csv`), for the rank map.
-pub fn pid_from_name(path: &std::path::Path) -> Option<i64> {
+pub(crate) fn pid_from_name(path: &std::path::Path) -> Option<i64> {
     let name = path.file_name()?.to_string_lossy();
     let (pid, _) = name.split_once('_')?;
     pid.parse().ok().filter(|p: &i64| *p > 0)
@@ -363,7 +363,12 @@ pub fn pid_from_name(path: &std::path::Path) -> Option<i64> {
 
 /// The rank of a rocprof output: the environment (rocpd only), the rank map by pid, the
 /// file name, `--rank`, or 0.
-pub fn parts_for(job: &FileJob, info: &mut RunInfo, from_env: Option<i64>, pids: &[i64]) -> Parts {
+pub(crate) fn parts_for(
+    job: &FileJob,
+    info: &mut RunInfo,
+    from_env: Option<i64>,
+    pids: &[i64],
+) -> Parts {
     let rank = info.resolve_rank_of(job, from_env, pids);
     if from_env.is_some() {
         info.rank_source = RankSource::Environment;
@@ -377,7 +382,7 @@ pub fn parts_for(job: &FileJob, info: &mut RunInfo, from_env: Option<i64>, pids:
 }
 
 /// Fills the `runs` row from what the reader learned and writes the per-file tables.
-pub fn finish(
+pub(crate) fn finish(
     job: &FileJob,
     mut info: RunInfo,
     parts: &Parts,

@@ -28,7 +28,7 @@ use crate::error::{IngestError, Result};
 use crate::file::{FileJob, FileOutcome, RunInfo};
 
 /// Whether an open database is rocpd: it has the `rocpd_metadata` table or view.
-pub fn is_rocpd(conn: &Connection) -> bool {
+pub(crate) fn is_rocpd(conn: &Connection) -> bool {
     conn.query_row(
         "SELECT count(*) FROM sqlite_master WHERE name = 'rocpd_metadata'",
         [],
@@ -289,7 +289,7 @@ fn regions(path: &Path, conn: &Connection, emit: &mut Emit) -> Result<()> {
     })
 }
 
-pub fn ingest(job: &FileJob) -> Result<FileOutcome> {
+pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
     let path = job.path.as_path();
     let conn = open(path)?;
     if !is_rocpd(&conn) {

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 /// Runs of correlation ids with the same launch step (`None`: the launch lies in no span).
 #[derive(Debug, Default, Clone)]
-pub struct CorrRuns {
+pub(crate) struct CorrRuns {
     /// First id of a run → (last id, step).
     runs: BTreeMap<i64, (i64, Option<i64>)>,
 }
@@ -21,7 +21,7 @@ pub struct CorrRuns {
 impl CorrRuns {
     /// Records that the API call with id `corr` lies in step `step`; a later record of the
     /// same id replaces it (as a map's insert would).
-    pub fn insert(&mut self, corr: i64, step: Option<i64>) {
+    pub(crate) fn insert(&mut self, corr: i64, step: Option<i64>) {
         if let Some((&first, &(last, old))) = self.runs.range(..=corr).next_back() {
             if corr <= last {
                 if old == step {
@@ -56,18 +56,15 @@ impl CorrRuns {
     }
 
     /// `Some(step)` when an API call with id `corr` was recorded.
-    pub fn get(&self, corr: i64) -> Option<Option<i64>> {
+    pub(crate) fn get(&self, corr: i64) -> Option<Option<i64>> {
         let (_, &(last, step)) = self.runs.range(..=corr).next_back()?;
         (corr <= last).then_some(step)
     }
 
-    /// How many runs are kept (what memory grows with).
-    pub fn len(&self) -> usize {
+    /// How many runs are kept (what memory grows with; the tests check it).
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.runs.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.runs.is_empty()
     }
 }
 

@@ -3,7 +3,7 @@
 
 use super::{opt, req, ColType::Int64 as I64, ColType::Utf8 as S, Table};
 
-pub const MEMORY: Table = Table {
+pub(crate) const MEMORY: Table = Table {
     name: "memory",
     doc: "One row per `[memory]` instant event of a Kineto trace (`profile_memory=True`): an allocation (`bytes` > 0) or a free (`bytes` < 0) by PyTorch's caching allocator, with the device's totals just after it. No part for a trace without memory events.",
     columns: &[

@@ -3,6 +3,7 @@
 
 use super::{opt, req, ColType::Float64 as F64, ColType::Int64 as I64, ColType::Utf8 as S, Table};
 
+/// `op_perf`: one row per operator instance, with its FLOPs, bytes and roofline.
 pub const OP_PERF: Table = Table {
     name: "op_perf",
     doc: "Written by `aorta perf`: one row per operator instance, i.e. the CPU operator that launched kernels (the innermost one, as Kineto links them) together with its kernels; a kernel no operator launched is an instance of its own. Communication kernels, copies and sets are left out. docs/PERF.md.",
@@ -34,6 +35,7 @@ pub const OP_PERF: Table = Table {
     ],
 };
 
+/// `perf_steps`: model FLOPs and MFU per rank and step, and per rank.
 pub const PERF_STEPS: Table = Table {
     name: "perf_steps",
     doc: "Written by `aorta perf`: model FLOPs and MFU per rank and step (`level` = `step`) and per rank over its steps (`level` = `rank`). docs/PERF.md.",

@@ -53,8 +53,11 @@ pub(crate) struct CollectiveRow {
 /// The step the timeline shows, and why that one.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TimelineTarget {
+    /// The run the timeline is drawn from.
     pub run: String,
+    /// The rank the timeline is drawn from (`--rank`, else the run's first rank).
     pub rank: i64,
+    /// The step drawn; `None` when `whole_capture`.
     pub step: Option<i64>,
     /// `--step` or `median-duration step`.
     pub chosen_by: &'static str,

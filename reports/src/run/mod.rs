@@ -39,7 +39,9 @@ pub struct RunReportOptions {
 /// What `run_report` wrote, for the terminal summary.
 #[derive(Debug, Clone)]
 pub struct RunReport {
+    /// The page written: the `out` given to [`run_report`].
     pub out: PathBuf,
+    /// The runs reported, in the dataset's order.
     pub runs: Vec<String>,
     /// Distinct ranks reported.
     pub ranks: Vec<i64>,
@@ -50,11 +52,14 @@ pub struct RunReport {
     pub timeline: Option<TimelineTarget>,
     /// Kernels drawn on the first timeline, and in its step.
     pub drawn: usize,
+    /// GPU activities in that step (or capture): more than `drawn` when the timeline keeps
+    /// only the longest kernels or `--from/--to` narrows it.
     pub total: usize,
     /// Timelines on the page: one per run with GPU activities.
     pub timelines: usize,
     /// Whether the overlap tables came from the dataset (`aorta overlap` ran) or were computed.
     pub overlap_from_dataset: bool,
+    /// Plotly charts on the page, timelines included.
     pub charts: usize,
 }
 

@@ -29,6 +29,7 @@ pub enum Status {
 }
 
 impl Status {
+    /// The name the `status` columns of `collectives` and `collective_instances` hold.
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Paired => "paired",
@@ -40,11 +41,11 @@ impl Status {
     }
 
     /// Arrivals, waits and transfers are defined.
-    pub fn timed(self) -> bool {
+    pub(crate) fn timed(self) -> bool {
         matches!(self, Status::Paired | Status::Single)
     }
 
-    pub fn of(inst: &InstanceKey, group: &Group) -> Status {
+    pub(crate) fn of(inst: &InstanceKey, group: &Group) -> Status {
         if inst.kind_mismatch {
             Status::KindMismatch
         } else if group.size == Some(1) {
@@ -62,15 +63,17 @@ impl Status {
 /// One instance's arrivals on the reference clock.
 #[derive(Debug, Clone, Copy)]
 pub struct Arrivals {
-    pub first: i64,
+    pub(crate) first: i64,
+    /// The latest arrival, ns on the reference rank's clock.
     pub last: i64,
     /// The second-to-last arrival (`last` for one member: nobody else imposed anything).
     pub second: i64,
+    /// The member that arrived last (ties: the lowest rank).
     pub last_rank: i64,
     /// The last rank's kernel's step.
     pub step: i64,
     /// Minimum transfer time over the members.
-    pub transfer: i64,
+    pub(crate) transfer: i64,
 }
 
 const UNSEEN: Arrivals = Arrivals {
@@ -141,10 +144,15 @@ pub(super) fn split(k: &Kernel, clock: &Clock, a: &Arrivals) -> (i64, i64) {
 /// Straggler numbers of one rank over a set of instances (the run, or one step).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RankStats {
+    /// Paired instances with this rank as a member.
     pub instances: i64,
+    /// Of those, the instances where it arrived last.
     pub times_last: i64,
+    /// Sum over those of its arrival − the second-to-last arrival, ns.
     pub caused_ns: i64,
+    /// Sum of its kernels' `wait_ns` (time run before the last member arrived).
     pub wait_ns: i64,
+    /// Sum of its kernels' `transfer_ns` (duration − wait).
     pub transfer_ns: i64,
 }
 

@@ -12,7 +12,7 @@ use super::load::{Kernel, RankKernels};
 
 /// How a rank's offset was found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ClockSource {
+pub(crate) enum ClockSource {
     /// The job's reference rank (the lowest present): offset 0 by definition.
     Reference,
     /// The median of matched collective end-time differences.
@@ -22,7 +22,7 @@ pub enum ClockSource {
 }
 
 impl ClockSource {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ClockSource::Reference => "reference",
             ClockSource::CollectiveEnds => "collective_ends",
@@ -37,9 +37,9 @@ pub struct Clock {
     pub offset_ns: i64,
     /// p90 − p10 of the differences behind the median (0 for the reference).
     pub spread_ns: Option<i64>,
-    pub source: ClockSource,
+    pub(crate) source: ClockSource,
     /// Instances the estimate stands on.
-    pub samples: usize,
+    pub(crate) samples: usize,
 }
 
 /// The median of integers: the mean of the two middle values for an even count, rounded

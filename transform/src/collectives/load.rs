@@ -23,42 +23,44 @@ pub const NO_STEP: i64 = i64::MIN;
 /// One communication kernel of one rank.
 #[derive(Debug, Clone, Copy)]
 pub struct Kernel {
-    pub start: i64,
-    pub end: i64,
-    pub step: i64,
+    pub(crate) start: i64,
+    pub(crate) end: i64,
+    pub(crate) step: i64,
     /// Index into `Loaded::instances`.
-    pub inst: u32,
+    pub(crate) inst: u32,
     /// `COMM_OPS` index.
-    pub kind: u8,
+    pub(crate) kind: u8,
 }
 
 /// A rank's comm kernels, in launch order.
 #[derive(Debug, Default)]
 pub struct RankKernels {
-    pub rank: i64,
-    pub kernels: Vec<Kernel>,
+    pub(crate) rank: i64,
+    pub(crate) kernels: Vec<Kernel>,
 }
 
 /// What the members of an instance agree on (or not), gathered while loading.
 #[derive(Debug, Clone)]
 pub struct InstanceKey {
+    /// Index of the instance's process group in [`Job::groups`](super::Job::groups).
     pub group: u32,
+    /// The kernel's number among its group's collectives, in launch order (or the trace's `Seq`).
     pub seq: i64,
     /// The kind of the lowest-ranked member.
     pub kind: u8,
-    pub kind_mismatch: bool,
-    pub members: u32,
-    pub bytes: Option<i64>,
+    pub(crate) kind_mismatch: bool,
+    pub(crate) members: u32,
+    pub(crate) bytes: Option<i64>,
 }
 
 /// A process group as the kernels name it.
 #[derive(Debug, Clone)]
 pub struct Group {
-    pub key: String,
+    pub(crate) key: String,
     /// Members the group has: `Group size`, the ranks list, else the run's world size.
-    pub size: Option<i64>,
+    pub(crate) size: Option<i64>,
     /// Ranks of the run with at least one kernel of the group.
-    pub present: u32,
+    pub(crate) present: u32,
     /// Instance index by seq (`u32::MAX`: none yet), for the seqs counted from zero.
     seqs: Vec<u32>,
 }

@@ -30,7 +30,7 @@ use crate::dataset::{self, DatasetError};
 use crate::rows::ints;
 
 pub use arrive::{Arrivals, RankStats, Status, Stragglers};
-pub use clock::{Clock, ClockSource};
+pub(crate) use clock::{Clock, ClockSource};
 pub use load::{Group, InstanceKey, Kernel, RankKernels, NO_STEP};
 pub use tables::{write, CollectiveTables};
 pub use why::{Late, LATE_NS};
@@ -38,30 +38,38 @@ pub use why::{Late, LATE_NS};
 /// Everything known about one run's collectives.
 #[derive(Debug)]
 pub struct Job {
+    /// The run label.
     pub run: String,
     /// The largest `world_size` the run's traces declare.
     pub world_size: Option<i64>,
     /// Ranks (ascending, the first is the reference), groups and instances.
     pub ranks: Vec<RankKernels>,
+    /// The process groups the kernels name, indexed by [`InstanceKey::group`].
     pub groups: Vec<Group>,
+    /// One per collective instance (group, seq), in the order of `status`, `arrivals`, `late`.
     pub instances: Vec<InstanceKey>,
     /// Per rank (as `ranks`).
     pub clocks: Vec<Clock>,
     /// Per instance.
     pub status: Vec<Status>,
+    /// Per instance; `None` unless it is timed (`paired` or `single`).
     pub arrivals: Vec<Option<Arrivals>>,
     /// Filled by `explain` (empty until then).
     pub late: Vec<Option<Late>>,
-    pub stragglers: Stragglers,
+    pub(crate) stragglers: Stragglers,
     /// Comm kernels whose kind came from the launching `c10d::` operator.
-    pub kinds_from_ops: u64,
+    pub(crate) kinds_from_ops: u64,
 }
 
 /// One data-quality finding of the matching.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Finding {
+    /// What was found, e.g. `collective_unpaired` (`aorta collectives` prints it as
+    /// `note: CODE xCOUNT`).
     pub code: &'static str,
+    /// How many instances (or groups, or ranks) it was found for.
     pub count: u64,
+    /// The first of them, naming its group and seq or its rank.
     pub example: String,
 }
 
@@ -107,7 +115,7 @@ impl Job {
     }
 
     /// (wait, arrival) of a kernel of `self.ranks[r]`, when its instance was timed.
-    pub fn timing(&self, r: usize, k: &Kernel) -> Option<(i64, i64)> {
+    pub(crate) fn timing(&self, r: usize, k: &Kernel) -> Option<(i64, i64)> {
         let a = self.arrivals[k.inst as usize].as_ref()?;
         Some(arrive::split(k, &self.clocks[r], a))
     }
@@ -119,7 +127,7 @@ impl Job {
 
     /// Each rank's comm kernels as (start, end, wait, step) for the overlap split; `None`
     /// for a rank none of whose kernels could be timed against its peers.
-    pub fn wait_parts(&self) -> HashMap<i64, Vec<Part>> {
+    pub(crate) fn wait_parts(&self) -> HashMap<i64, Vec<Part>> {
         let mut out = HashMap::new();
         for (r, rk) in self.ranks.iter().enumerate() {
             let timed = rk

@@ -25,21 +25,21 @@ use crate::steps;
 use super::Job;
 
 /// (comm_op, bytes, dtype, group size).
-pub type SizeKey = (String, Option<i64>, Option<String>, Option<i64>);
+pub(crate) type SizeKey = (String, Option<i64>, Option<String>, Option<i64>);
 
 /// One call: its transfer time (its duration when unmatched) and its instance's skew.
 #[derive(Debug, Clone, Copy)]
 pub struct Call {
-    pub time_ns: i64,
-    pub duration_ns: i64,
-    pub skew_ns: Option<i64>,
+    pub(crate) time_ns: i64,
+    pub(crate) duration_ns: i64,
+    pub(crate) skew_ns: Option<i64>,
 }
 
 /// Every call of one group of runs, per key.
-pub type Calls = BTreeMap<SizeKey, Vec<Call>>;
+pub(crate) type Calls = BTreeMap<SizeKey, Vec<Call>>;
 
 /// The `gpu_activities` columns `calls` reads.
-pub const COLUMNS: [&str; 11] = [
+pub(crate) const COLUMNS: [&str; 11] = [
     "run",
     "rank",
     "step",
@@ -72,7 +72,7 @@ fn matched(jobs: &[Job]) -> HashMap<(String, i64, i64), (i64, i64)> {
 }
 
 /// The comm kernels of `acts` (with `COLUMNS`), per key, timed by `jobs`' matching.
-pub fn calls(acts: &DataFrame, jobs: &[Job]) -> Calls {
+pub(crate) fn calls(acts: &DataFrame, jobs: &[Job]) -> Calls {
     let df = acts;
     let (cat, op, dtype) = (strs(df, "category"), strs(df, "comm_op"), strs(df, "dtype"));
     let (inp, out, n) = (
@@ -109,7 +109,7 @@ pub fn calls(acts: &DataFrame, jobs: &[Job]) -> Calls {
 }
 
 /// How a key reads in a table: `all_gather 8388608 B BFloat16 x8`.
-pub fn key_text(k: &SizeKey) -> String {
+pub(crate) fn key_text(k: &SizeKey) -> String {
     let or = |v: Option<String>| v.unwrap_or_else(|| "?".into());
     format!(
         "{} {} B {} x{}",

@@ -21,8 +21,7 @@ use super::{Job, Kernel, NO_STEP};
 
 /// The small tables of one run (the per-kernel table is staged as it is built).
 pub struct CollectiveTables {
-    pub instances: DataFrame,
-    pub ranks: DataFrame,
+    pub(crate) instances: DataFrame,
 }
 
 impl Job {
@@ -138,11 +137,6 @@ impl Job {
         )
     }
 
-    /// `collective_ranks`: the run rows, then each step's, with the straggler ranking.
-    pub fn rank_frame(&self) -> PolarsResult<DataFrame> {
-        self.rank_cols().frame(&self.run)
-    }
-
     fn rank_cols(&self) -> RankCols {
         let mut c = RankCols::default();
         let mut rows = self.stragglers.iter().peekable();
@@ -177,25 +171,6 @@ struct RankCols {
 }
 
 impl RankCols {
-    fn frame(self, run: &str) -> PolarsResult<DataFrame> {
-        let n = self.rank.len();
-        frame(
-            &COLLECTIVE_RANKS,
-            vec![
-                str_column("run", vec![run; n]),
-                Column::new("rank".into(), self.rank),
-                str_column("level", self.level),
-                Column::new("step".into(), self.step),
-                Column::new("instances".into(), self.instances),
-                Column::new("times_last".into(), self.times_last),
-                Column::new("caused_ns".into(), self.caused),
-                Column::new("wait_ns".into(), self.wait),
-                Column::new("transfer_ns".into(), self.transfer),
-                Column::new("straggler_rank".into(), self.place),
-            ],
-        )
-    }
-
     /// The rows `rows` (one rank's) as one `collective_ranks` part, through ingest's writer
     /// like the per-kernel table: a 1,000-rank job has a part per rank.
     fn write_part(&self, rows: &[usize], path: &Path) -> Result<(), DatasetError> {
@@ -257,7 +232,6 @@ pub fn write(root: &Path, jobs: &[Job]) -> Result<Vec<CollectiveTables>, Dataset
         })?;
         let t = CollectiveTables {
             instances: job.instance_frame().map_err(polars)?,
-            ranks: ranks.frame(&job.run).map_err(polars)?,
         };
         staging.write(COLLECTIVE_INSTANCES.name, &runs, &t.instances)?;
         out.push(t);

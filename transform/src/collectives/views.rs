@@ -133,7 +133,7 @@ impl Job {
     }
 
     /// Bus bandwidth of instance `i` on its transfer time.
-    pub fn busbw(&self, i: usize) -> Option<f64> {
+    pub(crate) fn busbw(&self, i: usize) -> Option<f64> {
         let inst = &self.instances[i];
         let a = self.arrivals[i]?;
         let alg = crate::nccl::gbps(inst.bytes, Some(a.transfer))?;

@@ -45,8 +45,11 @@ pub enum Metric {
 /// summed over every call of known size), or the mean transfer time per call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CollStat {
+    /// Bus bandwidth, GB/s (algorithm bandwidth × the NCCL bus factor): a drop regresses.
     Busbw,
+    /// Algorithm bandwidth, GB/s (bytes over transfer time): a drop regresses.
     Algbw,
+    /// Mean transfer time per call, ms: growth regresses.
     Ms,
 }
 
@@ -54,21 +57,28 @@ pub enum CollStat {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rule {
     /// The key as written.
-    pub key: String,
-    pub metric: Metric,
-    pub threshold_pct: f64,
+    pub(crate) key: String,
+    pub(crate) metric: Metric,
+    pub(crate) threshold_pct: f64,
     /// Written by the user (an absent metric is an error), not implied by a bare percentage
     /// (an absent metric is skipped).
-    pub explicit: bool,
+    pub(crate) explicit: bool,
 }
 
 /// A SPEC or a key that cannot be gated.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum GateError {
+    /// SPEC is neither a percentage nor KEY=PCT rules. Holds SPEC.
     #[error("--fail-if-regressed `{0}`: expected a percentage (`5`) or KEY=PCT rules separated by commas (`step_ms=5,category.gemm=3,subcategory.normalization=5,collective.all_reduce.busbw=-10,op.aten::mm=5`)")]
     Syntax(String),
+    /// An explicit rule names a key that one side or both lack.
     #[error("--fail-if-regressed: `{key}` is not in this comparison ({known})")]
-    Absent { key: String, known: String },
+    Absent {
+        /// The rule's key.
+        key: String,
+        /// The keys of the rule's kind that both sides have, as the message lists them.
+        known: String,
+    },
 }
 
 /// Parses SPEC (see the module docs).
@@ -140,10 +150,13 @@ impl Regression {
 /// One gated key: both values, the change, and whether it passes the threshold.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Check {
+    /// The rule's key as written (`step_ms`, `category.gemm`, …).
     pub key: String,
     /// `ms`, `GB/s`, `pct`, `ratio`.
     pub unit: String,
+    /// The reference side's value, in `unit` (the median over its steps for step keys).
     pub reference: f64,
+    /// The candidate side's value, in `unit`.
     pub candidate: f64,
     /// 100 · (candidate − reference) / reference; `None` when the reference is 0.
     pub change_pct: Option<f64>,

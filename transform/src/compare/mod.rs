@@ -40,59 +40,86 @@ pub use summary_json::{
 /// What can go wrong comparing two selections of a dataset.
 #[derive(Debug, thiserror::Error)]
 pub enum CompareError {
+    /// The dataset could not be read.
     #[error(transparent)]
     Dataset(#[from] DatasetError),
+    /// A selector is neither a run label nor a platform of the dataset.
     #[error("{root}: no run or platform `{selector}` (runs: {runs}; platforms: {platforms})")]
     Unknown {
+        /// The dataset's root.
         root: PathBuf,
+        /// What the user typed.
         selector: String,
+        /// The dataset's runs, comma-separated.
         runs: String,
+        /// The dataset's platforms, comma-separated.
         platforms: String,
     },
+    /// A selector's runs have nothing to compare: no GPU activities and no JSONL steps.
     #[error("{root}: `{selector}` selects runs with no GPU activities and no JSONL steps: {runs}")]
     Empty {
+        /// The dataset's root.
         root: PathBuf,
+        /// What the user typed.
         selector: String,
+        /// The runs it selected, comma-separated.
         runs: String,
     },
+    /// Polars failed while reading or comparing a table.
     #[error("{path}: {source}")]
-    Polars { path: PathBuf, source: PolarsError },
+    Polars {
+        /// The table (or file) being read.
+        path: PathBuf,
+        /// Polars' error.
+        source: PolarsError,
+    },
+    /// No run of one side pairs with a run of the other (runs pair by their last label component).
     #[error("{root}: no run of `{reference}` pairs with a run of `{candidate}` (runs pair by their last label component, e.g. `bert-small`; reference: {reference_runs}; candidate: {candidate_runs})")]
     NoPairs {
+        /// The dataset's root.
         root: PathBuf,
+        /// The reference selector.
         reference: String,
+        /// The candidate selector.
         candidate: String,
+        /// The reference side's runs, comma-separated.
         reference_runs: String,
+        /// The candidate side's runs, comma-separated.
         candidate_runs: String,
     },
+    /// Writing the output directory (summary.json, the tables) failed.
     #[error("{path}: {source}")]
     Io {
+        /// The file or directory.
         path: PathBuf,
+        /// The I/O error.
         source: std::io::Error,
     },
 }
 
 /// Everything `aorta compare` computes.
 pub struct Comparison {
+    /// The reference side: its selector and runs.
     pub reference: Side,
+    /// The candidate side: its selector and runs.
     pub candidate: Side,
     /// Per level (steps, categories, collectives) and key: both sides' spread and the ratio.
-    pub levels: DataFrame,
+    pub(crate) levels: DataFrame,
     /// One row per side, run, rank and step.
-    pub steps: DataFrame,
+    pub(crate) steps: DataFrame,
     /// GPU time per side, run, rank, step and category.
-    pub categories: DataFrame,
+    pub(crate) categories: DataFrame,
     /// GPU time per launching operator, input shapes and dtypes, matched across sides.
-    pub operators: DataFrame,
+    pub(crate) operators: DataFrame,
     /// Time and bandwidth per side and (kind, bytes, dtype, group size).
-    pub collectives: DataFrame,
+    pub(crate) collectives: DataFrame,
     /// The summary.json document.
     pub summary: Summary,
 }
 
 impl Comparison {
     /// The tables as `aorta compare` writes them (`<name>.parquet`).
-    pub fn tables(&self) -> [(&'static str, &DataFrame); 5] {
+    pub(crate) fn tables(&self) -> [(&'static str, &DataFrame); 5] {
         [
             ("compare_levels", &self.levels),
             ("compare_steps", &self.steps),
@@ -128,12 +155,7 @@ pub struct Options {
 }
 
 /// Compares the runs `reference` selects with the runs `candidate` selects (a selector is a
-/// run label, else a platform: `cuda`, `rocm`), with the shipped device peaks.
-pub fn compare(root: &Path, reference: &str, candidate: &str) -> Result<Comparison, CompareError> {
-    compare_with(root, reference, candidate, &Options::default())
-}
-
-/// `compare` with these options.
+/// run label, else a platform: `cuda`, `rocm`), with these options.
 pub fn compare_with(
     root: &Path,
     reference: &str,

@@ -82,11 +82,15 @@ fn by_name(s: &Side) -> BTreeMap<&str, Vec<&String>> {
 /// One pair's step times and their ratio.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PairEntry {
+    /// The runs' shared last label component (`bert-small`), what pairs them.
     pub workload: String,
+    /// The reference side's run.
     pub reference: String,
+    /// The candidate side's run.
     pub candidate: String,
     /// Median step_ms of each side (over its ranks and steps).
     pub reference_step_ms: Option<f64>,
+    /// As `reference_step_ms`, for the candidate.
     pub candidate_step_ms: Option<f64>,
     /// candidate / reference; null when refused or a side has no steps.
     pub step_ratio: Option<f64>,
@@ -97,8 +101,11 @@ pub struct PairEntry {
 /// The pairs, the overall ratio, and the comparability verdict (summary.json `pairs`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PairsSummary {
+    /// One entry per pair, by workload.
     pub pairs: Vec<PairEntry>,
+    /// Reference runs with no candidate run to pair with.
     pub unpaired_reference: Vec<String>,
+    /// Candidate runs with no reference run to pair with.
     pub unpaired_candidate: Vec<String>,
     /// Geometric mean of the pairs' step ratios.
     pub step_ratio_geomean: Option<f64>,
@@ -106,6 +113,8 @@ pub struct PairsSummary {
     pub step_ratio_spread: Option<SpreadSummary>,
     /// Whether the ratios can be trusted; when not, `reasons` says why.
     pub comparable: bool,
+    /// Why the sides are not comparable (different world sizes, step structures or operator
+    /// mixes); empty when they are.
     pub reasons: Vec<String>,
     /// `--force`: the ratios were computed although the check failed.
     pub forced: bool,

@@ -16,20 +16,26 @@ use super::CompareError;
 /// One side of a comparison: what the user typed and the runs it selected.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Side {
+    /// What the user typed: a run label, else a platform (`cuda`, `rocm`).
     pub selector: String,
+    /// The runs it selected.
     pub runs: Vec<String>,
     /// Per run: its platform, device names and world size (from `runs`), for the page and
     /// the comparability check.
-    pub info: BTreeMap<String, RunInfo>,
+    pub(crate) info: BTreeMap<String, RunInfo>,
 }
 
 /// What the `runs` table says about one run (summary.json `sides`, so that the page can
 /// name what it compares).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunInfo {
+    /// `cuda` or `rocm`.
     pub platform: String,
+    /// The GPU names its files declare.
     pub devices: BTreeSet<String>,
+    /// The largest world size its files declare.
     pub world_size: Option<i64>,
+    /// Input files of the run (rows of `runs`).
     pub files: usize,
     /// The runtime version keys as the traces wrote them (`cuda_runtime_version=13000`).
     #[serde(default)]
@@ -41,7 +47,7 @@ pub struct RunInfo {
 
 impl Side {
     /// The name the summary files this side under: the selector.
-    pub fn label(&self) -> &str {
+    pub(crate) fn label(&self) -> &str {
         &self.selector
     }
 }

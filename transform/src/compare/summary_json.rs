@@ -44,21 +44,21 @@ pub struct Summary {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DatasetSummary {
     /// (rank, step) rows averaged.
-    pub count: usize,
-    pub mean_loss: Option<f64>,
-    pub mean_overlap_ms: Option<f64>,
-    pub mean_compute_ms: Option<f64>,
-    pub mean_allreduce_overlap_ms: Option<f64>,
-    pub mean_reducescatter_overlap_ms: Option<f64>,
+    pub(crate) count: usize,
+    pub(crate) mean_loss: Option<f64>,
+    pub(crate) mean_overlap_ms: Option<f64>,
+    pub(crate) mean_compute_ms: Option<f64>,
+    pub(crate) mean_allreduce_overlap_ms: Option<f64>,
+    pub(crate) mean_reducescatter_overlap_ms: Option<f64>,
     /// mean overlap / mean compute (the Python report's `overlap_ratio`).
-    pub overlap_ratio: Option<f64>,
-    pub mean_step_ms: Option<f64>,
-    pub mean_comm_ms: Option<f64>,
-    pub mean_exposed_comm_ms: Option<f64>,
+    pub(crate) overlap_ratio: Option<f64>,
+    pub(crate) mean_step_ms: Option<f64>,
+    pub(crate) mean_comm_ms: Option<f64>,
+    pub(crate) mean_exposed_comm_ms: Option<f64>,
     /// The runs of this side.
-    pub runs: Vec<String>,
+    pub(crate) runs: Vec<String>,
     /// Where the steps came from: `trace` or `jsonl`.
-    pub source: String,
+    pub(crate) source: String,
 }
 
 /// One side of the comparison as the user selected it.
@@ -75,9 +75,13 @@ pub struct SideSummary {
 /// The Python report's `comparison` block.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ComparisonSummary {
+    /// The reference side's label.
     pub reference: String,
+    /// The candidate side's label.
     pub candidate: String,
+    /// The reference side's mean overlap / mean compute.
     pub reference_overlap_ratio: Option<f64>,
+    /// The candidate side's mean overlap / mean compute.
     pub candidate_overlap_ratio: Option<f64>,
     /// candidate − reference.
     pub ratio_delta: Option<f64>,
@@ -86,11 +90,14 @@ pub struct ComparisonSummary {
 /// The levels of `compare_levels`, as JSON.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Levels {
+    /// The step metrics (`step_ms`, `exposed_comm_ms`, …), one entry per key.
     pub steps: Vec<LevelEntry>,
+    /// GPU ms per step of each category.
     pub categories: Vec<LevelEntry>,
     /// `other_compute` per subcategory (absent in summaries written before it existed).
     #[serde(default)]
     pub subcategories: Vec<LevelEntry>,
+    /// Per collective kind: bandwidth and time per call.
     pub collectives: Vec<LevelEntry>,
 }
 
@@ -104,10 +111,13 @@ impl Levels {
 /// One key of one level.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LevelEntry {
+    /// The metric (`step_ms`), category (`gemm`) or collective key.
     pub key: String,
     /// `ms`, `ratio`, `pct`, `GB/s`, …
-    pub unit: String,
+    pub(crate) unit: String,
+    /// The reference side's spread over its steps and ranks (null: the side lacks the key).
     pub reference: Option<SpreadSummary>,
+    /// The candidate side's spread.
     pub candidate: Option<SpreadSummary>,
     /// candidate median / reference median.
     pub ratio: Option<f64>,
@@ -116,17 +126,24 @@ pub struct LevelEntry {
 /// A spread over steps and ranks.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct SpreadSummary {
+    /// Values it is taken over.
     pub n: usize,
+    /// The median.
     pub median: f64,
+    /// The 10th percentile.
     pub p10: f64,
+    /// The 90th percentile.
     pub p90: f64,
 }
 
 /// The operator level in short.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OperatorsSummary {
+    /// Operators (name, shapes, dtypes) both sides ran.
     pub matched: usize,
+    /// Operators only the reference ran.
     pub reference_only: usize,
+    /// Operators only the candidate ran.
     pub candidate_only: usize,
     /// The 20 operators with the largest |candidate − reference|.
     pub top: Vec<OperatorEntry>,
@@ -135,29 +152,42 @@ pub struct OperatorsSummary {
 /// One operator (name, shapes, dtypes) on both sides.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OperatorEntry {
+    /// Operator name (`aten::mm`).
     pub op: String,
+    /// Its `Input Dims`, compact JSON ("" when the trace gives none).
     pub input_dims: String,
-    pub input_types: String,
+    pub(crate) input_types: String,
+    /// The reference side's mean GPU ms of the operator per step window (null: it did not run).
     pub reference_ms: Option<f64>,
+    /// As `reference_ms`, for the candidate.
     pub candidate_ms: Option<f64>,
+    /// Calls (operator instances) on the reference side.
     pub reference_calls: i64,
+    /// Calls on the candidate side.
     pub candidate_calls: i64,
+    /// candidate_ms / reference_ms (null when either is).
     pub ratio: Option<f64>,
-    pub diff_ms: f64,
+    pub(crate) diff_ms: f64,
     /// `matched`, `reference_only` or `candidate_only`.
     pub status: String,
+    /// The reference side's achieved TFLOP/s (null without a FLOPs model or shapes).
     pub reference_tflops: Option<f64>,
+    /// The candidate side's achieved TFLOP/s.
     pub candidate_tflops: Option<f64>,
+    /// The reference side's TFLOP/s as a percentage of its device's dense peak.
     pub reference_peak_pct: Option<f64>,
+    /// The candidate side's, of its own device's peak.
     pub candidate_peak_pct: Option<f64>,
     /// Kernels each side launched per call of the operator (null on a side without it).
     #[serde(default)]
     pub reference_kernels_per_call: Option<f64>,
+    /// As `reference_kernels_per_call`, for the candidate.
     #[serde(default)]
     pub candidate_kernels_per_call: Option<f64>,
     /// Each side's kernel names for the operator, most GPU time first (at most 3).
     #[serde(default)]
     pub reference_top_kernels: Vec<String>,
+    /// As `reference_top_kernels`, for the candidate.
     #[serde(default)]
     pub candidate_top_kernels: Vec<String>,
 }

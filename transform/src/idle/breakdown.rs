@@ -31,7 +31,7 @@ pub const KERNEL_WAIT_NS: i64 = 30;
 
 /// The kinds of idle time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Idle {
+pub(crate) enum Idle {
     /// Nothing was queued: the next activity's launch call started after the gap began.
     HostWait,
     /// Queued, and the gap is shorter than the threshold: launch overhead.
@@ -41,7 +41,7 @@ pub enum Idle {
 }
 
 /// The kind of the gap `[gap_start, next.start)`, by the activity that ends it.
-pub fn classify(gap_start: i64, next: &Act, kernel_wait_ns: i64) -> Idle {
+pub(crate) fn classify(gap_start: i64, next: &Act, kernel_wait_ns: i64) -> Idle {
     if next.call.is_some_and(|c| c.start > gap_start) {
         Idle::HostWait
     } else if next.start - gap_start < kernel_wait_ns {
@@ -54,9 +54,13 @@ pub fn classify(gap_start: i64, next: &Act, kernel_wait_ns: i64) -> Idle {
 /// Idle time by kind, and the number of gaps.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Split {
+    /// Gaps whose next activity's launch call started after the gap began: the host was late.
     pub host_wait_ns: i64,
+    /// Gaps shorter than the kernel-wait threshold with the work already queued: launch overhead.
     pub kernel_wait_ns: i64,
+    /// The other gaps: queued but blocked longer (an event, another stream), or launch unknown.
     pub other_ns: i64,
+    /// Idle gaps counted in the window.
     pub gaps: i64,
 }
 
@@ -70,7 +74,7 @@ impl Split {
         }
     }
 
-    pub fn total(&self) -> i64 {
+    pub(crate) fn total(&self) -> i64 {
         self.host_wait_ns + self.kernel_wait_ns + self.other_ns
     }
 }
@@ -78,19 +82,20 @@ impl Split {
 /// One group's breakdown.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Row {
-    pub activities: i64,
+    pub(crate) activities: i64,
     /// First start to last end.
     pub window_ns: i64,
     /// The union of every activity.
-    pub busy_ns: i64,
+    pub(crate) busy_ns: i64,
     /// The union of the compute activities.
     pub compute_ns: i64,
     /// `busy − compute`: only non-compute activities run.
     pub non_compute_ns: i64,
     /// Of the non-compute time, when communication runs (the rest is memcpy/memset only).
-    pub comm_ns: i64,
+    pub(crate) comm_ns: i64,
     /// `window − busy`.
     pub idle_ns: i64,
+    /// `idle_ns` split by kind of gap (the three add up to `idle_ns`).
     pub idle: Split,
 }
 
@@ -131,7 +136,7 @@ pub fn rows(input: &Input, by: By, kernel_wait_ns: i64) -> Vec<(Key, Row)> {
 }
 
 /// The breakdown of rows already loaded.
-pub fn of_input(input: &Input, by: By, kernel_wait_ns: i64) -> PolarsResult<Breakdown> {
+pub(crate) fn of_input(input: &Input, by: By, kernel_wait_ns: i64) -> PolarsResult<Breakdown> {
     let groups = input.groups(by);
     let rows: Vec<(&Key, Row)> = groups
         .iter()
@@ -150,7 +155,7 @@ pub fn of_input(input: &Input, by: By, kernel_wait_ns: i64) -> PolarsResult<Brea
 }
 
 /// The breakdown of one group's activities (sorted by start).
-pub fn row(acts: &[Act], kernel_wait_ns: i64) -> Row {
+pub(crate) fn row(acts: &[Act], kernel_wait_ns: i64) -> Row {
     let spans = |keep: &dyn Fn(Class) -> bool| {
         union(
             acts.iter()
@@ -180,7 +185,7 @@ pub fn row(acts: &[Act], kernel_wait_ns: i64) -> Row {
 
 /// The idle split of the merged timeline: every gap in the union of the activities, by the
 /// activity that ends it (the first to start; among those, the earliest launched).
-pub fn merged_split(acts: &[Act], kernel_wait_ns: i64) -> Split {
+pub(crate) fn merged_split(acts: &[Act], kernel_wait_ns: i64) -> Split {
     let mut split = Split::default();
     let Some(first) = acts.first() else {
         return split;
@@ -197,7 +202,7 @@ pub fn merged_split(acts: &[Act], kernel_wait_ns: i64) -> Split {
 
 /// HTA's split, stream by stream: the gap before each activity of a stream after its first,
 /// from the previous activity's end (never negative: ingest clips same-stream overlaps).
-pub fn per_stream(acts: &[Act], kernel_wait_ns: i64) -> BTreeMap<i64, Split> {
+pub(crate) fn per_stream(acts: &[Act], kernel_wait_ns: i64) -> BTreeMap<i64, Split> {
     let mut prev: BTreeMap<i64, i64> = BTreeMap::new();
     let mut out: BTreeMap<i64, Split> = BTreeMap::new();
     for a in acts {

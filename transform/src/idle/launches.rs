@@ -21,7 +21,7 @@ use crate::summary::quantile;
 
 /// One launch gap: CPU time with no launch call running, before `after`.
 #[derive(Debug, Clone, Copy)]
-pub struct Gap {
+pub(crate) struct Gap {
     /// The end of the calls before it (the latest end so far).
     pub start: i64,
     pub ns: i64,
@@ -76,7 +76,7 @@ struct Acc {
 }
 
 /// The launch statistics of rows already loaded.
-pub fn of_input(input: &Input, by: By, top: usize) -> PolarsResult<Launches> {
+pub(crate) fn of_input(input: &Input, by: By, top: usize) -> PolarsResult<Launches> {
     let mut groups: BTreeMap<Key, Acc> = BTreeMap::new();
     let mut series: Vec<(&str, i64, i64, Series)> = Vec::new();
     for ((run, rank), acts) in &input.ranks {
@@ -135,7 +135,7 @@ fn add_launch(acc: &mut Acc, a: &Act) {
 
 /// The gaps between the launch calls of one rank (every thread): each distinct call in start
 /// order, and the time from the latest end before it to its start, where positive.
-pub fn gaps(acts: &[Act]) -> Vec<Gap> {
+pub(crate) fn gaps(acts: &[Act]) -> Vec<Gap> {
     let mut calls: Vec<(Call, &Act)> = acts.iter().filter_map(|a| Some((a.call?, a))).collect();
     calls.sort_by_key(|(c, a)| (c.start, c.row, a.start));
     calls.dedup_by_key(|(c, _)| c.row);

@@ -10,7 +10,7 @@
 
 pub mod breakdown;
 pub mod launches;
-pub mod queue;
+mod queue;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -34,14 +34,16 @@ pub enum By {
 /// The key of one group: run, rank and (by step) the step.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Key {
+    /// The run label.
     pub run: String,
+    /// The rank.
     pub rank: i64,
-    pub step: Option<i64>,
+    pub(crate) step: Option<i64>,
 }
 
 /// One GPU activity with what the analyses read of it.
 #[derive(Debug, Clone, Copy)]
-pub struct Act {
+pub(crate) struct Act {
     /// Row in `Input::acts`.
     pub row: usize,
     pub stream: i64,
@@ -55,7 +57,7 @@ pub struct Act {
 
 /// A launching runtime call.
 #[derive(Debug, Clone, Copy)]
-pub struct Call {
+pub(crate) struct Call {
     pub row: usize,
     pub start: i64,
     pub end: i64,
@@ -63,11 +65,11 @@ pub struct Call {
 
 /// The rows of some runs, grouped per rank (each rank's activities sorted by start).
 pub struct Input {
-    pub acts: DataFrame,
-    pub calls: DataFrame,
+    pub(crate) acts: DataFrame,
+    pub(crate) calls: DataFrame,
     /// (run, rank) → its activities, by start (ties: the earliest launch call first; an
     /// activity without a call before one with).
-    pub ranks: BTreeMap<(String, i64), Vec<Act>>,
+    pub(crate) ranks: BTreeMap<(String, i64), Vec<Act>>,
     /// Activities' steps, by `Act::row`.
     steps: Vec<Option<i64>>,
 }
@@ -106,7 +108,7 @@ impl Input {
     }
 
     /// The activities of every group, each group's in start order.
-    pub fn groups(&self, by: By) -> BTreeMap<Key, Vec<Act>> {
+    pub(crate) fn groups(&self, by: By) -> BTreeMap<Key, Vec<Act>> {
         let mut out: BTreeMap<Key, Vec<Act>> = BTreeMap::new();
         for ((run, rank), acts) in &self.ranks {
             for a in acts {
@@ -117,7 +119,7 @@ impl Input {
     }
 
     /// The key of the group `a` (an activity of rank `rank` of `run`) belongs to.
-    pub fn key(&self, run: &str, rank: i64, a: &Act, by: By) -> Key {
+    pub(crate) fn key(&self, run: &str, rank: i64, a: &Act, by: By) -> Key {
         Key {
             run: run.to_string(),
             rank,
@@ -129,12 +131,12 @@ impl Input {
     }
 
     /// An activity's name.
-    pub fn name(&self, a: &Act) -> &str {
+    pub(crate) fn name(&self, a: &Act) -> &str {
         StrAt::of(&self.acts, "name").get(a.row).unwrap_or("")
     }
 
     /// A call's name.
-    pub fn call_name(&self, c: &Call) -> &str {
+    pub(crate) fn call_name(&self, c: &Call) -> &str {
         StrAt::of(&self.calls, "name").get(c.row).unwrap_or("")
     }
 }

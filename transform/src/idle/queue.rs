@@ -9,13 +9,13 @@ use super::Act;
 
 /// One stream's queue: (time, length from then on), in time order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Series {
+pub(crate) struct Series {
     pub points: Vec<(i64, i64)>,
 }
 
 impl Series {
     /// The queue of the activities of one stream (only those with a launch call count).
-    pub fn of(acts: &[&Act]) -> Series {
+    pub(crate) fn of(acts: &[&Act]) -> Series {
         let mut events: Vec<(i64, i64)> = Vec::with_capacity(2 * acts.len());
         for a in acts {
             if let Some(c) = a.call {
@@ -37,7 +37,7 @@ impl Series {
     }
 
     /// The length at `t` (0 before the first point).
-    pub fn at(&self, t: i64) -> i64 {
+    pub(crate) fn at(&self, t: i64) -> i64 {
         match self.points.partition_point(|p| p.0 <= t) {
             0 => 0,
             n => self.points[n - 1].1,
@@ -45,7 +45,7 @@ impl Series {
     }
 
     /// The largest length and the integral of the length (length × ns) over `[from, to)`.
-    pub fn over(&self, from: i64, to: i64) -> (i64, i128) {
+    pub(crate) fn over(&self, from: i64, to: i64) -> (i64, i128) {
         let (mut level, mut at) = (self.at(from), from);
         let (mut max, mut area) = (level, 0i128);
         let first = self.points.partition_point(|p| p.0 <= from);
@@ -60,7 +60,7 @@ impl Series {
 }
 
 /// The queue of every stream of one rank's activities.
-pub fn of_rank(acts: &[Act]) -> BTreeMap<i64, Series> {
+pub(crate) fn of_rank(acts: &[Act]) -> BTreeMap<i64, Series> {
     let mut by_stream: BTreeMap<i64, Vec<&Act>> = BTreeMap::new();
     for a in acts {
         by_stream.entry(a.stream).or_default().push(a);

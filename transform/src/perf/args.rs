@@ -9,7 +9,7 @@ use serde_json::Value;
 
 /// One argument's shape: a tensor's dims, a tensor list's dims, or nothing (scalars).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Dims {
+pub(crate) enum Dims {
     Tensor(Vec<i64>),
     List(Vec<Vec<i64>>),
     None,
@@ -17,7 +17,7 @@ pub enum Dims {
 
 /// The four lists of one operator.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct OpArgs {
+pub(crate) struct OpArgs {
     pub dims: Vec<Dims>,
     pub types: Vec<String>,
     pub concrete: Vec<String>,
@@ -25,7 +25,7 @@ pub struct OpArgs {
 
 impl OpArgs {
     /// Parses the JSON texts as the dataset stores them; unparsable text gives empty lists.
-    pub fn parse(dims: Option<&str>, types: Option<&str>, concrete: Option<&str>) -> OpArgs {
+    pub(crate) fn parse(dims: Option<&str>, types: Option<&str>, concrete: Option<&str>) -> OpArgs {
         OpArgs {
             dims: dims.map(parse_dims).unwrap_or_default(),
             types: types.map(parse_strings).unwrap_or_default(),
@@ -34,7 +34,7 @@ impl OpArgs {
     }
 
     /// Argument `i` as a tensor shape, when it is a tensor (a 0-dim tensor is `[]`).
-    pub fn tensor(&self, i: usize) -> Option<&[i64]> {
+    pub(crate) fn tensor(&self, i: usize) -> Option<&[i64]> {
         match self.dims.get(i)? {
             Dims::Tensor(d) if self.is_tensor(i) => Some(d),
             _ => None,
@@ -42,28 +42,28 @@ impl OpArgs {
     }
 
     /// Argument `i` is a tensor: its type is a dtype (scalars say `Scalar`, `ScalarList`, `""`).
-    pub fn is_tensor(&self, i: usize) -> bool {
+    pub(crate) fn is_tensor(&self, i: usize) -> bool {
         self.types.get(i).is_some_and(|t| Dtype::parse(t).is_some())
     }
 
     /// The dtype of argument `i`.
-    pub fn dtype(&self, i: usize) -> Option<Dtype> {
+    pub(crate) fn dtype(&self, i: usize) -> Option<Dtype> {
         Dtype::parse(self.types.get(i)?)
     }
 
     /// The bytes of tensor argument `i`.
-    pub fn bytes(&self, i: usize) -> Option<i128> {
+    pub(crate) fn bytes(&self, i: usize) -> Option<i128> {
         let size = self.dtype(i)?.size();
         Some(numel(self.tensor(i)?) * i128::from(size))
     }
 
     /// Concrete input `i` as written (`""` for tensors and absent values).
-    pub fn scalar(&self, i: usize) -> Option<&str> {
+    pub(crate) fn scalar(&self, i: usize) -> Option<&str> {
         self.concrete.get(i).map(String::as_str)
     }
 
     /// Concrete input `i` as a boolean (`True`/`False`, as PyTorch prints them).
-    pub fn flag(&self, i: usize) -> Option<bool> {
+    pub(crate) fn flag(&self, i: usize) -> Option<bool> {
         match self.scalar(i)? {
             "True" | "true" | "1" => Some(true),
             "False" | "false" | "0" => Some(false),
@@ -72,7 +72,7 @@ impl OpArgs {
     }
 
     /// Concrete input `i` as an integer list (`[1, 1]`) or one integer (`2`).
-    pub fn ints(&self, i: usize) -> Option<Vec<i64>> {
+    pub(crate) fn ints(&self, i: usize) -> Option<Vec<i64>> {
         let s = self.scalar(i)?.trim();
         if let Some(inner) = s.strip_prefix('[').and_then(|s| s.strip_suffix(']')) {
             if inner.trim().is_empty() {
@@ -84,13 +84,13 @@ impl OpArgs {
     }
 
     /// Concrete input `i` as an integer.
-    pub fn int(&self, i: usize) -> Option<i64> {
+    pub(crate) fn int(&self, i: usize) -> Option<i64> {
         self.scalar(i)?.trim().parse().ok()
     }
 }
 
 /// The element count of a shape (1 for a 0-dim tensor).
-pub fn numel(d: &[i64]) -> i128 {
+pub(crate) fn numel(d: &[i64]) -> i128 {
     d.iter().map(|&x| x.max(0) as i128).product()
 }
 
@@ -135,7 +135,7 @@ fn parse_strings(s: &str) -> Vec<String> {
 
 /// The element types the models tell apart, with their size and the peak they are judged by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Dtype {
+pub(crate) enum Dtype {
     Fp64,
     Fp32,
     Bf16,
@@ -154,7 +154,7 @@ impl Dtype {
     /// A Kineto `Input type` (`c10::BFloat16`, `float`, `long int`) or a workload's own name
     /// (`bf16`, `fp32`). Non-tensor types (`Scalar`, `ScalarList`, `TensorList`, `""`) are
     /// `None`.
-    pub fn parse(s: &str) -> Option<Dtype> {
+    pub(crate) fn parse(s: &str) -> Option<Dtype> {
         Some(match s.trim() {
             "c10::BFloat16" | "bf16" | "bfloat16" | "BFloat16" => Dtype::Bf16,
             "c10::Half" | "fp16" | "half" | "float16" | "Half" => Dtype::Fp16,
@@ -174,7 +174,7 @@ impl Dtype {
     }
 
     /// Bytes per element (per packed pair for fp4).
-    pub fn size(self) -> u8 {
+    pub(crate) fn size(self) -> u8 {
         match self {
             Dtype::Fp64 => 8,
             Dtype::Fp32 => 4,
@@ -186,7 +186,7 @@ impl Dtype {
 
     /// The key of the peak table this dtype's FLOPs are judged by; `None` for integer and
     /// complex tensors.
-    pub fn peak_key(self) -> Option<&'static str> {
+    pub(crate) fn peak_key(self) -> Option<&'static str> {
         Some(match self {
             Dtype::Fp64 => "fp64",
             Dtype::Fp32 => "fp32",
@@ -199,7 +199,7 @@ impl Dtype {
     }
 
     /// A PyTorch `ScalarType` code as `Concrete Inputs` print it (`15` is bfloat16).
-    pub fn from_scalar_type(code: i64) -> Option<Dtype> {
+    pub(crate) fn from_scalar_type(code: i64) -> Option<Dtype> {
         Some(match code {
             0 | 1 | 11 => Dtype::Int(1),
             2 => Dtype::Int(2),

@@ -20,7 +20,7 @@ use crate::rows::{ints, strs, IntAt, StrAt};
 
 /// What is known of one instance's work.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// A model's estimate, and where its shapes came from (`cpu_op`, `kernel_args`).
     Modelled(Estimate, &'static str),
     /// The model could not read the shapes (why).
@@ -30,7 +30,7 @@ pub enum Outcome {
 }
 
 #[derive(Debug, Clone)]
-pub struct Instance {
+pub(crate) struct Instance {
     pub rank: i64,
     /// The launching operator (a row of `RunData::cpu`).
     pub op: Option<usize>,
@@ -40,7 +40,7 @@ pub struct Instance {
 }
 
 impl Instance {
-    pub fn estimate(&self) -> Option<&Estimate> {
+    pub(crate) fn estimate(&self) -> Option<&Estimate> {
         match &self.outcome {
             Outcome::Modelled(e, _) => Some(e),
             _ => None,

@@ -10,7 +10,7 @@ use crate::dataset::{self, DatasetError};
 use crate::rows::{ints, strs};
 
 /// One run's inputs (frames without the `run` column: it is one run).
-pub struct RunData {
+pub(crate) struct RunData {
     /// Kernels that are not communication, sorted by rank and start.
     pub acts: DataFrame,
     /// `cpu_op` and `runtime` rows.
@@ -61,7 +61,7 @@ fn select(cols: &[&str]) -> Vec<Expr> {
 }
 
 impl RunData {
-    pub fn load(root: &Path, run: &str) -> Result<RunData, DatasetError> {
+    pub(crate) fn load(root: &Path, run: &str) -> Result<RunData, DatasetError> {
         let this = col("run").eq(lit(run));
         let kernels = col("kind")
             .eq(lit("kernel"))

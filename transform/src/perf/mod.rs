@@ -12,11 +12,11 @@
 //! and printed. Formulas: ../shared/docs/METRICS.md ("Performance models"), in users' words
 //! in docs/PERF.md.
 
-pub mod args;
+mod args;
 mod frames;
 mod instances;
 mod load;
-pub mod models;
+mod models;
 pub mod peaks;
 pub mod rows;
 pub mod views;
@@ -34,8 +34,11 @@ pub use views::{Group, Headline};
 /// One run's performance: every operator instance and every step.
 #[derive(Debug, Clone)]
 pub struct PerfRun {
+    /// The run label.
     pub run: String,
+    /// Every operator instance of the run (the `op_perf` rows).
     pub ops: Vec<OpRow>,
+    /// Per rank and step, then per rank (the `perf_steps` rows).
     pub steps: Vec<StepRow>,
     /// The device names the run's traces give, each with its peak-table entry.
     pub devices: Vec<(String, Option<peaks::Device>)>,
@@ -45,7 +48,7 @@ pub struct PerfRun {
 
 impl PerfRun {
     /// Reads `run` of the dataset at `root` and computes its tables.
-    pub fn compute(root: &Path, run: &str, peaks: &Peaks) -> Result<PerfRun, DatasetError> {
+    pub(crate) fn compute(root: &Path, run: &str, peaks: &Peaks) -> Result<PerfRun, DatasetError> {
         let mut clock = Clock::start();
         let data = load::RunData::load(root, run)?;
         clock.lap("read");
@@ -82,10 +85,11 @@ impl PerfRun {
         })
     }
 
-    pub fn op_frame(&self) -> PolarsResult<DataFrame> {
+    pub(crate) fn op_frame(&self) -> PolarsResult<DataFrame> {
         frames::ops(&self.ops)
     }
 
+    /// The `perf_steps` frame of `steps`, with the columns of docs/SCHEMA.md.
     pub fn step_frame(&self) -> PolarsResult<DataFrame> {
         frames::steps(&self.steps)
     }
@@ -102,6 +106,7 @@ impl PerfRun {
         views::group_frame(&self.run, &g[..g.len().min(top)], total)
     }
 
+    /// The run's headline numbers, as `aorta perf` prints them first.
     pub fn headline(&self) -> Headline {
         views::headline(&self.ops, &self.steps)
     }

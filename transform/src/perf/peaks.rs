@@ -9,18 +9,29 @@ use std::path::Path;
 use serde::Deserialize;
 
 /// The shipped table.
-pub const DEFAULT_PEAKS: &str = include_str!("../../peaks/devices.toml");
+pub(crate) const DEFAULT_PEAKS: &str = include_str!("../../peaks/devices.toml");
 
 /// The dtypes a peak can be given for.
-pub const DTYPES: [&str; 7] = ["fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp4"];
+pub(crate) const DTYPES: [&str; 7] = ["fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp4"];
 
+/// Why a device-peak table (`--device-peaks`) could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum PeaksError {
+    /// The file is not a valid peak table: bad TOML, an unknown field or dtype key, a device
+    /// whose `match` names nothing, a peak that is not a positive number.
     #[error("{path}: {msg}")]
-    Invalid { path: String, msg: String },
+    Invalid {
+        /// The file (`<built-in devices.toml>` for the shipped one).
+        path: String,
+        /// What is wrong, naming the device and key.
+        msg: String,
+    },
+    /// The file could not be read.
     #[error("{path}: {source}")]
     Io {
+        /// The file.
         path: String,
+        /// The I/O error.
         source: std::io::Error,
     },
 }
@@ -29,12 +40,15 @@ pub enum PeaksError {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Device {
+    /// The name the tables show for the device (`H100 SXM`).
     pub name: String,
     #[serde(rename = "match")]
-    pub matches: Vec<String>,
+    pub(crate) matches: Vec<String>,
+    /// HBM bandwidth, TB/s.
     pub hbm_tbps: f64,
+    /// Dense peak per dtype key (`bf16`, `fp8`, …), TFLOP/s.
     pub tflops: BTreeMap<String, f64>,
-    pub source: String,
+    pub(crate) source: String,
 }
 
 impl Device {
@@ -57,7 +71,7 @@ struct File {
 pub struct Peaks {
     /// The shipped table's version, plus `+user` when a file extends it.
     pub version: String,
-    pub devices: Vec<Device>,
+    pub(crate) devices: Vec<Device>,
 }
 
 impl Default for Peaks {
@@ -89,7 +103,7 @@ impl Peaks {
 
     /// Parses a table, checking every entry (a typo in a dtype key is an error, not a peak
     /// that silently never applies).
-    pub fn parse(text: &str, path: &str) -> Result<Peaks, PeaksError> {
+    pub(crate) fn parse(text: &str, path: &str) -> Result<Peaks, PeaksError> {
         let invalid = |msg: String| PeaksError::Invalid {
             path: path.to_string(),
             msg,
@@ -123,7 +137,7 @@ impl Peaks {
     }
 
     /// The first device whose `match` substrings occur in `name` (case-insensitive).
-    pub fn find(&self, name: &str) -> Option<&Device> {
+    pub(crate) fn find(&self, name: &str) -> Option<&Device> {
         let name = name.to_lowercase();
         self.devices.iter().find(|d| {
             d.matches

@@ -16,34 +16,36 @@ use crate::rows::{ints, StrAt};
 /// One operator instance.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct OpRow {
-    pub run: String,
+    pub(crate) run: String,
+    /// The rank.
     pub rank: i64,
-    pub step: Option<i64>,
-    pub op: String,
-    pub input_dims: Option<String>,
-    pub input_types: Option<String>,
-    pub kernel: String,
-    pub kernel_count: i64,
-    pub start_ns: i64,
-    pub end_ns: i64,
-    pub gpu_ns: i64,
-    pub model: Option<&'static str>,
-    pub dtype: Option<&'static str>,
-    pub flops: Option<i64>,
-    pub bytes: Option<i64>,
-    pub roof: Roof,
-    pub device: Option<String>,
-    pub peak_tflops: Option<f64>,
-    pub peak_tbps: Option<f64>,
-    pub source: Option<&'static str>,
-    pub note: Option<String>,
+    pub(crate) step: Option<i64>,
+    pub(crate) op: String,
+    pub(crate) input_dims: Option<String>,
+    pub(crate) input_types: Option<String>,
+    pub(crate) kernel: String,
+    pub(crate) kernel_count: i64,
+    pub(crate) start_ns: i64,
+    pub(crate) end_ns: i64,
+    pub(crate) gpu_ns: i64,
+    pub(crate) model: Option<&'static str>,
+    pub(crate) dtype: Option<&'static str>,
+    pub(crate) flops: Option<i64>,
+    pub(crate) bytes: Option<i64>,
+    pub(crate) roof: Roof,
+    pub(crate) device: Option<String>,
+    pub(crate) peak_tflops: Option<f64>,
+    pub(crate) peak_tbps: Option<f64>,
+    pub(crate) source: Option<&'static str>,
+    pub(crate) note: Option<String>,
 }
 
 /// Achieved rates and the roofline of some work that took `ns` of GPU time.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Roof {
+    /// Achieved TFLOP/s: FLOPs over the GPU time (null without FLOPs).
     pub tflops: Option<f64>,
-    pub tbps: Option<f64>,
+    pub(crate) tbps: Option<f64>,
     /// FLOPs per byte.
     pub intensity: Option<f64>,
     /// `compute` or `memory`.
@@ -56,7 +58,7 @@ pub struct Roof {
 
 impl Roof {
     /// `flops` and `bytes` in `ns` against a peak (TFLOP/s) and a bandwidth (TB/s).
-    pub fn of(
+    pub(crate) fn of(
         flops: Option<i64>,
         bytes: Option<i64>,
         ns: i64,
@@ -93,7 +95,7 @@ impl Roof {
 }
 
 /// A rank's device: its entry in the peak table, or why it has none.
-pub fn device_of<'p>(
+pub(crate) fn device_of<'p>(
     peaks: &'p Peaks,
     d: &RunData,
     rank: i64,
@@ -108,7 +110,12 @@ pub fn device_of<'p>(
 }
 
 /// One row per instance.
-pub fn op_rows<'a>(run: &str, d: &'a RunData, insts: &[Instance], peaks: &Peaks) -> Vec<OpRow> {
+pub(crate) fn op_rows<'a>(
+    run: &str,
+    d: &'a RunData,
+    insts: &[Instance],
+    peaks: &Peaks,
+) -> Vec<OpRow> {
     let (names, dims, types) = (
         StrAt::of(&d.cpu, "name"),
         StrAt::of(&d.cpu, "input_dims"),
@@ -187,26 +194,37 @@ pub fn op_rows<'a>(run: &str, d: &'a RunData, insts: &[Instance], peaks: &Peaks)
 /// One rank's totals over a step (or over every step).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct StepRow {
+    /// The run label.
     pub run: String,
+    /// The rank.
     pub rank: i64,
+    /// `step` (one step) or `rank` (the sums over the rank's steps).
     pub level: &'static str,
+    /// The step, for level `step` (null for a trace without steps).
     pub step: Option<i64>,
+    /// The step's GPU window, ns; for level `rank`, the sum over its steps.
     pub window_ns: Option<i64>,
-    pub kernel_ns: i64,
-    pub instances: i64,
+    pub(crate) kernel_ns: i64,
+    pub(crate) instances: i64,
+    /// FLOPs of the instances with a FLOPs model (GEMM, attention, convolution).
     pub model_flops: i64,
-    pub gemm_flops: i64,
-    pub attention_flops: i64,
-    pub conv_flops: i64,
+    pub(crate) gemm_flops: i64,
+    pub(crate) attention_flops: i64,
+    pub(crate) conv_flops: i64,
+    /// The dominant dtype: the one with the most GEMM FLOPs (all model FLOPs without GEMMs).
     pub dtype: Option<&'static str>,
+    /// The device-peak table's entry for the rank's GPU (null: unknown device).
     pub device: Option<String>,
-    pub peak_tflops: Option<f64>,
+    pub(crate) peak_tflops: Option<f64>,
+    /// Model FLOPs utilization: 100 × `model_flops` / (`window_ns` × the dtype's peak).
     pub mfu_pct: Option<f64>,
-    pub gemm_busy_ns: i64,
+    pub(crate) gemm_busy_ns: i64,
+    /// GEMM TFLOP/s while GEMMs run: GEMM FLOPs over the union of their kernels' time.
     pub gemm_tflops: Option<f64>,
-    pub unmodelled_count: i64,
+    pub(crate) unmodelled_count: i64,
+    /// GPU time of the instances with neither FLOPs nor bytes (no model, or shapes missing).
     pub unmodelled_ns: i64,
-    pub note: Option<String>,
+    pub(crate) note: Option<String>,
 }
 
 /// Sums of one (rank, step): FLOPs per dtype of the GEMMs and of all models, and the GEMM
@@ -279,7 +297,7 @@ impl Acc {
 }
 
 /// The length of the union of intervals.
-pub fn union_ns(mut v: Vec<(i64, i64)>) -> i64 {
+pub(crate) fn union_ns(mut v: Vec<(i64, i64)>) -> i64 {
     v.sort_unstable();
     let (mut total, mut cur) = (0, None::<(i64, i64)>);
     for (s, e) in v {
@@ -296,7 +314,7 @@ pub fn union_ns(mut v: Vec<(i64, i64)>) -> i64 {
 }
 
 /// One row per (rank, step) with instances, then one per rank (`level` = `rank`).
-pub fn step_rows(
+pub(crate) fn step_rows(
     run: &str,
     d: &RunData,
     insts: &[Instance],

@@ -13,19 +13,25 @@ use crate::summary::{spread, Spread};
 /// Instances summed under one key.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Group {
+    /// Operator name (`aten::mm`), or `(no CPU op)`.
     pub op: String,
+    /// The instances' `Input Dims` when grouped by shape (null when not, or unknown).
     pub input_dims: Option<String>,
-    pub input_types: Option<String>,
+    pub(crate) input_types: Option<String>,
+    /// Instances summed.
     pub instances: i64,
+    /// Their summed GPU time, ns.
     pub gpu_ns: i64,
-    pub flops: Option<i64>,
-    pub bytes: Option<i64>,
+    pub(crate) flops: Option<i64>,
+    pub(crate) bytes: Option<i64>,
+    /// The dtype of their FLOPs (null when none, or when the instances differ).
     pub dtype: Option<&'static str>,
-    pub model: Option<&'static str>,
+    pub(crate) model: Option<&'static str>,
     /// The one peak and bandwidth every instance with FLOPs shares (none when they differ).
-    pub peak: Option<(Option<f64>, Option<f64>)>,
+    pub(crate) peak: Option<(Option<f64>, Option<f64>)>,
+    /// Achieved rates over the summed time, and the roofline where the instances share a peak.
     pub roof: Roof,
-    pub note: Option<String>,
+    pub(crate) note: Option<String>,
 }
 
 impl Group {
@@ -59,7 +65,7 @@ impl Group {
 
 /// Rows of one run summed per operator (`shape` false) or per operator and shape, largest
 /// GPU time first.
-pub fn groups(rows: &[OpRow], shape: bool) -> Vec<Group> {
+pub(crate) fn groups(rows: &[OpRow], shape: bool) -> Vec<Group> {
     let mut at: HashMap<(&str, Option<&str>, Option<&str>), usize> = HashMap::default();
     let mut out: Vec<(Group, i64, i64)> = Vec::new();
     for r in rows {
@@ -110,7 +116,7 @@ pub fn groups(rows: &[OpRow], shape: bool) -> Vec<Group> {
 }
 
 /// The groups as a frame (`share_pct` = the group's share of the run's instance time).
-pub fn group_frame(run: &str, groups: &[Group], total_ns: i64) -> PolarsResult<DataFrame> {
+pub(crate) fn group_frame(run: &str, groups: &[Group], total_ns: i64) -> PolarsResult<DataFrame> {
     let g = groups;
     let f = |v: Vec<Option<f64>>, n: &str| Column::new(n.into(), v);
     let share = |x: &Group| (total_ns > 0).then(|| 100.0 * x.gpu_ns as f64 / total_ns as f64);
@@ -173,17 +179,21 @@ pub fn group_frame(run: &str, groups: &[Group], total_ns: i64) -> PolarsResult<D
 /// A run's headline numbers.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Headline {
+    /// Operator instances of the run.
     pub instances: usize,
+    /// Their summed GPU time, ns.
     pub kernel_ns: i64,
     /// GPU time of instances with FLOPs or bytes.
     pub modelled_ns: i64,
+    /// FLOPs of the instances with a FLOPs model.
     pub model_flops: i64,
     /// MFU % and GEMM TFLOP/s while GEMMs run, over the step rows.
     pub mfu: Option<Spread>,
+    /// Over the step rows, as `mfu`.
     pub gemm_tflops: Option<Spread>,
 }
 
-pub fn headline(ops: &[OpRow], steps: &[StepRow]) -> Headline {
+pub(crate) fn headline(ops: &[OpRow], steps: &[StepRow]) -> Headline {
     let per_step =
         |f: fn(&StepRow) -> Option<f64>| spread(steps.iter().filter(|s| s.level == "step").map(f));
     Headline {

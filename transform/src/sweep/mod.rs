@@ -23,15 +23,22 @@ use merge::{Source, Tables, CONTESTED, MAX_MASK_STREAMS};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[repr(u8)]
 pub enum Class {
+    /// Communication kernels (`comm`).
     Comm = 0,
+    /// Matrix multiplies (`gemm`).
     Gemm = 1,
+    /// Attention kernels (`attention`).
     Attention = 2,
+    /// Every other compute kernel (`other_compute`).
     OtherCompute = 3,
+    /// Copies (`memcpy`).
     Memcpy = 4,
+    /// Memory sets (`memset`).
     Memset = 5,
 }
 
 impl Class {
+    /// Every class, in discriminant order.
     pub const ALL: [Class; 6] = [
         Class::Comm,
         Class::Gemm,
@@ -42,7 +49,7 @@ impl Class {
     ];
 
     /// The `category` value of `gpu_activities`; unknown text is `other_compute`.
-    pub fn from_category(s: &str) -> Class {
+    pub(crate) fn from_category(s: &str) -> Class {
         match Category::parse(s) {
             Some(Category::Comm) => Class::Comm,
             Some(Category::Gemm) => Class::Gemm,
@@ -54,17 +61,17 @@ impl Class {
     }
 
     /// Every kernel that is not communication (memcpy and memset are neither).
-    pub fn is_compute(self) -> bool {
+    pub(crate) fn is_compute(self) -> bool {
         matches!(self, Class::Gemm | Class::Attention | Class::OtherCompute)
     }
 }
 
 use aorta_ingest::classify::Category;
 /// Collective kinds, in the order of METRICS.md (ingest's list); the index is `Act::op`.
-pub use aorta_ingest::classify::COMM_OPS;
+pub(crate) use aorta_ingest::classify::COMM_OPS;
 
 /// The index of a `comm_op` value; unknown or missing kinds are `other`.
-pub fn comm_op_index(s: Option<&str>) -> u8 {
+pub(crate) fn comm_op_index(s: Option<&str>) -> u8 {
     let other = COMM_OPS.len() - 1;
     s.and_then(|s| COMM_OPS.iter().position(|&k| k == s))
         .unwrap_or(other) as u8
@@ -74,11 +81,17 @@ pub fn comm_op_index(s: Option<&str>) -> u8 {
 /// indices of its stream and step among the rank's streams and steps (24 bytes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Act {
+    /// Start, ns.
     pub start: i64,
+    /// End, ns (exclusive; `end ≥ start`).
     pub end: i64,
+    /// What kind of work it is.
     pub class: Class,
+    /// Index of its collective kind in `COMM_OPS` (comm only).
     pub op: u8,
+    /// Index of its stream among the rank's streams.
     pub stream: u16,
+    /// Index of its step among the rank's steps.
     pub step: u32,
 }
 
@@ -107,31 +120,31 @@ pub fn intersection(a: &[(i64, i64)], b: &[(i64, i64)]) -> i64 {
 /// Merges intervals pushed in start order into sorted disjoint segments (the per-stream view
 /// of a step with more streams than the sweep's stream masks hold).
 #[derive(Debug, Default, Clone)]
-pub struct Union {
+pub(crate) struct Union {
     segs: Vec<(i64, i64)>,
 }
 
 impl Union {
     #[inline]
-    pub fn push(&mut self, start: i64, end: i64) {
+    pub(crate) fn push(&mut self, start: i64, end: i64) {
         match self.segs.last_mut() {
             Some(last) if start <= last.1 => last.1 = last.1.max(end),
             _ => self.segs.push((start, end)),
         }
     }
 
-    pub fn segments(&self) -> &[(i64, i64)] {
+    pub(crate) fn segments(&self) -> &[(i64, i64)] {
         &self.segs
     }
 
-    pub fn len_ns(&self) -> i64 {
+    pub(crate) fn len_ns(&self) -> i64 {
         length(&self.segs)
     }
 }
 
 /// Time per collective kind in one window.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct OpTime {
+pub(crate) struct OpTime {
     pub count: i64,
     pub comm_ns: i64,
     pub exposed_comm_ns: i64,
@@ -141,47 +154,48 @@ pub struct OpTime {
 /// no activity has start = end = 0).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Metrics {
-    pub window_start_ns: i64,
-    pub window_end_ns: i64,
-    pub activity_count: i64,
-    pub comm_ns: i64,
-    pub gemm_ns: i64,
-    pub compute_ns: i64,
-    pub busy_ns: i64,
-    pub memcpy_ns: i64,
-    pub gemm_comm_overlap_ns: i64,
+    pub(crate) window_start_ns: i64,
+    pub(crate) window_end_ns: i64,
+    pub(crate) activity_count: i64,
+    pub(crate) comm_ns: i64,
+    pub(crate) gemm_ns: i64,
+    pub(crate) compute_ns: i64,
+    pub(crate) busy_ns: i64,
+    pub(crate) memcpy_ns: i64,
+    pub(crate) gemm_comm_overlap_ns: i64,
+    /// |U(compute) ∩ U(comm)|, ns: the communication hidden under compute.
     pub compute_comm_overlap_ns: i64,
-    pub gemm_memcpy_overlap_ns: i64,
-    pub exposed_memcpy_ns: i64,
-    pub ops: [OpTime; COMM_OPS.len()],
+    pub(crate) gemm_memcpy_overlap_ns: i64,
+    pub(crate) exposed_memcpy_ns: i64,
+    pub(crate) ops: [OpTime; COMM_OPS.len()],
 }
 
 impl Metrics {
-    pub fn window_ns(&self) -> i64 {
+    pub(crate) fn window_ns(&self) -> i64 {
         self.window_end_ns - self.window_start_ns
     }
-    pub fn idle_ns(&self) -> i64 {
+    pub(crate) fn idle_ns(&self) -> i64 {
         self.window_ns() - self.busy_ns
     }
-    pub fn exposed_comm_ns(&self) -> i64 {
+    pub(crate) fn exposed_comm_ns(&self) -> i64 {
         self.comm_ns - self.compute_comm_overlap_ns
     }
     /// TP-overlap-tuner: gemm∩comm / min(gemm, comm).
-    pub fn tp_overlap_ratio(&self) -> Option<f64> {
+    pub(crate) fn tp_overlap_ratio(&self) -> Option<f64> {
         ratio(self.gemm_comm_overlap_ns, self.gemm_ns.min(self.comm_ns))
     }
     /// Holistic Trace Analysis: 100 × compute∩comm / comm.
-    pub fn comm_hidden_pct(&self) -> Option<f64> {
+    pub(crate) fn comm_hidden_pct(&self) -> Option<f64> {
         ratio(100 * self.compute_comm_overlap_ns, self.comm_ns)
     }
     /// The Python aorta report: compute∩comm / compute.
-    pub fn compute_overlap_ratio(&self) -> Option<f64> {
+    pub(crate) fn compute_overlap_ratio(&self) -> Option<f64> {
         ratio(self.compute_comm_overlap_ns, self.compute_ns)
     }
 }
 
 /// `num / den`, null when `den` is 0.
-pub fn ratio(num: i64, den: i64) -> Option<f64> {
+pub(crate) fn ratio(num: i64, den: i64) -> Option<f64> {
     (den != 0).then(|| num as f64 / den as f64)
 }
 
@@ -189,9 +203,9 @@ pub fn ratio(num: i64, den: i64) -> Option<f64> {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StreamView {
     /// (stream index, activity count, busy ns), for every stream with an activity.
-    pub busy: Vec<(u16, i64, i64)>,
+    pub(crate) busy: Vec<(u16, i64, i64)>,
     /// (stream a, stream b, overlap ns) with a < b, for pairs that overlap (> 0 ns).
-    pub pairs: Vec<(u16, u16, i64)>,
+    pub(crate) pairs: Vec<(u16, u16, i64)>,
 }
 
 /// Everything `aorta overlap` computes for one rank.
@@ -230,7 +244,7 @@ pub fn rank(acts: &mut [Act], steps: usize) -> RankResult {
 
 /// `rank` with steps cut into tasks of about `chunk` activities (tests cut small steps).
 #[doc(hidden)]
-pub fn rank_in_chunks(acts: &mut [Act], steps: usize, chunk: usize) -> RankResult {
+pub(crate) fn rank_in_chunks(acts: &mut [Act], steps: usize, chunk: usize) -> RankResult {
     let steps = layout::steps(acts, steps);
     let contested = layout::contested(&steps);
     let done: Vec<(Task, Tables)> = tasks(&steps, &contested, chunk.max(1))
@@ -378,22 +392,27 @@ fn view(s: &Step, t: &Tables) -> StreamView {
     v
 }
 
-/// Every metric of one window (all of `acts`, in any order).
-pub fn window(acts: &[Act]) -> Metrics {
+/// Every metric of one window (all of `acts`, in any order); the brute-force tests' entry.
+#[cfg(test)]
+pub(crate) fn window(acts: &[Act]) -> Metrics {
     single(acts).0
 }
 
-/// The per-stream view of one window (all of `acts`, in any order).
-pub fn streams(acts: &[Act]) -> StreamView {
+/// The per-stream view of one window (all of `acts`, in any order); the brute-force tests'
+/// entry.
+#[cfg(test)]
+pub(crate) fn streams(acts: &[Act]) -> StreamView {
     single(acts).1
 }
 
+#[cfg(test)]
 fn single(acts: &[Act]) -> (Metrics, StreamView) {
     let mut all: Vec<Act> = acts.iter().map(|a| Act { step: 0, ..*a }).collect();
     rank(&mut all, 1).steps.pop().unwrap_or_default()
 }
 
-/// Sorts by start (callers that want a canonical order; the sweep does not need it).
-pub fn sort_by_start(acts: &mut [Act]) {
+/// Sorts by start (the tests' canonical order; the sweep does not need it).
+#[cfg(test)]
+pub(crate) fn sort_by_start(acts: &mut [Act]) {
     acts.sort_by_key(|a| a.start);
 }

@@ -7,12 +7,12 @@ use hip_sys::hiprt::{self, hipError_t};
 use std::ffi::{c_int, c_void};
 
 /// The runtime's name of a HIP error code (`hipErrorNoDevice`), as the message shows it.
-pub fn code_name(e: hipError_t) -> String {
+pub(crate) fn code_name(e: hipError_t) -> String {
     format!("{e:?}")
 }
 
 /// `Ok` for `hipSuccess`, else an [`Error::Api`] naming `call` and the code.
-pub fn check(call: &str, e: hipError_t) -> Result<()> {
+pub(crate) fn check(call: &str, e: hipError_t) -> Result<()> {
     match e {
         hipError_t::hipSuccess => Ok(()),
         other => Err(Error::api(call, code_name(other))),
@@ -21,7 +21,7 @@ pub fn check(call: &str, e: hipError_t) -> Result<()> {
 
 /// The error for a failed `hipGetDeviceCount`: the codes that mean "no usable AMD GPU here"
 /// become [`Error::NoDevice`], anything else stays an API error.
-pub fn device_count_error(e: hipError_t) -> Error {
+pub(crate) fn device_count_error(e: hipError_t) -> Error {
     match e {
         hipError_t::hipErrorNoDevice
         | hipError_t::hipErrorInsufficientDriver
@@ -34,7 +34,7 @@ pub fn device_count_error(e: hipError_t) -> Error {
 }
 
 /// Number of visible AMD GPUs; no device is an error (one line), not 0.
-pub fn device_count() -> Result<usize> {
+pub(crate) fn device_count() -> Result<usize> {
     let mut n: c_int = 0;
     // SAFETY: `n` is a valid out-pointer for the duration of the call.
     let e = unsafe { hiprt::hipGetDeviceCount(&mut n) };
@@ -71,7 +71,7 @@ impl Event {
     }
 
     /// Milliseconds from `self` to `end` (both completed).
-    pub fn elapsed_ms(&self, end: &Event) -> Result<f64> {
+    pub(crate) fn elapsed_ms(&self, end: &Event) -> Result<f64> {
         let mut ms = 0f32;
         // SAFETY: both events are live and were recorded; `ms` is a valid out-pointer.
         check("hipEventElapsedTime", unsafe {
@@ -89,10 +89,10 @@ impl Drop for Event {
 }
 
 /// Device memory (`hipMalloc`, zeroed); freed on drop.
-pub struct DeviceBuf(pub(crate) *mut c_void);
+pub(crate) struct DeviceBuf(pub *mut c_void);
 
 impl DeviceBuf {
-    pub fn zeroed(bytes: usize) -> Result<Self> {
+    pub(crate) fn zeroed(bytes: usize) -> Result<Self> {
         let mut p: *mut c_void = std::ptr::null_mut();
         // SAFETY: out-pointer valid for the call.
         check(&format!("hipMalloc {bytes} bytes"), unsafe {
@@ -113,10 +113,10 @@ impl Drop for DeviceBuf {
 }
 
 /// Page-locked host memory (`hipHostMalloc`, default flags); freed on drop.
-pub struct PinnedBuf(pub(crate) *mut c_void);
+pub(crate) struct PinnedBuf(pub *mut c_void);
 
 impl PinnedBuf {
-    pub fn new(bytes: usize) -> Result<Self> {
+    pub(crate) fn new(bytes: usize) -> Result<Self> {
         let mut p: *mut c_void = std::ptr::null_mut();
         // SAFETY: out-pointer valid for the call.
         check(&format!("hipHostMalloc {bytes} bytes"), unsafe {

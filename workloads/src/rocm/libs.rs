@@ -12,7 +12,7 @@ use libloading::Library;
 use std::ffi::{c_char, c_int, c_void};
 
 /// Shared objects tried, in order: the sonames of ROCm 7, 6 and 5, then the dev symlink.
-pub const HIPBLAS_LIBS: &[&str] = &[
+pub(crate) const HIPBLAS_LIBS: &[&str] = &[
     "libhipblas.so.3",
     "libhipblas.so.2",
     "libhipblas.so.1",
@@ -20,10 +20,13 @@ pub const HIPBLAS_LIBS: &[&str] = &[
     "libhipblas.so",
 ];
 /// RCCL's soname, then the dev symlink.
-pub const RCCL_LIBS: &[&str] = &["librccl.so.1", "librccl.so"];
+pub(crate) const RCCL_LIBS: &[&str] = &["librccl.so.1", "librccl.so"];
 
 /// Open the first of `candidates` that loads; else [`Error::NoLibrary`] naming `name`.
-pub fn open_first(name: &'static str, candidates: &'static [&'static str]) -> Result<Library> {
+pub(crate) fn open_first(
+    name: &'static str,
+    candidates: &'static [&'static str],
+) -> Result<Library> {
     for &c in candidates {
         // SAFETY: loading a ROCm library runs only its initialisers, which expect no more
         // than a process with the HIP runtime in it.
@@ -57,7 +60,7 @@ unsafe fn sym<T: Copy>(lib: &Library, name: &str) -> Result<T> {
 /// Which `hipblasGemmEx` signature the loaded hipBLAS has. Both pass C enums as `int`; only
 /// the values differ.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GemmAbi {
+pub(crate) enum GemmAbi {
     /// hipBLAS < 2 (ROCm 5): `hipblasDatatype_t` for the data and the compute type.
     DatatypeT,
     /// hipBLAS ≥ 2 (`HIPBLAS_V2`): `hipDataType` for the data, `hipblasComputeType_t`.
@@ -67,7 +70,7 @@ pub enum GemmAbi {
 /// The GEMM symbol and its ABI: hipBLAS 2.x (ROCm 6) exports the new signature as
 /// `hipblasGemmEx_v2` beside the old one; hipBLAS 3 (ROCm 7, which added
 /// `hipblasSetWorkspace`) has only the new one, under the plain name; older ones only the old.
-pub fn gemm_abi(has_v2: bool, has_set_workspace: bool) -> (&'static str, GemmAbi) {
+pub(crate) fn gemm_abi(has_v2: bool, has_set_workspace: bool) -> (&'static str, GemmAbi) {
     if has_v2 {
         ("hipblasGemmEx_v2", GemmAbi::HipDataType)
     } else if has_set_workspace {
@@ -78,12 +81,12 @@ pub fn gemm_abi(has_v2: bool, has_set_workspace: bool) -> (&'static str, GemmAbi
 }
 
 /// `HIPBLAS_OP_N`.
-pub const HIPBLAS_OP_N: c_int = 111;
+pub(crate) const HIPBLAS_OP_N: c_int = 111;
 /// `HIPBLAS_GEMM_DEFAULT`.
-pub const HIPBLAS_GEMM_DEFAULT: c_int = 160;
+pub(crate) const HIPBLAS_GEMM_DEFAULT: c_int = 160;
 
 /// (data type of A, B, C; compute type) for `dtype`, FP32 accumulation as on CUDA.
-pub fn gemm_types(dtype: Dtype, abi: GemmAbi) -> (c_int, c_int) {
+pub(crate) fn gemm_types(dtype: Dtype, abi: GemmAbi) -> (c_int, c_int) {
     match abi {
         // HIPBLAS_R_16B 168, HIPBLAS_R_16F 150, HIPBLAS_R_32F 151.
         GemmAbi::DatatypeT => match dtype {
@@ -101,7 +104,7 @@ pub fn gemm_types(dtype: Dtype, abi: GemmAbi) -> (c_int, c_int) {
 }
 
 /// hipBLAS's name of a `hipblasStatus_t`.
-pub fn hipblas_status_name(s: c_int) -> String {
+pub(crate) fn hipblas_status_name(s: c_int) -> String {
     const NAMES: [&str; 12] = [
         "SUCCESS",
         "NOT_INITIALIZED",
@@ -130,7 +133,7 @@ fn blas_check(call: &str, s: c_int) -> Result<()> {
     }
 }
 
-pub type HipblasHandle = *mut c_void;
+pub(crate) type HipblasHandle = *mut c_void;
 type GemmExFn = unsafe extern "C" fn(
     HipblasHandle,
     c_int,
@@ -154,7 +157,7 @@ type GemmExFn = unsafe extern "C" fn(
 ) -> c_int;
 
 /// The loaded hipBLAS: one handle and the four calls the workloads make.
-pub struct Hipblas {
+pub(crate) struct Hipblas {
     handle: HipblasHandle,
     destroy: unsafe extern "C" fn(HipblasHandle) -> c_int,
     set_stream: unsafe extern "C" fn(HipblasHandle, hipStream_t) -> c_int,
@@ -165,7 +168,7 @@ pub struct Hipblas {
 }
 
 /// A column-major GEMM `C = A·B` on device buffers.
-pub struct GemmCall {
+pub(crate) struct GemmCall {
     pub m: usize,
     pub n: usize,
     pub k: usize,
@@ -177,7 +180,7 @@ pub struct GemmCall {
 
 impl Hipblas {
     /// Open hipBLAS and create a handle (on the current device).
-    pub fn load() -> Result<Self> {
+    pub(crate) fn load() -> Result<Self> {
         let lib = open_first("hipBLAS", HIPBLAS_LIBS)?;
         // SAFETY: the types below are hipBLAS's C signatures (enums as int, handles and
         // streams as pointers); the pointers live in `Hipblas` together with `lib`.
@@ -204,7 +207,7 @@ impl Hipblas {
     /// # Safety
     /// `a`, `b`, `c` must be device buffers of m·k, k·n and m·n elements of `dtype` that stay
     /// alive until the GEMM has run.
-    pub unsafe fn gemm(&self, stream: hipStream_t, g: &GemmCall, name: &str) -> Result<()> {
+    pub(crate) unsafe fn gemm(&self, stream: hipStream_t, g: &GemmCall, name: &str) -> Result<()> {
         // SAFETY: the function pointers came from the loaded hipBLAS with their C signatures
         // (`sym`), `self.handle` is live while `self` is, and the caller promises the buffers.
         unsafe {
@@ -250,16 +253,16 @@ impl Drop for Hipblas {
 /// `ncclUniqueId`: 128 opaque bytes, passed by value to `ncclCommInitRank`.
 #[repr(C)]
 #[derive(Clone, Copy)]
-pub struct NcclUniqueId {
+pub(crate) struct NcclUniqueId {
     pub internal: [c_char; crate::rendezvous::ID_BYTES],
 }
 
-pub type NcclComm = *mut c_void;
+pub(crate) type NcclComm = *mut c_void;
 /// `ncclSum`.
-pub const NCCL_SUM: c_int = 0;
+pub(crate) const NCCL_SUM: c_int = 0;
 
 /// RCCL's `ncclDataType_t` for `dtype` (ncclBfloat16 9, ncclFloat16 6, ncclFloat32 7).
-pub fn rccl_type(dtype: Dtype) -> c_int {
+pub(crate) fn rccl_type(dtype: Dtype) -> c_int {
     match dtype {
         Dtype::Bf16 => 9,
         Dtype::Fp16 => 6,
@@ -268,7 +271,7 @@ pub fn rccl_type(dtype: Dtype) -> c_int {
 }
 
 /// NCCL's (and RCCL's) name of an `ncclResult_t`.
-pub fn nccl_result_name(r: c_int) -> String {
+pub(crate) fn nccl_result_name(r: c_int) -> String {
     const NAMES: [&str; 8] = [
         "ncclSuccess",
         "ncclUnhandledCudaError",
@@ -285,7 +288,7 @@ pub fn nccl_result_name(r: c_int) -> String {
     }
 }
 
-pub fn nccl_check(call: &str, r: c_int) -> Result<()> {
+pub(crate) fn nccl_check(call: &str, r: c_int) -> Result<()> {
     if r == 0 {
         Ok(())
     } else {
@@ -306,7 +309,7 @@ type GatherFn =
     unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, NcclComm, hipStream_t) -> c_int;
 
 /// The loaded RCCL: the calls the overlap bench makes.
-pub struct Rccl {
+pub(crate) struct Rccl {
     pub get_unique_id: unsafe extern "C" fn(*mut NcclUniqueId) -> c_int,
     pub comm_init_rank: unsafe extern "C" fn(*mut NcclComm, c_int, NcclUniqueId, c_int) -> c_int,
     pub comm_destroy: unsafe extern "C" fn(NcclComm) -> c_int,
@@ -318,7 +321,7 @@ pub struct Rccl {
 }
 
 impl Rccl {
-    pub fn load() -> Result<Self> {
+    pub(crate) fn load() -> Result<Self> {
         let lib = open_first("RCCL", RCCL_LIBS)?;
         // SAFETY: NCCL's C signatures (enums as int, comm and stream as pointers, the id by
         // value); the pointers live in `Rccl` together with `lib`.
@@ -336,7 +339,7 @@ impl Rccl {
     }
 
     /// A fresh unique id, as the bytes the rendezvous file holds.
-    pub fn unique_id(&self) -> Result<[u8; crate::rendezvous::ID_BYTES]> {
+    pub(crate) fn unique_id(&self) -> Result<[u8; crate::rendezvous::ID_BYTES]> {
         let mut id = NcclUniqueId {
             internal: [0; crate::rendezvous::ID_BYTES],
         };

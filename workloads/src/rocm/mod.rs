@@ -13,7 +13,7 @@
 //! out of memory, invalid value, handle or device).
 
 pub mod hip;
-pub mod libs;
+mod libs;
 
 use crate::backend::{Backend, CopyDir, Stream};
 use crate::config::{BenchConfig, Collective, GemmShape};
@@ -26,7 +26,7 @@ use std::ffi::{c_char, c_int, c_void};
 
 /// Fail with one clear line when no AMD GPU is visible or hipBLAS (or, with `collectives`,
 /// RCCL) cannot be opened.
-pub fn probe(collectives: bool) -> Result<()> {
+pub(crate) fn probe(collectives: bool) -> Result<()> {
     hip::device_count()?;
     libs::open_first("hipBLAS", libs::HIPBLAS_LIBS)?;
     if collectives {

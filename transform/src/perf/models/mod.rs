@@ -20,7 +20,7 @@ use super::args::{Dtype, OpArgs};
 
 /// What kind of work a model describes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Kind {
+pub(crate) enum Kind {
     Gemm,
     Attention,
     AttentionBwd,
@@ -31,7 +31,7 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Kind::Gemm => "gemm",
             Kind::Attention => "attention",
@@ -42,17 +42,12 @@ impl Kind {
             Kind::Reduction => "reduction",
         }
     }
-
-    /// Models that count FLOPs (the model FLOPs of MFU); the others count bytes only.
-    pub fn has_flops(self) -> bool {
-        !matches!(self, Kind::Elementwise | Kind::Reduction)
-    }
 }
 
 /// One operator's work: FLOPs (None for bytes-only kinds), bytes moved, and the dtype its
 /// FLOPs run in (the peak they are judged by).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Estimate {
+pub(crate) struct Estimate {
     pub kind: Kind,
     pub flops: Option<i64>,
     pub bytes: Option<i64>,
@@ -60,11 +55,11 @@ pub struct Estimate {
 }
 
 /// Why an operator with a model got no numbers (shown in `op_perf.note`).
-pub type Missing = String;
+pub(crate) type Missing = String;
 
 /// The estimate for one operator (named as the trace writes it): `None` when aorta has no
 /// model for it, `Some(Err)` when the model cannot read its arguments.
-pub fn estimate(op: &str, args: &OpArgs) -> Option<Result<Estimate, Missing>> {
+pub(crate) fn estimate(op: &str, args: &OpArgs) -> Option<Result<Estimate, Missing>> {
     gemm::estimate(op, args)
         .or_else(|| attention::estimate(op, args))
         .or_else(|| conv::estimate(op, args))
@@ -73,7 +68,12 @@ pub fn estimate(op: &str, args: &OpArgs) -> Option<Result<Estimate, Missing>> {
 
 /// A GEMM a workload described in its kernel args (`m`, `n`, `k`, `dtype`): A is M×K, B K×N,
 /// C M×N, all of the dtype.
-pub fn kernel_gemm(m: i64, n: i64, k: i64, dtype: Option<Dtype>) -> Result<Estimate, Missing> {
+pub(crate) fn kernel_gemm(
+    m: i64,
+    n: i64,
+    k: i64,
+    dtype: Option<Dtype>,
+) -> Result<Estimate, Missing> {
     if m < 0 || n < 0 || k < 0 {
         return Err(format!("negative GEMM shape m={m} n={n} k={k}"));
     }
