@@ -121,8 +121,11 @@ Examples:
 
 A selector is a run label, else a label prefix (h100_models selects h100_models/<model>), else
 a platform (cuda, rocm). Runs pair across the sides by their last label component (bert-small
-with bert-small; one run a side pairs as is); only pairs are compared, each with its own step
-ratio and their geometric mean, and the unpaired are listed. Before any ratio the pairs are
+with bert-small; one run a side pairs as is); only pairs are compared, and the unpaired are
+listed. Every level is computed per pair (each key: one row per pair, with its own ratio);
+with several pairs each key leads with an overall row, the geometric mean of the pairs' ratios
+with their p10-p90 (no side medians: they would mix workloads), which is also what
+--fail-if-regressed judges. Before any ratio the pairs are
 checked: same world size, ProfilerStep steps on both sides or neither, and most operator time
 in operators both sides ran; a failed check refuses the ratios (--force computes them, and
 --fail-if-regressed exits 2). Levels: steps (step_ms = the step's
@@ -130,8 +133,8 @@ ProfilerStep span, else its GPU window; gpu_window_ms; comm, exposed comm, every
 activity durations), operators (GPU time per step window, grouped by the launching CPU op and
 its input shapes and dtypes), collectives (per kind, bytes, dtype, group size: time, algbw,
 busbw). Operators also carry each side's achieved TFLOP/s and % of its own GPU's peak (the
-models of `aorta perf`). Every ratio is candidate / reference; each side's spread over steps
-and ranks is given as median and p10-p90. Writes DIR/summary.json, DIR/compare_*.parquet and DIR/report.html.
+models of `aorta perf`). Every ratio is candidate / reference; each side's spread over a pair's
+steps and ranks is given as median and p10-p90. Writes DIR/summary.json, DIR/compare_*.parquet and DIR/report.html.
 Exit status: 0 ok, 1 regressed (--fail-if-regressed), 2 error.";
 
 /// `--fail-if-regressed`'s rules (one newtype: clap reads a `Vec` field as repeated values).
@@ -162,11 +165,12 @@ pub(crate) struct CompareArgs {
     /// Exit 1 when the candidate regressed: PCT alone gates the median step time and exposed
     /// comm (growth past PCT percent); KEY=PCT rules, comma-separated, gate any steps-level key
     /// (step_ms, comm_hidden_pct, …), category.NAME, subcategory.NAME,
-    /// collective.KIND.busbw|algbw|ms or op.NAME.
+    /// collective.KIND.busbw|algbw|ms or op.NAME. With several pairs the change judged is the
+    /// geometric mean of the pairs' ratios.
     /// A negative PCT fails on a drop past it (bandwidth). docs/COMPARE.md.
     #[arg(long, value_name = "PCT|KEY=PCT,…", value_parser = parse_gate)]
     pub fail_if_regressed: Option<GateSpec>,
-    /// Operators listed in the terminal summary.
+    /// Operators listed in the terminal summary, per pair.
     #[arg(long, default_value_t = 10)]
     pub top: usize,
     /// More GPUs, or other peaks for known ones, for the operators' % of peak (as `aorta perf`).

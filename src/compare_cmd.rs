@@ -5,7 +5,9 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use aorta_transform::compare::{self, Comparison, OperatorsSummary, SpreadSummary};
+use aorta_transform::compare::{
+    self, Comparison, LevelEntry, OperatorEntry, OperatorsSummary, SpreadSummary,
+};
 
 use crate::cli::CompareArgs;
 
@@ -53,15 +55,19 @@ pub(crate) fn run(args: CompareArgs) -> Result<ExitCode> {
         writeln!(out, "warning: {w}")?;
     }
     for g in gate.failed() {
+        let change = g.change_pct.unwrap_or(f64::INFINITY);
+        let what = match (g.reference, g.candidate) {
+            (Some(r), Some(c)) => format!("{r:.3} {unit} -> {c:.3} {unit}", unit = g.unit),
+            _ => format!(
+                "geometric mean of {} pair ratios {}",
+                g.pairs,
+                num(g.change_pct.map(|c| 1.0 + c / 100.0), 3)
+            ),
+        };
         writeln!(
             out,
-            "REGRESSED: {} {:.3} {unit} -> {:.3} {unit} ({:+.1}%, threshold {}%)",
-            g.key,
-            g.reference,
-            g.candidate,
-            g.change_pct.unwrap_or(f64::INFINITY),
-            g.threshold_pct,
-            unit = g.unit,
+            "REGRESSED: {} {what} ({change:+.1}%, threshold {}%)",
+            g.key, g.threshold_pct,
         )?;
     }
     Ok(if gate.failed().next().is_none() {
@@ -88,23 +94,44 @@ fn print_summary(out: &mut impl Write, c: &Comparison, top: usize) -> Result<()>
         ("categories", &levels.categories),
         ("collectives", &levels.collectives),
     ] {
-        writeln!(
-            out,
-            "\n{level:<34} {:>24} {:>24} {:>8}",
-            "reference median [p10-p90]", "candidate median [p10-p90]", "ratio"
-        )?;
-        for r in rows {
-            writeln!(
-                out,
-                "  {:<32} {:>24} {:>24} {:>8}",
-                r.key,
-                spread_text(r.reference.as_ref()),
-                spread_text(r.candidate.as_ref()),
-                num(r.ratio, 3)
-            )?;
-        }
+        print_level(out, level, rows)?;
     }
     print_ops(out, &c.summary.operators, top)
+}
+
+/// One level: per key its row, or with several pairs its overall row (the geometric mean of
+/// the pairs' ratios, with their p10-p90) and under it one row per pair.
+fn print_level(out: &mut impl Write, level: &str, rows: &[LevelEntry]) -> Result<()> {
+    let several = rows.iter().any(|r| r.workload.is_none());
+    writeln!(
+        out,
+        "\n{level:<34} {:>24} {:>24} {:>8}",
+        "reference median [p10-p90]", "candidate median [p10-p90]", "ratio"
+    )?;
+    if rows.is_empty() {
+        writeln!(out, "  (none on either side)")?;
+    }
+    for r in rows {
+        let name = match &r.workload {
+            Some(w) if several => format!("  {w}"),
+            _ => r.key.clone(),
+        };
+        let over = r.ratio_spread.map_or(String::new(), |s| {
+            format!(
+                "  geometric mean of {} pairs [p10 {:.3} - p90 {:.3}]",
+                s.n, s.p10, s.p90
+            )
+        });
+        writeln!(
+            out,
+            "  {:<32} {:>24} {:>24} {:>8}{over}",
+            name,
+            spread_text(r.reference.as_ref()),
+            spread_text(r.candidate.as_ref()),
+            num(r.ratio, 3)
+        )?;
+    }
+    Ok(())
 }
 
 fn print_pairs(out: &mut impl Write, p: &compare::PairsSummary) -> Result<()> {
@@ -161,26 +188,37 @@ fn print_ops(out: &mut impl Write, ops: &OperatorsSummary, top: usize) -> Result
         "\noperators: {} matched, {} reference only, {} candidate only (GPU ms per step window; TFLOP/s and % of each side's own peak; kernels per call)",
         ops.matched, ops.reference_only, ops.candidate_only
     )?;
-    for r in ops.top.iter().take(top) {
-        let rate = |t: Option<f64>, p: Option<f64>| match (t, p) {
-            (None, _) => "-".to_string(),
-            (Some(_), None) => format!("{} TF", num(t, 1)),
-            (Some(_), Some(_)) => format!("{} TF {}%", num(t, 1), num(p, 1)),
-        };
-        writeln!(
-            out,
-            "  {:<40} {:>10} {:>10} {:>8}  {:>16} {:>16}  {:>5} {:>5}  {}",
-            format!("{} {}", r.op, truncate(&r.input_dims, 30)),
-            num(r.reference_ms, 3),
-            num(r.candidate_ms, 3),
-            num(r.ratio, 2),
-            rate(r.reference_tflops, r.reference_peak_pct),
-            rate(r.candidate_tflops, r.candidate_peak_pct),
-            num(r.reference_kernels_per_call, 1),
-            num(r.candidate_kernels_per_call, 1),
-            r.status
-        )?;
+    let several = ops.top.windows(2).any(|w| w[0].workload != w[1].workload);
+    for pair in ops.top.chunk_by(|a, b| a.workload == b.workload) {
+        if several {
+            writeln!(out, "  {}", pair[0].workload)?;
+        }
+        for r in pair.iter().take(top) {
+            print_op(out, r)?;
+        }
     }
+    Ok(())
+}
+
+fn print_op(out: &mut impl Write, r: &OperatorEntry) -> Result<()> {
+    let rate = |t: Option<f64>, p: Option<f64>| match (t, p) {
+        (None, _) => "-".to_string(),
+        (Some(_), None) => format!("{} TF", num(t, 1)),
+        (Some(_), Some(_)) => format!("{} TF {}%", num(t, 1), num(p, 1)),
+    };
+    writeln!(
+        out,
+        "  {:<40} {:>10} {:>10} {:>8}  {:>16} {:>16}  {:>5} {:>5}  {}",
+        format!("{} {}", r.op, truncate(&r.input_dims, 30)),
+        num(r.reference_ms, 3),
+        num(r.candidate_ms, 3),
+        num(r.ratio, 2),
+        rate(r.reference_tflops, r.reference_peak_pct),
+        rate(r.candidate_tflops, r.candidate_peak_pct),
+        num(r.reference_kernels_per_call, 1),
+        num(r.candidate_kernels_per_call, 1),
+        r.status
+    )?;
     Ok(())
 }
 

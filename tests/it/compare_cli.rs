@@ -11,12 +11,12 @@ use aorta_transform::compare::{LevelEntry, Summary};
 use polars::prelude::*;
 use serde_json::{json, Value};
 
-/// One side of the fixture: two `ProfilerStep`s 1000 µs apart, each with
+/// One side of the fixture: two `ProfilerStep`s of `step_us` µs back to back, each with
 /// - `aten::mm` [[64, 32], [32, 16]] → a GEMM of `mm_us` at +100 (External id on the kernel);
 /// - CUDA: `aten::add` → a 10 µs kernel at +150; ROCm: `aten::relu` → an 8 µs kernel at +170
 ///   whose kernel and launch carry no External id (found by enclosing the launch at +72);
 /// - an all_reduce of 1 Mi Float over 8 ranks, `comm_us` at +200, launched outside any op.
-fn side(cuda: bool, mm_us: u32, comm_us: u32) -> String {
+pub(crate) fn side(cuda: bool, mm_us: u32, comm_us: u32, step_us: u32) -> String {
     let mut ev = vec![];
     let x = |cat: &str, name: &str, tid: u32, ts: u32, dur: u32, args: Value| {
         json!({"ph": "X", "cat": cat, "name": name, "pid": if cat == "kernel" { 0 } else { 1 },
@@ -28,13 +28,13 @@ fn side(cuda: bool, mm_us: u32, comm_us: u32) -> String {
         "hipLaunchKernel"
     };
     for k in 0..2u32 {
-        let o = 1000 * k;
+        let o = step_us * k;
         ev.push(x(
             "user_annotation",
             &format!("ProfilerStep#{}", k + 1),
             1,
             o,
-            1000,
+            step_us,
             json!({}),
         ));
         let mm = json!({"External id": 100 + k, "Input Dims": [[64, 32], [32, 16]],
@@ -105,8 +105,8 @@ fn side(cuda: bool, mm_us: u32, comm_us: u32) -> String {
 pub(crate) fn fixture() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     for (name, text) in [
-        ("cuda", side(true, 40, 100)),
-        ("rocm", side(false, 60, 150)),
+        ("cuda", side(true, 40, 100, 1000)),
+        ("rocm", side(false, 60, 150, 1000)),
     ] {
         std::fs::create_dir_all(dir.path().join("in").join(name)).unwrap();
         std::fs::write(dir.path().join("in").join(name).join("rank0.json"), text).unwrap();
@@ -116,6 +116,26 @@ pub(crate) fn fixture() -> (tempfile::TempDir, std::path::PathBuf) {
     (dir, ds)
 }
 
+/// The corpus's two model traces on an H100 and on an MI300X (`h100_models`, `mi300x_models`:
+/// a run per model), with the corpus paths `more`, ingested into one dataset; returns
+/// (tempdir, dataset, [the H100 directory, the MI300X directory]).
+pub(crate) fn models_dataset(
+    root: &Path,
+    more: &[&str],
+) -> (
+    tempfile::TempDir,
+    std::path::PathBuf,
+    [std::path::PathBuf; 2],
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let models = ["kineto/cuda/h100_models", "kineto/rocm/mi300x_models"].map(|p| root.join(p));
+    let more: Vec<std::path::PathBuf> = more.iter().map(|p| root.join(p)).collect();
+    let paths: Vec<&Path> = models.iter().chain(&more).map(|p| p.as_path()).collect();
+    let ds = dir.path().join("ds");
+    ingest_ok(&paths, &ds, &["-q"]);
+    (dir, ds, models)
+}
+
 pub(crate) fn compare(ds: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
     let mut a: Vec<&std::ffi::OsStr> = vec!["compare".as_ref(), ds.as_os_str()];
     a.extend(["-o".as_ref(), out.as_os_str()]);
@@ -123,13 +143,13 @@ pub(crate) fn compare(ds: &Path, out: &Path, extra: &[&str]) -> std::process::Ou
     aorta(&a)
 }
 
-fn parquet(path: &Path) -> DataFrame {
+pub(crate) fn parquet(path: &Path) -> DataFrame {
     ParquetReader::new(std::fs::File::open(path).unwrap())
         .finish()
         .unwrap()
 }
 
-fn f64s(df: &DataFrame, c: &str) -> Vec<Option<f64>> {
+pub(crate) fn f64s(df: &DataFrame, c: &str) -> Vec<Option<f64>> {
     df.column(c).unwrap().f64().unwrap().iter().collect()
 }
 
@@ -257,6 +277,24 @@ fn fixture_operators_levels_and_collectives_match_the_hand_computed_answers() {
     }
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("aten::mm [[64, 32], [32, 16]]"), "{text}");
+    one_pair_one_row_per_key(&out);
+}
+
+/// One pair: compare_levels has one row per level and key, the pair's, which is the overall
+/// row (nothing for a reader to de-duplicate) and has no spread of pair ratios.
+fn one_pair_one_row_per_key(out: &Path) {
+    let df = parquet(&out.join("compare_levels.parquet"));
+    let (level, key, workload) = (strs(&df, "level"), strs(&df, "key"), strs(&df, "workload"));
+    let mut keys: Vec<(String, String)> = (0..df.height())
+        .map(|i| (level[i].clone().unwrap(), key[i].clone().unwrap()))
+        .collect();
+    keys.sort();
+    keys.dedup();
+    assert_eq!(keys.len(), df.height());
+    assert!(workload.iter().all(|w| w.as_deref() == Some("cuda")));
+    let overall = df.column("overall").unwrap().bool().unwrap();
+    assert!(overall.iter().all(|o| o == Some(true)));
+    assert!(i64s(&df, "ratio_n").iter().all(Option::is_none));
 }
 
 #[test]
@@ -349,10 +387,12 @@ fn keyed_gates(gate: &dyn Fn(&str) -> std::process::Output, out: &Path) {
     let get = |k: &str| checks.iter().find(|c| c.key == k).unwrap().clone();
     let bus = get("collective.all_reduce.busbw");
     let want = |us: f64| 4194304.0 / (us * 1000.0) * 1.75;
-    assert!(close(bus.reference, want(100.0)) && close(bus.candidate, want(150.0)));
+    let (r, c) = (bus.reference.unwrap(), bus.candidate.unwrap());
+    assert!(close(r, want(100.0)) && close(c, want(150.0)) && bus.pairs == 1);
     assert!(close(bus.change_pct.unwrap(), -100.0 / 3.0) && bus.unit == "GB/s");
     let mm = get("op.aten::mm");
-    assert!(close(mm.reference, 0.04) && close(mm.candidate, 0.06) && !mm.regressed);
+    let (r, c) = (mm.reference.unwrap(), mm.candidate.unwrap());
+    assert!(close(r, 0.04) && close(c, 0.06) && !mm.regressed);
     // A drop does not fail a growth threshold, and growth does not fail a drop threshold.
     assert_eq!(code(&gate("collective.all_reduce.busbw=5")), 0);
     assert_eq!(code(&gate("collective.all_reduce.ms=49")), 1);
@@ -394,34 +434,35 @@ fn squeeze(s: &str) -> String {
     s.chars().filter(|c| !c.is_whitespace()).collect()
 }
 
-/// Kernel ns per (op, dims) through `External id` only, from the raw JSON of every file in
-/// `dir`: a second implementation of the operator attribution for linked kernels.
-fn raw_op_ns(dir: &Path) -> BTreeMap<(String, String), i64> {
+/// Kernel ns per (op, dims).
+type OpNs = BTreeMap<(String, String), i64>;
+
+/// Kernel ns per (op, dims) through `External id` only, from the raw JSON of a trace file:
+/// a second implementation of the operator attribution for linked kernels.
+fn raw_op_ns(file: &Path) -> OpNs {
     let mut out = BTreeMap::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let doc = raw_json(&entry.unwrap().path());
-        let ev = doc["traceEvents"].as_array().unwrap();
-        let mut ops = BTreeMap::new();
-        for e in ev.iter().filter(|e| e["cat"] == "cpu_op") {
-            if let Some(id) = e["args"]["External id"].as_i64() {
-                let dims = squeeze(&e["args"]["Input Dims"].to_string());
-                let dur = e["dur"].as_f64().unwrap_or(f64::MAX);
-                let keep = ops
-                    .get(&id)
-                    .is_none_or(|o: &(String, String, f64)| dur < o.2);
-                if keep {
-                    ops.insert(id, (e["name"].as_str().unwrap().to_string(), dims, dur));
-                }
+    let doc = raw_json(file);
+    let ev = doc["traceEvents"].as_array().unwrap();
+    let mut ops = BTreeMap::new();
+    for e in ev.iter().filter(|e| e["cat"] == "cpu_op") {
+        if let Some(id) = e["args"]["External id"].as_i64() {
+            let dims = squeeze(&e["args"]["Input Dims"].to_string());
+            let dur = e["dur"].as_f64().unwrap_or(f64::MAX);
+            let keep = ops
+                .get(&id)
+                .is_none_or(|o: &(String, String, f64)| dur < o.2);
+            if keep {
+                ops.insert(id, (e["name"].as_str().unwrap().to_string(), dims, dur));
             }
         }
-        let gpu = ["kernel", "gpu_memcpy", "gpu_memset"];
-        for e in ev.iter().filter(|e| gpu.iter().any(|c| e["cat"] == *c)) {
-            let Some(op) = e["args"]["External id"].as_i64().and_then(|i| ops.get(&i)) else {
-                continue;
-            };
-            let ns = (e["dur"].as_f64().unwrap() * 1000.0).round() as i64;
-            *out.entry((op.0.clone(), op.1.clone())).or_insert(0) += ns;
-        }
+    }
+    let gpu = ["kernel", "gpu_memcpy", "gpu_memset"];
+    for e in ev.iter().filter(|e| gpu.iter().any(|c| e["cat"] == *c)) {
+        let Some(op) = e["args"]["External id"].as_i64().and_then(|i| ops.get(&i)) else {
+            continue;
+        };
+        let ns = (e["dur"].as_f64().unwrap() * 1000.0).round() as i64;
+        *out.entry((op.0.clone(), op.1.clone())).or_insert(0) += ns;
     }
     out
 }
@@ -429,24 +470,20 @@ fn raw_op_ns(dir: &Path) -> BTreeMap<(String, String), i64> {
 #[test]
 fn h100_and_mi300x_models_match_operators_across_vendors() {
     let Some(root) = corpus() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let (cuda, rocm) = (
-        root.join("kineto/cuda/h100_models"),
-        root.join("kineto/rocm/mi300x_models"),
-    );
-    let ds = dir.path().join("ds");
-    ingest_ok(&[&cuda, &rocm], &ds, &["-q"]);
+    let (dir, ds, [cuda, rocm]) = models_dataset(&root, &[]);
     let out = dir.path().join("cmp");
     let o = compare(&ds, &out, &["--reference", "cuda", "--candidate", "rocm"]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let ops = parquet(&out.join("compare_operators.parquet"));
     let steps = parquet(&out.join("compare_steps.parquet"));
-    let windows = |side: &str| {
-        strs(&steps, "side")
-            .iter()
-            .filter(|s| s.as_deref() == Some(side))
+    // Each model is a pair: its operators' time per window of its own run.
+    let windows = |side: &str, workload: &str| {
+        let (s, w) = (strs(&steps, "side"), strs(&steps, "workload"));
+        (0..steps.height())
+            .filter(|&i| s[i].as_deref() == Some(side) && w[i].as_deref() == Some(workload))
             .count() as f64
     };
+    let workload = strs(&ops, "workload");
     let (names, dims, status) = (
         strs(&ops, "op"),
         strs(&ops, "input_dims"),
@@ -466,7 +503,15 @@ fn h100_and_mi300x_models_match_operators_across_vendors() {
     // Every matched operator has both sides and a ratio; GEMM operators' GPU time agrees
     // with the raw JSON (H100: every kernel carries its External id; MI300X: at least that,
     // launches without one are attributed by enclosure on top).
-    let (raw_c, raw_r) = (raw_op_ns(&cuda), raw_op_ns(&rocm));
+    let mut raw: BTreeMap<(&str, String), OpNs> = BTreeMap::new();
+    for w in workload.iter().flatten() {
+        for (side, dir) in [("reference", &cuda), ("candidate", &rocm)] {
+            let file = dir.join(format!("{w}.json.gz"));
+            raw.entry((side, w.clone()))
+                .or_insert_with(|| raw_op_ns(&file));
+        }
+    }
+    assert_eq!(raw.len(), 4, "two models a side, each its own pair");
     for i in (0..ops.height()).filter(|&i| status[i].as_deref() == Some("matched")) {
         assert!(ratio[i].is_some_and(f64::is_finite));
         let key = (
@@ -476,14 +521,16 @@ fn h100_and_mi300x_models_match_operators_across_vendors() {
         if !key.0.ends_with("mm") {
             continue;
         }
-        let want_c = raw_c[&key] as f64 * 1e-6 / windows("reference");
+        let w = workload[i].clone().unwrap();
+        let want =
+            |side: &'static str| raw[&(side, w.clone())][&key] as f64 * 1e-6 / windows(side, &w);
+        let want_c = want("reference");
         assert!(
             close(r_ms[i].unwrap(), want_c),
-            "{key:?}: {} vs {want_c}",
+            "{w} {key:?}: {} vs {want_c}",
             r_ms[i].unwrap()
         );
-        let want_r = raw_r[&key] as f64 * 1e-6 / windows("candidate");
-        assert!(c_ms[i].unwrap() >= want_r - 1e-9, "{key:?}");
+        assert!(c_ms[i].unwrap() >= want("candidate") - 1e-9, "{w} {key:?}");
         // Each side's share of its own GPU's dense bf16 peak: the H100 SXM datasheet's
         // 1,979 TFLOP/s with sparsity halved, the MI300X's 1,307.4.
         if !strs(&ops, "input_types")[i]

@@ -202,8 +202,8 @@ fn compare_run(
     (dir, out, summary, check)
 }
 
-/// The notebook's steps and categories levels, per-side means and operator counts against
-/// summary.json.
+/// The notebook's steps and categories levels (per pair, and each key's geometric mean over
+/// the pairs), per-side means and operator counts against summary.json.
 fn assert_levels_match(check: &Value, summary: &Value) {
     for sel in ["cuda", "rocm"] {
         let want = &summary["datasets"][sel];
@@ -212,28 +212,40 @@ fn assert_levels_match(check: &Value, summary: &Value) {
             assert_close(&check[k][sel], &want[k], &format!("{sel} {k}"));
         }
     }
-    let mut compared = 0;
+    let (mut compared, mut overall) = (0, 0);
     for level in ["steps", "categories"] {
         for row in summary["levels"][level].as_array().unwrap() {
             let key = row["key"].as_str().unwrap();
-            let Some(got) = check[level].get(key) else {
+            let Some(w) = row["workload"].as_str() else {
+                // The overall row of several pairs: the geometric mean of the pairs' ratios.
+                if let Some(got) = check["overall"][level].get(key) {
+                    assert_close(got, &row["ratio"], &format!("{level} {key} overall"));
+                    overall += 1;
+                }
                 continue;
             };
-            assert_close(
-                &got["ratio"],
-                &row["ratio"],
-                &format!("{level} {key} ratio"),
-            );
+            let Some(got) = check[level].get(key).and_then(|k| k.get(w)) else {
+                continue;
+            };
+            let what = format!("{level} {key} {w}");
+            assert_close(&got["ratio"], &row["ratio"], &format!("{what} ratio"));
             for side in ["reference", "candidate"] {
                 for stat in ["median", "p10", "p90", "n"] {
-                    let what = format!("{level} {key} {side} {stat}");
+                    let what = format!("{what} {side} {stat}");
                     assert_close(&got[side][stat], &row[side][stat], &what);
                 }
             }
             compared += 1;
         }
     }
-    assert_eq!(compared, 5 + 5, "5 step keys and 5 categories checked");
+    let pairs = summary["pairs"]["pairs"].as_array().unwrap().len();
+    assert_eq!(
+        compared,
+        (5 + 5) * pairs,
+        "5 step keys and 5 categories per pair"
+    );
+    let keys = if pairs > 1 { 5 + 5 } else { 0 };
+    assert_eq!(overall, keys, "an overall row per key with several pairs");
     for status in ["matched", "reference_only", "candidate_only"] {
         let got = check["operators"].get(status).cloned().unwrap_or(0.into());
         assert_eq!(got, summary["operators"][status], "operators {status}");
@@ -248,7 +260,7 @@ fn assert_collectives_match(check: &Value, out: &Path) -> usize {
     assert_eq!(
         got.len(),
         df.height(),
-        "one row per (side, kind, bytes, dtype, group size)"
+        "one row per (side, pair, kind, bytes, dtype, group size)"
     );
     for i in 0..df.height() {
         let cell = |c: &str| -> Value {
@@ -261,7 +273,14 @@ fn assert_collectives_match(check: &Value, out: &Path) -> usize {
                 other => panic!("{c}: unexpected {other:?}"),
             }
         };
-        let key = ["side", "comm_op", "bytes", "dtype", "group_size"];
+        let key = [
+            "side",
+            "workload",
+            "comm_op",
+            "bytes",
+            "dtype",
+            "group_size",
+        ];
         let row = got
             .iter()
             .find(|g| key.iter().all(|k| g[*k] == cell(k)))
@@ -283,11 +302,12 @@ fn compare_notebook_recomputes_the_summary_levels() {
     let (_dir, out, summary, check) = compare_run(&py, &root, &[H100_MODELS, MI300X_MODELS]);
     assert_levels_match(&check, &summary);
     // Categories differ between the vendors: the check is not comparing zeros.
-    let gemm = &check["categories"]["gemm"]["ratio"];
+    let gemm = &check["overall"]["categories"]["gemm"];
     assert!(gemm.as_f64().is_some_and(|r| r > 0.0 && r != 1.0), "{gemm}");
-    // 49: qwen's operators that ran only before its ProfilerStep (outside every step) are
-    // not compared.
-    assert_eq!(check["operators"]["matched"], 49);
+    // 50 (operator, shapes) rows matched within their pair: qwen's operators that ran only
+    // before its ProfilerStep (outside every step) are not compared, and each pair matches its
+    // own operators (one that both models run is a row of each pair).
+    assert_eq!(check["operators"]["matched"], 50);
     assert_eq!(assert_collectives_match(&check, &out), 0);
 }
 
@@ -300,7 +320,10 @@ fn compare_notebook_recomputes_collectives_and_exposed_comm() {
     // ResNet rank on MI300X (RCCL all_reduce, broadcast, and kernels without arguments).
     let (_dir, out, summary, check) = compare_run(&py, &root, &[FSDP2, MI300X_RESNET]);
     assert_levels_match(&check, &summary);
-    let exposed = &check["steps"]["exposed_comm_ms"];
+    // One run a side: one pair.
+    let exposed = check["steps"]["exposed_comm_ms"].as_object().unwrap();
+    assert_eq!(exposed.len(), 1);
+    let exposed = exposed.values().next().unwrap();
     assert!(exposed["reference"]["median"].as_f64().unwrap() > 0.0);
     assert!(exposed["candidate"]["median"].as_f64().unwrap() > 0.0);
     // 6 (kind, bytes, dtype, group) keys: a seventh ran only outside every step.

@@ -136,12 +136,14 @@ pub(crate) fn steps(page: &mut Page, steps: &[Step]) {
     }
 }
 
-/// Per side and category, the spread over rank-steps of the category's GPU time.
-fn category_spreads(rows: &[Category]) -> BTreeMap<String, [Option<Spread>; 2]> {
-    let mut vals: BTreeMap<String, [Vec<Option<f64>>; 2]> = BTreeMap::new();
+/// Per pair's workload and category, each side's spread over rank-steps of the category's
+/// GPU time (never pooled over workloads).
+fn category_spreads(rows: &[Category]) -> BTreeMap<(String, String), [Option<Spread>; 2]> {
+    let mut vals: BTreeMap<(String, String), [Vec<Option<f64>>; 2]> = BTreeMap::new();
     for r in rows {
         if let Some(i) = SIDES.iter().position(|s| *s == r.side) {
-            vals.entry(r.category.clone()).or_default()[i].push(r.gpu_ms);
+            let key = (r.workload.clone(), r.category.clone());
+            vals.entry(key).or_default()[i].push(r.gpu_ms);
         }
     }
     vals.into_iter()
@@ -149,24 +151,59 @@ fn category_spreads(rows: &[Category]) -> BTreeMap<String, [Option<Spread>; 2]> 
         .collect()
 }
 
+/// `label` prefixed with the pair's workload when there are several pairs.
+fn with_workload(several: bool, workload: &str, label: &str) -> String {
+    if several {
+        format!("{workload} · {label}")
+    } else {
+        label.to_string()
+    }
+}
+
 /// GPU time per category (sum of kernel durations in a step): median per side, with a
-/// p10–p90 whisker.
+/// p10–p90 whisker; one chart per pair (each on its own scale) when there are several.
 pub(crate) fn categories(page: &mut Page, rows: &[Category]) {
     page.section("GPU time per category");
     page.note(
         "Per step, the sum of kernel durations of each category (all streams); bars are the \
-         median over steps and ranks, whiskers p10–p90.",
+         median over steps and ranks, whiskers p10–p90; with several pairs, one chart per pair.",
     );
     let s = category_spreads(rows);
     if s.is_empty() {
         page.note("No GPU activities on either side: no chart.");
         return;
     }
-    let x: Vec<String> = s.keys().cloned().collect();
+    let mut workloads: Vec<&str> = s.keys().map(|k| k.0.as_str()).collect();
+    workloads.dedup();
+    let title = |w: &str| (workloads.len() > 1).then(|| w.to_string());
+    let mut plots: Vec<Plot> = workloads
+        .iter()
+        .map(|w| category_plot(&s, w, title(w)))
+        .collect();
+    match plots.as_mut_slice() {
+        [one] => page.plot(one),
+        all => page.plot_row(all),
+    }
+}
+
+/// One pair's category bars.
+fn category_plot(
+    s: &BTreeMap<(String, String), [Option<Spread>; 2]>,
+    workload: &str,
+    title: Option<String>,
+) -> Plot {
+    let of: Vec<(&String, &[Option<Spread>; 2])> = s
+        .iter()
+        .filter(|(k, _)| k.0 == workload)
+        .map(|(k, v)| (&k.1, v))
+        .collect();
+    let x: Vec<String> = of.iter().map(|(c, _)| c.to_string()).collect();
     let mut plot = Plot::new();
     for (i, side) in SIDES.iter().enumerate() {
         let get = |f: fn(&Spread) -> f64| -> Vec<f64> {
-            s.values().map(|v| v[i].as_ref().map_or(0.0, f)).collect()
+            of.iter()
+                .map(|(_, v)| v[i].as_ref().map_or(0.0, f))
+                .collect()
         };
         let (med, p10, p90) = (get(|s| s.median), get(|s| s.p10), get(|s| s.p90));
         let up: Vec<f64> = p90.iter().zip(&med).map(|(a, b)| a - b).collect();
@@ -178,17 +215,19 @@ pub(crate) fn categories(page: &mut Page, rows: &[Category]) {
                 .error_y(ErrorData::new(ErrorType::Data).array(up).array_minus(down)),
         );
     }
-    plot.set_layout(
-        crate::page::layout(380)
-            .bar_mode(BarMode::Group)
-            .y_axis(Axis::new().title("ms per step")),
-    );
-    page.plot(&mut plot);
+    let mut layout = crate::page::layout(380)
+        .bar_mode(BarMode::Group)
+        .y_axis(Axis::new().title("ms per step"));
+    if let Some(t) = title {
+        layout = layout.title(t.as_str()).margin(Margin::new().top(50));
+    }
+    plot.set_layout(layout);
+    plot
 }
 
 /// The `TOP_OPERATORS` operators with the largest |candidate − reference|.
-pub(crate) fn top_operators(ops: &[Operator]) -> Vec<&Operator> {
-    let mut v: Vec<&Operator> = ops.iter().collect();
+pub(crate) fn top_operators<'a>(ops: &[&'a Operator]) -> Vec<&'a Operator> {
+    let mut v: Vec<&Operator> = ops.to_vec();
     v.sort_by(|a, b| b.diff_ms.abs().total_cmp(&a.diff_ms.abs()));
     v.truncate(TOP_OPERATORS);
     v
@@ -211,7 +250,9 @@ fn op_hover(o: &Operator) -> String {
 }
 
 /// Ratio candidate/reference of the top operators on a log axis centred at 1; operators
-/// only one side ran sit at the axis edge under their side's name.
+/// only one side ran sit at the axis edge under their side's name. With several pairs, a
+/// chart and table per pair: an operator's time belongs to its pair's runs, and one large
+/// model's operators would crowd out a small one's.
 pub(crate) fn operators(page: &mut Page, ops: &[Operator]) {
     page.section("Operators: candidate / reference");
     page.note(&format!(
@@ -219,13 +260,26 @@ pub(crate) fn operators(page: &mut Page, ops: &[Operator]) {
          operators and shapes do not). The {TOP_OPERATORS} operators with the largest \
          |candidate − reference|, as candidate / reference on a log axis centred at 1 (right of \
          1: the candidate is slower). Operators seen on one side only sit at the edge of the \
-         axis. Hover a point for the whole operator and shapes."
+         axis. Hover a point for the whole operator and shapes. With several pairs, each pair \
+         has its own chart and table."
     ));
-    let top = top_operators(ops);
-    if top.is_empty() {
+    if ops.is_empty() {
         page.note("No operators in compare_operators: no chart.");
         return;
     }
+    let mut workloads: Vec<&str> = ops.iter().map(|o| o.workload.as_str()).collect();
+    workloads.dedup();
+    for w in &workloads {
+        if workloads.len() > 1 {
+            page.section(&format!("Operators of {w}: candidate / reference"));
+        }
+        let of: Vec<&Operator> = ops.iter().filter(|o| o.workload == *w).collect();
+        operators_of_pair(page, &top_operators(&of));
+    }
+}
+
+/// One pair's operator chart and table.
+fn operators_of_pair(page: &mut Page, top: &[&Operator]) {
     let mut points = Vec::new();
     let mut one_sided = Vec::new();
     for (i, o) in top.iter().enumerate() {
@@ -301,17 +355,19 @@ fn pair(v: [Option<f64>; 2], f: fn(f64) -> String) -> String {
     }
 }
 
-type CollKey = (String, Option<i64>, Option<String>, Option<i64>);
+/// (workload, kind, bytes, dtype, group size).
+type CollKey = (String, String, Option<i64>, Option<String>, Option<i64>);
 
-fn coll_label(k: &CollKey) -> String {
+fn coll_label(k: &CollKey, several: bool) -> String {
     let opt = |v: &Option<i64>| v.map_or("-".into(), |v| v.to_string());
-    format!(
+    let label = format!(
         "{} {} {} x{}",
-        k.0,
-        k.1.map_or("-".into(), fmt::bytes),
-        k.2.as_deref().unwrap_or("-"),
-        opt(&k.3)
-    )
+        k.1,
+        k.2.map_or("-".into(), fmt::bytes),
+        k.3.as_deref().unwrap_or("-"),
+        opt(&k.4)
+    );
+    with_workload(several, &k.0, &label)
 }
 
 /// Bus bandwidth per (kind, size, dtype, group size), both sides, and the table of time and
@@ -323,12 +379,19 @@ pub(crate) fn collectives(page: &mut Page, rows: &[Collective]) {
          kernel time after the last rank arrived, where the collective was matched across \
          ranks: waiting for a late rank is not the library's doing), algorithm bandwidth = bytes \
          / time, bus bandwidth = algbw × the NCCL factor (all_reduce 2(n−1)/n, all_gather and \
-         reduce_scatter (n−1)/n), and the median skew (last − first arrival) across ranks.",
+         reduce_scatter (n−1)/n), and the median skew (last − first arrival) across ranks. \
+         With several pairs, each row is one pair's.",
     );
     let mut by: BTreeMap<CollKey, [Option<&Collective>; 2]> = BTreeMap::new();
     for r in rows {
         if let Some(i) = SIDES.iter().position(|s| *s == r.side) {
-            let k = (r.comm_op.clone(), r.bytes, r.dtype.clone(), r.group_size);
+            let k = (
+                r.workload.clone(),
+                r.comm_op.clone(),
+                r.bytes,
+                r.dtype.clone(),
+                r.group_size,
+            );
             by.entry(k).or_default()[i] = Some(r);
         }
     }
@@ -336,7 +399,8 @@ pub(crate) fn collectives(page: &mut Page, rows: &[Collective]) {
         page.note("No collectives in compare_collectives.");
         return;
     }
-    let x: Vec<String> = by.keys().map(coll_label).collect();
+    let several = rows.iter().any(|r| r.workload != rows[0].workload);
+    let x: Vec<String> = by.keys().map(|k| coll_label(k, several)).collect();
     let mut plot = Plot::new();
     for (i, side) in SIDES.iter().enumerate() {
         let y: Vec<Option<f64>> = by
@@ -358,7 +422,7 @@ pub(crate) fn collectives(page: &mut Page, rows: &[Collective]) {
     let table: Vec<Vec<String>> = by
         .iter()
         .map(|(k, v)| {
-            let mut r = vec![coll_label(k)];
+            let mut r = vec![coll_label(k, several)];
             for c in v {
                 r.push(
                     c.and_then(|c| c.count)

@@ -8,22 +8,30 @@ use polars::prelude::*;
 use crate::error::ReportError;
 use crate::frames::{f64_col, i64_col, opt_str_col, str_col};
 
-/// `compare_levels`: one summary line (median, p10–p90 per side, ratio).
+/// `compare_levels`: one summary line (median, p10–p90 per side, ratio) of one pair, or the
+/// overall line of several (`workload` null: the geometric mean of the pairs' ratios).
 #[derive(Debug, Clone)]
 pub(crate) struct Level {
     pub level: String,
+    /// The pair's workload; `None` on the overall line of several pairs (and in tables of an
+    /// older aorta, whose every line was pooled).
+    pub workload: Option<String>,
     pub key: String,
     pub unit: String,
     pub reference: [Option<f64>; 3],
     pub candidate: [Option<f64>; 3],
     pub ratio: Option<f64>,
+    /// On the overall line of several pairs: the pairs with a ratio, and their ratios' p10
+    /// and p90.
+    pub ratio_n: Option<i64>,
+    pub ratio_range: [Option<f64>; 2],
 }
 
 /// `compare_steps`: one rank-step of one side.
 #[derive(Debug, Clone)]
 pub(crate) struct Step {
     pub side: String,
-    /// The workload of the step's run (the last label component: what pairs across sides).
+    /// The pair's workload (tables of an older aorta: the run's last label component).
     pub workload: String,
     pub step: Option<i64>,
     pub step_ms: Option<f64>,
@@ -34,13 +42,17 @@ pub(crate) struct Step {
 #[derive(Debug, Clone)]
 pub(crate) struct Category {
     pub side: String,
+    /// The pair's workload (empty in tables of an older aorta).
+    pub workload: String,
     pub category: String,
     pub gpu_ms: Option<f64>,
 }
 
-/// `compare_operators`: one (operator, shapes, types) with both sides' time.
+/// `compare_operators`: one (operator, shapes, types) of one pair with both sides' time.
 #[derive(Debug, Clone)]
 pub(crate) struct Operator {
+    /// The pair's workload (empty in tables of an older aorta).
+    pub workload: String,
     pub op: String,
     pub input_dims: String,
     pub input_types: String,
@@ -57,10 +69,12 @@ pub(crate) struct Operator {
     pub peak_pct: [Option<f64>; 2],
 }
 
-/// `compare_collectives`: one (kind, size, dtype, group size) of one side.
+/// `compare_collectives`: one (kind, size, dtype, group size) of one side of one pair.
 #[derive(Debug, Clone)]
 pub(crate) struct Collective {
     pub side: String,
+    /// The pair's workload (empty in tables of an older aorta).
+    pub workload: String,
     pub comm_op: String,
     pub bytes: Option<i64>,
     pub dtype: Option<String>,
@@ -82,6 +96,22 @@ pub(crate) struct Tables {
     pub collectives: Vec<Collective>,
     /// `summary.json`, when the file is there.
     pub summary: Option<aorta_transform::compare::Summary>,
+}
+
+/// A string column that tables of an older aorta lack: empty strings there.
+fn str_or_empty(df: &DataFrame, name: &str, path: &Path) -> Result<Vec<String>, ReportError> {
+    match df.schema().contains(name) {
+        true => str_col(df, name, path),
+        false => Ok(vec![String::new(); df.height()]),
+    }
+}
+
+/// A float column that tables of an older aorta lack: nulls there.
+fn f64_or_null(df: &DataFrame, name: &str, path: &Path) -> Result<Vec<Option<f64>>, ReportError> {
+    match df.schema().contains(name) {
+        true => f64_col(df, name, path),
+        false => Ok(vec![None; df.height()]),
+    }
 }
 
 fn read(dir: &Path, name: &str) -> Result<(DataFrame, PathBuf), ReportError> {
@@ -131,14 +161,29 @@ fn levels(dir: &Path) -> Result<Vec<Level>, ReportError> {
         f("candidate_p90")?,
     ];
     let ratio = f("ratio")?;
+    let workload = match df.schema().contains("workload") {
+        true => opt_str_col(&df, "workload", &p)?,
+        false => vec![None; df.height()],
+    };
+    let n = match df.schema().contains("ratio_n") {
+        true => i64_col(&df, "ratio_n", &p)?,
+        false => vec![None; df.height()],
+    };
+    let (lo, hi) = (
+        f64_or_null(&df, "ratio_p10", &p)?,
+        f64_or_null(&df, "ratio_p90", &p)?,
+    );
     Ok((0..df.height())
         .map(|i| Level {
             level: level[i].clone(),
+            workload: workload[i].clone(),
             key: key[i].clone(),
             unit: unit[i].clone(),
             reference: [r[0][i], r[1][i], r[2][i]],
             candidate: [c[0][i], c[1][i], c[2][i]],
             ratio: ratio[i],
+            ratio_n: n[i],
+            ratio_range: [lo[i], hi[i]],
         })
         .collect())
 }
@@ -146,6 +191,7 @@ fn levels(dir: &Path) -> Result<Vec<Level>, ReportError> {
 fn steps(dir: &Path) -> Result<Vec<Step>, ReportError> {
     let (df, p) = read(dir, "compare_steps")?;
     let (side, run) = (str_col(&df, "side", &p)?, str_col(&df, "run", &p)?);
+    let workload = str_or_empty(&df, "workload", &p)?;
     let step = i64_col(&df, "step", &p)?;
     let (ms, exposed) = (
         f64_col(&df, "step_ms", &p)?,
@@ -154,7 +200,10 @@ fn steps(dir: &Path) -> Result<Vec<Step>, ReportError> {
     Ok((0..df.height())
         .map(|i| Step {
             side: side[i].clone(),
-            workload: run[i].rsplit('/').next().unwrap_or("").to_string(),
+            workload: match workload[i].as_str() {
+                "" => run[i].rsplit('/').next().unwrap_or("").to_string(),
+                w => w.to_string(),
+            },
             step: step[i],
             step_ms: ms[i],
             exposed_comm_ms: exposed[i],
@@ -165,10 +214,12 @@ fn steps(dir: &Path) -> Result<Vec<Step>, ReportError> {
 fn categories(dir: &Path) -> Result<Vec<Category>, ReportError> {
     let (df, p) = read(dir, "compare_categories")?;
     let (side, cat) = (str_col(&df, "side", &p)?, str_col(&df, "category", &p)?);
+    let workload = str_or_empty(&df, "workload", &p)?;
     let ms = f64_col(&df, "gpu_ms", &p)?;
     Ok((0..df.height())
         .map(|i| Category {
             side: side[i].clone(),
+            workload: workload[i].clone(),
             category: cat[i].clone(),
             gpu_ms: ms[i],
         })
@@ -188,12 +239,14 @@ fn operators(dir: &Path) -> Result<Vec<Operator>, ReportError> {
         f("diff_ms")?,
     );
     let (rc, cc) = (i("reference_calls")?, i("candidate_calls")?);
+    let workload = str_or_empty(&df, "workload", &p)?;
     // Columns added with `aorta perf`: optional, so a comparison written before still opens.
     let opt = |c: &str| f64_col(&df, c, &p).unwrap_or_else(|_| vec![None; df.height()]);
     let (rt, ct) = (opt("reference_tflops"), opt("candidate_tflops"));
     let (rp, cp) = (opt("reference_peak_pct"), opt("candidate_peak_pct"));
     Ok((0..df.height())
         .map(|k| Operator {
+            workload: workload[k].clone(),
             op: op[k].clone(),
             input_dims: dims[k].clone(),
             input_types: types[k].clone(),
@@ -213,18 +266,17 @@ fn operators(dir: &Path) -> Result<Vec<Operator>, ReportError> {
 fn collectives(dir: &Path) -> Result<Vec<Collective>, ReportError> {
     let (df, p) = read(dir, "compare_collectives")?;
     let (side, op) = (str_col(&df, "side", &p)?, str_col(&df, "comm_op", &p)?);
+    let workload = str_or_empty(&df, "workload", &p)?;
     let dtype = opt_str_col(&df, "dtype", &p)?;
     let i = |c| i64_col(&df, c, &p);
     let f = |c| f64_col(&df, c, &p);
     let (bytes, group, count) = (i("bytes")?, i("group_size")?, i("count")?);
     let (mean, alg, bus) = (f("mean_ms")?, f("algbw_gbps")?, f("busbw_gbps")?);
-    let skew = match df.schema().contains("median_skew_ms") {
-        true => f("median_skew_ms")?,
-        false => vec![None; df.height()],
-    };
+    let skew = f64_or_null(&df, "median_skew_ms", &p)?;
     Ok((0..df.height())
         .map(|k| Collective {
             side: side[k].clone(),
+            workload: workload[k].clone(),
             comm_op: op[k].clone(),
             bytes: bytes[k],
             dtype: dtype[k].clone(),

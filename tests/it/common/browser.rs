@@ -120,12 +120,15 @@ pub(crate) fn plots(html: &str) -> Vec<serde_json::Value> {
 
 /// The trace named `name` of a chart.
 pub(crate) fn trace<'a>(plot: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
-    plot["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["name"] == name)
-        .unwrap_or_else(|| panic!("no trace {name}"))
+    trace_opt(plot, name).unwrap_or_else(|| panic!("no trace {name}"))
+}
+
+/// The trace named `name` of a chart, if it has one.
+pub(crate) fn trace_opt<'a>(
+    plot: &'a serde_json::Value,
+    name: &str,
+) -> Option<&'a serde_json::Value> {
+    plot["data"].as_array()?.iter().find(|t| t["name"] == name)
 }
 
 /// A JSON array of numbers.

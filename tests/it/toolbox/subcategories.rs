@@ -252,7 +252,8 @@ fn compare_splits_other_into_subcategories() {
     let check = &summary.regression.unwrap().checks[0];
     assert_eq!(check.key, "subcategory.normalization");
     let rms = QWEN.map(|t| rmsnorm_kernel_ns(&raw_exact(&root.join(t))) as f64 * 1e-6);
-    assert!((check.reference - rms[0]).abs() < 1e-9 && (check.candidate - rms[1]).abs() < 1e-9);
+    let (r, c) = (check.reference.unwrap(), check.candidate.unwrap());
+    assert!((r - rms[0]).abs() < 1e-9 && (c - rms[1]).abs() < 1e-9);
     let page = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(page.contains("other_compute by subcategory: summary"));
 }

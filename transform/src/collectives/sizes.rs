@@ -71,8 +71,8 @@ fn matched(jobs: &[Job]) -> HashMap<(String, i64, i64), (i64, i64)> {
     out
 }
 
-/// The comm kernels of `acts` (with `COLUMNS`), per key, timed by `jobs`' matching.
-pub(crate) fn calls(acts: &DataFrame, jobs: &[Job]) -> Calls {
+/// The comm kernels of `acts` (with `COLUMNS`), per run and key, timed by `jobs`' matching.
+pub fn calls_by_run(acts: &DataFrame, jobs: &[Job]) -> BTreeMap<String, Calls> {
     let df = acts;
     let (cat, op, dtype) = (strs(df, "category"), strs(df, "comm_op"), strs(df, "dtype"));
     let (inp, out, n) = (
@@ -83,7 +83,7 @@ pub(crate) fn calls(acts: &DataFrame, jobs: &[Job]) -> Calls {
     let (start, end) = (ints(df, "start_ns"), ints(df, "end_ns"));
     let (run, rank) = (strs(df, "run"), ints(df, "rank"));
     let matched = matched(jobs);
-    let mut calls = Calls::new();
+    let mut calls: BTreeMap<String, Calls> = BTreeMap::new();
     for i in (0..df.height()).filter(|&i| cat[i] == Some("comm")) {
         let key = (
             op[i].unwrap_or("other").to_string(),
@@ -99,7 +99,8 @@ pub(crate) fn calls(acts: &DataFrame, jobs: &[Job]) -> Calls {
             start,
         );
         let m = matched.get(&at);
-        calls.entry(key).or_default().push(Call {
+        let run_calls = calls.entry(at.0).or_default();
+        run_calls.entry(key).or_default().push(Call {
             time_ns: m.map_or(dur, |m| m.0),
             duration_ns: dur,
             skew_ns: m.map(|m| m.1),
@@ -215,5 +216,6 @@ pub fn of_run(root: &Path, job: &Job) -> Result<Calls, DatasetError> {
         .collect()
         .map_err(polars)?;
     let acts = steps::drop_outside(&acts).map_err(polars)?;
-    Ok(calls(&acts, std::slice::from_ref(job)))
+    let mut by_run = calls_by_run(&acts, std::slice::from_ref(job));
+    Ok(by_run.remove(&job.run).unwrap_or_default())
 }

@@ -9,13 +9,20 @@
 //! fails on growth past it, a negative one on a drop past it (for bandwidth, where more is
 //! better).
 //!
+//! With several pairs of runs (`pairs`), a rule judges the overall change: the geometric mean
+//! of the pairs' ratios (the overall row of the levels), each pair's ratio being its
+//! candidate / reference for the metric. A pair whose reference is 0 has no ratio; with a
+//! threshold ≥ 0 it fails the rule when its candidate is above 0 (growth from nothing), as
+//! a single pair does.
+//!
 //! It lives here, not in the CLI, so that the verdict written into summary.json and the exit
 //! status come from one function that tests can call.
 
 use polars::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::summary_json::{LevelEntry, Summary};
+use super::overall::geomean;
+use super::summary_json::{per_pair, LevelEntry, Summary};
 use super::Comparison;
 use crate::rows::{floats, ints, strs};
 
@@ -147,32 +154,41 @@ impl Regression {
     }
 }
 
-/// One gated key: both values, the change, and whether it passes the threshold.
+fn one() -> usize {
+    1
+}
+
+/// One gated key: both values (one pair), the change, and whether it passes the threshold.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Check {
     /// The rule's key as written (`step_ms`, `category.gemm`, …).
     pub key: String,
     /// `ms`, `GB/s`, `pct`, `ratio`.
     pub unit: String,
-    /// The reference side's value, in `unit` (the median over its steps for step keys).
-    pub reference: f64,
-    /// The candidate side's value, in `unit`.
-    pub candidate: f64,
-    /// 100 · (candidate − reference) / reference; `None` when the reference is 0.
+    /// The reference's and the candidate's value with one pair; null with several (each pair
+    /// has its own, in the levels).
+    pub reference: Option<f64>,
+    /// The candidate's value, as `reference`.
+    pub candidate: Option<f64>,
+    /// The pairs whose both sides have the metric.
+    #[serde(default = "one")]
+    pub pairs: usize,
+    /// 100 · (ratio − 1), the ratio being candidate / reference with one pair, the geometric
+    /// mean of the pairs' ratios with several; `None` when no pair has a ratio (reference 0).
     pub change_pct: Option<f64>,
     /// Growth past it fails when ≥ 0; a drop past it when < 0.
     pub threshold_pct: f64,
-    /// The change passes the threshold (with a zero reference: the candidate is above 0).
+    /// The change passes the threshold (or, with a threshold ≥ 0, a pair grew from 0).
     pub regressed: bool,
 }
 
 /// Checks every rule against the comparison; an explicit rule whose metric is absent on
-/// either side is an error naming what could be gated.
+/// either side of every pair is an error naming what could be gated.
 pub fn regressions(c: &Comparison, rules: &[Rule]) -> Result<Regression, GateError> {
     let mut checks = Vec::new();
     for rule in rules {
-        match value(c, &rule.metric) {
-            Some((unit, r, cand)) => checks.push(check(rule, unit, r, cand)),
+        match values(c, &rule.metric) {
+            Some((unit, pairs)) => checks.push(check(rule, unit, &pairs)),
             None if rule.explicit => {
                 return Err(GateError::Absent {
                     key: rule.key.clone(),
@@ -188,58 +204,94 @@ pub fn regressions(c: &Comparison, rules: &[Rule]) -> Result<Regression, GateErr
     })
 }
 
-fn check(rule: &Rule, unit: String, reference: f64, candidate: f64) -> Check {
-    let change_pct = (reference != 0.0).then(|| 100.0 * (candidate - reference) / reference);
+/// The check of one rule over the pairs' (reference, candidate) values.
+fn check(rule: &Rule, unit: String, pairs: &[(f64, f64)]) -> Check {
+    let ratios: Vec<f64> = pairs
+        .iter()
+        .filter(|p| p.0 != 0.0)
+        .map(|(r, c)| c / r)
+        .collect();
+    let change_pct = geomean(&ratios).map(|g| 100.0 * (g - 1.0));
     let t = rule.threshold_pct;
+    let from_zero = pairs.iter().any(|&(r, c)| r == 0.0 && c > 0.0);
     let regressed = match change_pct {
         Some(ch) if t >= 0.0 => ch > t,
         Some(ch) => ch < t,
-        None => t >= 0.0 && candidate > 0.0,
-    };
+        None => false,
+    } || (t >= 0.0 && from_zero);
+    let single = |f: fn(&(f64, f64)) -> f64| (pairs.len() == 1).then(|| f(&pairs[0]));
     Check {
         key: rule.key.clone(),
         unit,
-        reference,
-        candidate,
+        reference: single(|p| p.0),
+        candidate: single(|p| p.1),
+        pairs: pairs.len(),
         change_pct,
         threshold_pct: t,
         regressed,
     }
 }
 
-/// (unit, reference, candidate) of a metric, when both sides have it.
-fn value(c: &Comparison, m: &Metric) -> Option<(String, f64, f64)> {
-    let medians = |e: Option<&LevelEntry>| {
-        let e = e?;
-        Some((e.unit.clone(), e.reference?.median, e.candidate?.median))
-    };
+/// (unit, per pair (reference, candidate)) of a metric, over the pairs whose both sides have
+/// it; `None` when no pair does.
+fn values(c: &Comparison, m: &Metric) -> Option<(String, Vec<(f64, f64)>)> {
     let levels = &c.summary.levels;
-    match m {
-        Metric::Step(k) => medians(levels.step(k)),
-        Metric::Category(k) => medians(levels.categories.iter().find(|e| &e.key == k)),
-        Metric::Subcategory(k) => medians(levels.subcategories.iter().find(|e| &e.key == k)),
+    let medians = |level: &[LevelEntry], key: &str| {
+        let mut unit = String::new();
+        let v: Vec<(f64, f64)> = per_pair(level, key)
+            .filter_map(|e| {
+                unit.clone_from(&e.unit);
+                Some((e.reference?.median, e.candidate?.median))
+            })
+            .collect();
+        (unit, v)
+    };
+    let workloads: Vec<&str> = c
+        .summary
+        .pairs
+        .iter()
+        .flat_map(|p| p.pairs.iter().map(|e| e.workload.as_str()))
+        .collect();
+    let (unit, pairs) = match m {
+        Metric::Step(k) => medians(&levels.steps, k),
+        Metric::Category(k) => medians(&levels.categories, k),
+        Metric::Subcategory(k) => medians(&levels.subcategories, k),
         Metric::Collective(kind, stat) => {
-            let side = |s| collective(&c.collectives, s, kind, *stat);
+            let side = |w, s| collective(&c.collectives, s, w, kind, *stat);
+            let v = workloads
+                .iter()
+                .filter_map(|w| Some((side(w, "reference")?, side(w, "candidate")?)));
             let unit = if *stat == CollStat::Ms { "ms" } else { "GB/s" };
-            Some((unit.into(), side("reference")?, side("candidate")?))
+            (unit.into(), v.collect())
         }
         Metric::Operator(op) => {
-            let (r, cand) = operator(&c.operators, op)?;
-            Some(("ms".into(), r, cand))
+            let v = workloads
+                .iter()
+                .filter_map(|w| operator(&c.operators, w, op));
+            ("ms".into(), v.collect())
         }
-    }
+    };
+    (!pairs.is_empty()).then_some((unit, pairs))
 }
 
-/// A kind's aggregate on one side of `compare_collectives`: Σ count·bytes(·factor) over
-/// Σ count·time for bandwidth (the calls of known size), Σ count·time / Σ count for ms.
-fn collective(df: &DataFrame, side: &str, kind: &str, stat: CollStat) -> Option<f64> {
+/// A kind's aggregate on one side of one pair in `compare_collectives`: Σ count·bytes(·factor)
+/// over Σ count·time for bandwidth (the calls of known size), Σ count·time / Σ count for ms.
+fn collective(
+    df: &DataFrame,
+    side: &str,
+    workload: &str,
+    kind: &str,
+    stat: CollStat,
+) -> Option<f64> {
     let (sides, ops, count) = (strs(df, "side"), strs(df, "comm_op"), ints(df, "count"));
+    let pair = strs(df, "workload");
     let (ms, alg, bus) = (
         floats(df, "mean_ms"),
         floats(df, "algbw_gbps"),
         floats(df, "busbw_gbps"),
     );
-    let rows = (0..df.height()).filter(|&i| sides[i] == Some(side) && ops[i] == Some(kind));
+    let rows = (0..df.height())
+        .filter(|&i| sides[i] == Some(side) && pair[i] == Some(workload) && ops[i] == Some(kind));
     let (mut num, mut den) = (0.0, 0.0);
     for i in rows {
         let (n, t) = (count[i].unwrap_or(0) as f64, ms[i].unwrap_or(0.0));
@@ -257,12 +309,14 @@ fn collective(df: &DataFrame, side: &str, kind: &str, stat: CollStat) -> Option<
     (den > 0.0).then(|| num / den)
 }
 
-/// An operator's ms per step window on each side, summed over its input shapes; `None`
-/// unless both sides ran it.
-fn operator(df: &DataFrame, op: &str) -> Option<(f64, f64)> {
-    let ops = strs(df, "op");
+/// An operator's ms per step window on each side of one pair, summed over its input shapes;
+/// `None` unless both sides ran it.
+fn operator(df: &DataFrame, workload: &str, op: &str) -> Option<(f64, f64)> {
+    let (ops, pair) = (strs(df, "op"), strs(df, "workload"));
     let (r, c) = (floats(df, "reference_ms"), floats(df, "candidate_ms"));
-    let rows: Vec<usize> = (0..df.height()).filter(|&i| ops[i] == Some(op)).collect();
+    let rows: Vec<usize> = (0..df.height())
+        .filter(|&i| ops[i] == Some(op) && pair[i] == Some(workload))
+        .collect();
     let sum = |v: &[Option<f64>]| {
         let vals: Vec<f64> = rows.iter().filter_map(|&i| v[i]).collect();
         (!vals.is_empty()).then(|| vals.iter().sum::<f64>())
@@ -274,10 +328,14 @@ fn operator(df: &DataFrame, op: &str) -> Option<(f64, f64)> {
 fn known(c: &Comparison, m: &Metric) -> String {
     let both = |e: &LevelEntry| e.reference.is_some() && e.candidate.is_some();
     let keys = |prefix: &str, es: &[LevelEntry]| -> Vec<String> {
-        es.iter()
-            .filter(|e| both(e))
-            .map(|e| format!("{prefix}{}", e.key))
-            .collect()
+        let mut v: Vec<String> = Vec::new();
+        for e in es.iter().filter(|e| both(e)) {
+            let k = format!("{prefix}{}", e.key);
+            if !v.contains(&k) {
+                v.push(k);
+            }
+        }
+        v
     };
     let levels = &c.summary.levels;
     let list = match m {

@@ -1,5 +1,5 @@
-//! The step and category levels: one row per side, run, rank and step, and each key's
-//! spread over those rows.
+//! The step and category levels: one row per side, run, rank and step, and per pair of runs
+//! each key's spread over the pair's rows (`overall` adds the rows across pairs).
 
 use aorta_ingest::classify::Category;
 use std::collections::BTreeMap;
@@ -10,51 +10,99 @@ use crate::rows::str_column;
 use crate::summary::{spread, Spread};
 
 use super::load::{floats, ints, strs, SideData};
+use super::pairs::{workload_of, Pair};
 
 pub(super) const SIDES: [&str; 2] = ["reference", "candidate"];
 
-/// One key of one level: both sides' spread.
+/// One key of one level: one pair's spreads, or (`over_pairs`) the overall row of several.
 pub(super) struct LevelRow {
     pub level: &'static str,
+    /// The pair's workload; `None` on the overall row of several pairs.
+    pub workload: Option<String>,
     pub key: String,
     pub unit: &'static str,
+    /// Each side's spread over the pair's windows; `None` on the overall row of several pairs
+    /// (`overall` says why).
     pub sides: [Option<Spread>; 2],
+    /// On the overall row of several pairs: the geometric mean of the pairs' ratios and the
+    /// spread of those ratios.
+    pub over_pairs: Option<(f64, Spread)>,
+    /// The row that stands for the key (one per key and level): the overall row, or the pair's
+    /// row when there is one pair.
+    pub overall: bool,
     /// The comparability check failed: no ratio (`pairs`).
     pub refused: bool,
 }
 
 impl LevelRow {
-    /// candidate median / reference median; null when either is missing, the reference 0,
-    /// or the comparison refused.
-    pub(super) fn ratio(&self) -> Option<f64> {
-        if self.refused {
-            return None;
+    /// A pair's row of `key`, each side's spread from `side(0)` and `side(1)`.
+    pub(super) fn of_pair(
+        level: &'static str,
+        pair: &Pair,
+        key: &str,
+        unit: &'static str,
+        side: impl Fn(usize) -> Option<Spread>,
+    ) -> LevelRow {
+        LevelRow {
+            level,
+            workload: Some(pair.workload.clone()),
+            key: key.to_string(),
+            unit,
+            sides: [side(0), side(1)],
+            over_pairs: None,
+            overall: false,
+            refused: false,
+        }
+    }
+
+    /// The ratio before the comparability check: candidate median / reference median on a
+    /// pair's row (null when either is missing or the reference 0), the geometric mean on
+    /// the overall row of several pairs.
+    pub(super) fn pair_ratio(&self) -> Option<f64> {
+        if let Some((g, _)) = self.over_pairs {
+            return Some(g);
         }
         match self.sides {
             [Some(r), Some(c)] if r.median != 0.0 => Some(c.median / r.median),
             _ => None,
         }
     }
+
+    /// `pair_ratio`, null when the comparison is refused.
+    pub(super) fn ratio(&self) -> Option<f64> {
+        (!self.refused).then(|| self.pair_ratio()).flatten()
+    }
+
+    /// The spread of the pairs' ratios (overall row of several pairs), null when refused.
+    pub(super) fn ratio_spread(&self) -> Option<Spread> {
+        self.over_pairs.filter(|_| !self.refused).map(|o| o.1)
+    }
 }
 
 /// One statistic of a spread.
 type Stat = fn(&Spread) -> f64;
 
+/// `compare_levels`: level, workload, overall, key, unit, both sides' median and p10–p90,
+/// the ratio and, on overall rows of several pairs, the pairs' ratios' n and p10–p90.
 pub(super) fn frame(rows: &[LevelRow]) -> PolarsResult<DataFrame> {
     let stat = |side: usize, f: Stat| -> Vec<Option<f64>> {
         rows.iter().map(|r| r.sides[side].as_ref().map(f)).collect()
     };
+    let workloads: Vec<Option<&str>> = rows.iter().map(|r| r.workload.as_deref()).collect();
+    let overall: Vec<bool> = rows.iter().map(|r| r.overall).collect();
     let mut cols = vec![
         str_column("level", rows.iter().map(|r| r.level)),
+        Column::new("workload".into(), workloads),
+        Column::new("overall".into(), overall),
         str_column("key", rows.iter().map(|r| r.key.as_str())),
         str_column("unit", rows.iter().map(|r| r.unit)),
     ];
+    let stats: [(&str, Stat); 3] = [
+        ("median", |s| s.median),
+        ("p10", |s| s.p10),
+        ("p90", |s| s.p90),
+    ];
     for (side, name) in SIDES.iter().enumerate() {
-        let stats: [(&str, Stat); 3] = [
-            ("median", |s| s.median),
-            ("p10", |s| s.p10),
-            ("p90", |s| s.p90),
-        ];
         for (stat_name, f) in stats {
             let name = format!("{name}_{stat_name}");
             cols.push(Column::new(name.into(), stat(side, f)));
@@ -62,6 +110,18 @@ pub(super) fn frame(rows: &[LevelRow]) -> PolarsResult<DataFrame> {
     }
     let ratios: Vec<Option<f64>> = rows.iter().map(LevelRow::ratio).collect();
     cols.push(Column::new("ratio".into(), ratios));
+    let n: Vec<Option<i64>> = rows
+        .iter()
+        .map(|r| r.ratio_spread().map(|s| s.n as i64))
+        .collect();
+    cols.push(Column::new("ratio_n".into(), n));
+    for (stat_name, f) in &stats[1..] {
+        let v: Vec<Option<f64>> = rows
+            .iter()
+            .map(|r| r.ratio_spread().map(|s| f(&s)))
+            .collect();
+        cols.push(Column::new(format!("ratio_{stat_name}").into(), v));
+    }
     DataFrame::new_infer_height(cols)
 }
 
@@ -137,23 +197,26 @@ impl StepRows {
         StepRows { rows }
     }
 
-    pub(super) fn levels(&self) -> Vec<LevelRow> {
-        STEP_KEYS
-            .iter()
-            .enumerate()
-            .map(|(k, &(key, unit, _, _))| LevelRow {
-                level: "steps",
-                key: key.to_string(),
-                unit,
-                sides: [0, 1]
-                    .map(|s| spread(self.rows.iter().filter(|r| r.0 .0 == s).map(|r| r.1[k]))),
-                refused: false,
-            })
-            .collect()
+    /// Per key, one row per pair: each side's spread over the pair's run's windows.
+    pub(super) fn levels(&self, pairs: &[Pair]) -> Vec<LevelRow> {
+        let mut out = Vec::new();
+        for (k, &(key, unit, _, _)) in STEP_KEYS.iter().enumerate() {
+            for p in pairs {
+                let side = |s: usize| {
+                    let of = self
+                        .rows
+                        .iter()
+                        .filter(|r| r.0 .0 == s && r.0 .1 == p.runs[s]);
+                    spread(of.map(|r| r.1[k]))
+                };
+                out.push(LevelRow::of_pair("steps", p, key, unit, side));
+            }
+        }
+        out
     }
 
-    pub(super) fn frame(&self) -> PolarsResult<DataFrame> {
-        let mut cols = window_columns(self.rows.iter().map(|r| &r.0));
+    pub(super) fn frame(&self, pairs: &[Pair]) -> PolarsResult<DataFrame> {
+        let mut cols = window_columns(self.rows.iter().map(|r| &r.0), pairs);
         for (k, &(key, ..)) in STEP_KEYS.iter().enumerate() {
             let v: Vec<Option<f64>> = self.rows.iter().map(|r| r.1[k]).collect();
             cols.push(Column::new(key.into(), v));
@@ -174,9 +237,11 @@ fn column_f64(df: &DataFrame, name: &str, scale: f64) -> Vec<Option<f64>> {
         .collect()
 }
 
-fn window_columns<'a>(w: impl Iterator<Item = &'a Window> + Clone) -> Vec<Column> {
+/// side, workload (the pair's), run, rank, step.
+fn window_columns<'a>(w: impl Iterator<Item = &'a Window> + Clone, pairs: &[Pair]) -> Vec<Column> {
     vec![
         str_column("side", w.clone().map(|w| SIDES[w.0])),
+        str_column("workload", w.clone().map(|w| workload_of(pairs, w.0, &w.1))),
         str_column("run", w.clone().map(|w| w.1.as_str())),
         Column::new("rank".into(), w.clone().map(|w| w.2).collect::<Vec<_>>()),
         Column::new("step".into(), w.map(|w| w.3).collect::<Vec<_>>()),
@@ -223,28 +288,31 @@ impl CategoryRows {
         CategoryRows { rows }
     }
 
-    pub(super) fn levels(&self) -> Vec<LevelRow> {
-        (0..CATEGORIES.len())
-            .map(|c| LevelRow {
-                level: "categories",
-                key: CATEGORIES[c].to_string(),
-                unit: "ms",
-                sides: [0, 1].map(|s| {
-                    let of_side = self.rows.iter().filter(|(w, _)| w.0 == s);
-                    spread(of_side.map(|(_, v)| Some(v[c] as f64 * 1e-6)))
-                }),
-                refused: false,
-            })
-            .collect()
+    /// Per category, one row per pair: each side's spread over the pair's run's windows.
+    pub(super) fn levels(&self, pairs: &[Pair]) -> Vec<LevelRow> {
+        let mut out = Vec::new();
+        for (c, key) in CATEGORIES.iter().enumerate() {
+            for p in pairs {
+                let side = |s: usize| {
+                    let of = self
+                        .rows
+                        .iter()
+                        .filter(|(w, _)| w.0 == s && w.1 == p.runs[s]);
+                    spread(of.map(|(_, v)| Some(v[c] as f64 * 1e-6)))
+                };
+                out.push(LevelRow::of_pair("categories", p, key, "ms", side));
+            }
+        }
+        out
     }
 
-    pub(super) fn frame(&self) -> PolarsResult<DataFrame> {
+    pub(super) fn frame(&self, pairs: &[Pair]) -> PolarsResult<DataFrame> {
         let long: Vec<(&Window, usize, i64)> = self
             .rows
             .iter()
             .flat_map(|(w, v)| (0..CATEGORIES.len()).map(move |c| (w, c, v[c])))
             .collect();
-        let mut cols = window_columns(long.iter().map(|r| r.0));
+        let mut cols = window_columns(long.iter().map(|r| r.0), pairs);
         cols.push(str_column("category", long.iter().map(|r| CATEGORIES[r.1])));
         let ms: Vec<f64> = long.iter().map(|r| r.2 as f64 * 1e-6).collect();
         cols.push(Column::new("gpu_ms".into(), ms));

@@ -3,10 +3,13 @@
 //! Kernel names differ between vendors, so the comparison stands on what does not: steps
 //! (time, comm, exposed comm, the overlap ratios of METRICS.md), GPU time per category,
 //! GPU time per launching CPU operator and its input shapes, and collectives per (kind,
-//! message size, dtype, group size). Every ratio is candidate / reference, and every level
-//! carries each side's spread over steps and ranks (median, p10–p90) so a reader can tell a
-//! real gap from noise. The results are plain DataFrames and one JSON document (a superset
-//! of the Python aorta `overlap_report.py` summary); the CLI writes them.
+//! message size, dtype, group size). Runs are compared pair by pair (one workload on each
+//! side, `pairs`): every level is computed per pair, and each key gets one overall row, the
+//! geometric mean of the pairs' ratios (`overall`). Every ratio is candidate / reference, and
+//! every pair's row carries each side's spread over steps and ranks (median, p10–p90) so a
+//! reader can tell a real gap from noise. The results are plain DataFrames and one JSON
+//! document (a superset of the Python aorta `overlap_report.py` summary); the CLI writes
+//! them.
 
 mod collectives;
 mod gate;
@@ -14,6 +17,7 @@ mod levels;
 mod load;
 mod operators;
 mod output;
+mod overall;
 mod pairs;
 mod select;
 mod subcats;
@@ -33,8 +37,8 @@ pub use operators::KERNEL_SEPARATOR;
 pub use pairs::{PairEntry, PairsSummary, MIN_MATCHED_SHARE};
 pub use select::{RunInfo, Side};
 pub use summary_json::{
-    ComparisonSummary, DatasetSummary, LevelEntry, Levels, OperatorEntry, OperatorsSummary,
-    SideSummary, SpreadSummary, Summary,
+    overall, per_pair, ComparisonSummary, DatasetSummary, LevelEntry, Levels, OperatorEntry,
+    OperatorsSummary, SideSummary, SpreadSummary, Summary, TOP_OPERATORS,
 };
 
 /// What can go wrong comparing two selections of a dataset.
@@ -103,16 +107,17 @@ pub struct Comparison {
     pub reference: Side,
     /// The candidate side: its selector and runs.
     pub candidate: Side,
-    /// Per level (steps, categories, collectives) and key: both sides' spread and the ratio.
-    pub(crate) levels: DataFrame,
-    /// One row per side, run, rank and step.
-    pub(crate) steps: DataFrame,
-    /// GPU time per side, run, rank, step and category.
-    pub(crate) categories: DataFrame,
-    /// GPU time per launching operator, input shapes and dtypes, matched across sides.
-    pub(crate) operators: DataFrame,
-    /// Time and bandwidth per side and (kind, bytes, dtype, group size).
-    pub(crate) collectives: DataFrame,
+    /// Per level (steps, categories, subcategories, collectives), key and pair: both sides'
+    /// spread and the ratio; with several pairs, each key's overall row first.
+    pub levels: DataFrame,
+    /// One row per side, run, rank and step, with the pair's workload.
+    pub steps: DataFrame,
+    /// GPU time per side, run, rank, step and category, with the pair's workload.
+    pub categories: DataFrame,
+    /// GPU time per pair, launching operator, input shapes and dtypes, matched across sides.
+    pub operators: DataFrame,
+    /// Time and bandwidth per side, pair and (kind, bytes, dtype, group size).
+    pub collectives: DataFrame,
     /// The summary.json document.
     pub summary: Summary,
 }
@@ -176,8 +181,9 @@ pub fn compare_with(
         });
     }
     // Only paired runs are compared; the rest are listed in `pairs`.
-    reference.runs = pairing.pairs.iter().map(|p| p.1.clone()).collect();
-    candidate.runs = pairing.pairs.iter().map(|p| p.2.clone()).collect();
+    let paired = &pairing.pairs;
+    reference.runs = paired.iter().map(|p| p.runs[0].clone()).collect();
+    candidate.runs = paired.iter().map(|p| p.runs[1].clone()).collect();
     reference.runs.sort();
     candidate.runs.sort();
     let sides = [
@@ -190,36 +196,38 @@ pub fn compare_with(
     };
     let step_rows = levels::StepRows::of(&sides);
     let category_rows = levels::CategoryRows::of(&sides);
-    let mut ops = operators::compare(&sides);
+    let mut ops = operators::compare(&sides, paired);
     let perf = [
         crate::perf::compute(root, &reference.runs, peaks)?,
         crate::perf::compute(root, &candidate.runs, peaks)?,
     ];
-    operators::add_rates(&mut ops, &perf);
+    operators::add_rates(&mut ops, &perf, paired);
     let colls = collectives::of(&sides);
+    let mut level_rows = step_rows.levels(paired);
+    level_rows.extend(category_rows.levels(paired));
+    level_rows.extend(subcats::levels(&sides, paired));
+    level_rows.extend(collectives::levels(&colls, paired));
+    let mut level_rows = overall::with_overall(level_rows, paired.len());
     let verdict = pairs::summarize(
         [&reference, &candidate],
         &pairing,
         &step_rows,
+        &level_rows,
         &ops,
         opts.force,
     );
-    let mut level_rows = step_rows.levels();
-    level_rows.extend(category_rows.levels());
-    level_rows.extend(subcats::levels(&sides));
-    level_rows.extend(collectives::levels(&colls));
     let refused = !verdict.comparable && !opts.force;
     level_rows.iter_mut().for_each(|r| r.refused = refused);
     let mut summary = summary_json::build(&sides, &level_rows, &ops, opts.python_source);
     summary.pairs = Some(verdict);
     Ok(Comparison {
         levels: levels::frame(&level_rows).map_err(polars("compare_levels"))?,
-        steps: step_rows.frame().map_err(polars("compare_steps"))?,
+        steps: step_rows.frame(paired).map_err(polars("compare_steps"))?,
         categories: category_rows
-            .frame()
+            .frame(paired)
             .map_err(polars("compare_categories"))?,
         operators: operators::frame(&ops).map_err(polars("compare_operators"))?,
-        collectives: collectives::frame(&colls).map_err(polars("compare_collectives"))?,
+        collectives: collectives::frame(&colls, paired).map_err(polars("compare_collectives"))?,
         summary,
         reference,
         candidate,

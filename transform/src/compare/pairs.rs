@@ -5,18 +5,20 @@
 //! two models per side took the median of bert's 4 ms and qwen's 35 ms steps. So runs are
 //! paired by workload (the last component of the label: `cuda/h100_models/bert-small` and
 //! `rocm/mi300x_models/bert-small` are both `bert-small`; one run per side pairs whatever its
-//! name), only paired runs enter the comparison, and each pair gets its own ratio; the overall
-//! ratio is their geometric mean. Before any ratio, the pairs are checked: the same world size,
-//! the same step structure (ProfilerStep steps on both sides or on neither), and an operator
-//! mix that overlaps (most of each side's operator time in operators the other side ran too).
-//! A failed check refuses the ratios unless forced, and says why.
+//! name), only paired runs enter the comparison, and every level is computed per pair; the
+//! overall ratio is the pairs' geometric mean (`overall`). Before any ratio, each pair is
+//! checked: the same world size, the same step structure (ProfilerStep steps on both sides or
+//! on neither), and an operator mix that overlaps (most of each side's operator time in
+//! operators the other side of the pair ran too). A failed check refuses the ratios unless
+//! forced, and says why.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::levels::{StepRows, STEP_KEYS};
+use super::levels::{LevelRow, StepRows};
 use super::operators::OpRow;
+use super::overall::geomean;
 use super::select::Side;
 use super::summary_json::SpreadSummary;
 use crate::summary::spread;
@@ -25,11 +27,35 @@ use crate::summary::spread;
 /// different programs.
 pub const MIN_MATCHED_SHARE: f64 = 0.5;
 
+/// One pair: the workload and the run of each side ([reference, candidate]).
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Pair {
+    pub workload: String,
+    pub runs: [String; 2],
+}
+
+impl Pair {
+    fn new(workload: &str, reference: &str, candidate: &str) -> Pair {
+        Pair {
+            workload: workload.to_string(),
+            runs: [reference.to_string(), candidate.to_string()],
+        }
+    }
+}
+
+/// The workload `run` of side `side` stands for in `pairs` (its own last label component
+/// when no pair holds it).
+pub(super) fn workload_of<'a>(pairs: &'a [Pair], side: usize, run: &'a str) -> &'a str {
+    pairs
+        .iter()
+        .find(|p| p.runs[side] == run)
+        .map_or_else(|| workload(run), |p| p.workload.as_str())
+}
+
 /// Runs paired across the sides, and the runs left over.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(super) struct Pairing {
-    /// (workload, reference run, candidate run).
-    pub pairs: Vec<(String, String, String)>,
+    pub pairs: Vec<Pair>,
     pub unpaired_reference: Vec<String>,
     pub unpaired_candidate: Vec<String>,
 }
@@ -44,7 +70,7 @@ pub(super) fn workload(run: &str) -> &str {
 pub(super) fn pair(reference: &Side, candidate: &Side) -> Pairing {
     if let ([r], [c]) = (reference.runs.as_slice(), candidate.runs.as_slice()) {
         return Pairing {
-            pairs: vec![(workload(r).to_string(), r.clone(), c.clone())],
+            pairs: vec![Pair::new(workload(r), r, c)],
             ..Pairing::default()
         };
     }
@@ -52,15 +78,13 @@ pub(super) fn pair(reference: &Side, candidate: &Side) -> Pairing {
     let mut out = Pairing::default();
     for (name, rs) in &rm {
         match (rs.as_slice(), cm.get(name).map(Vec::as_slice)) {
-            ([r], Some([c])) => out
-                .pairs
-                .push((name.to_string(), r.to_string(), c.to_string())),
+            ([r], Some([c])) => out.pairs.push(Pair::new(name, r, c)),
             _ => out
                 .unpaired_reference
                 .extend(rs.iter().map(|r| r.to_string())),
         }
     }
-    let paired: Vec<&String> = out.pairs.iter().map(|p| &p.2).collect();
+    let paired: Vec<&String> = out.pairs.iter().map(|p| &p.runs[1]).collect();
     out.unpaired_candidate = candidate
         .runs
         .iter()
@@ -121,89 +145,89 @@ pub struct PairsSummary {
 }
 
 /// Checks the pairs and computes their ratios; refuses them (nulls) when a check fails and
-/// `force` is off.
+/// `force` is off. Each pair's step times and ratio are its `step_ms` row of the steps level.
 pub(super) fn summarize(
     sides: [&Side; 2],
     pairing: &Pairing,
     steps: &StepRows,
+    levels: &[LevelRow],
     ops: &[OpRow],
     force: bool,
 ) -> PairsSummary {
-    let mut reasons = operator_mix(ops);
     let mut entries: Vec<PairEntry> = pairing
         .pairs
         .iter()
-        .map(|(w, r, c)| pair_entry(sides, (w, r, c), steps))
+        .map(|p| pair_entry(sides, p, steps, levels, ops))
         .collect();
-    for e in &entries {
-        reasons.extend(e.problems.iter().map(|p| format!("{}: {p}", e.workload)));
-    }
+    let reasons: Vec<String> = entries
+        .iter()
+        .flat_map(|e| e.problems.iter().map(|p| format!("{}: {p}", e.workload)))
+        .collect();
     let comparable = reasons.is_empty();
     if !comparable && !force {
         entries.iter_mut().for_each(|e| e.step_ratio = None);
     }
     let ratios: Vec<f64> = entries.iter().filter_map(|e| e.step_ratio).collect();
-    let geomean = (!ratios.is_empty())
-        .then(|| (ratios.iter().map(|r| r.ln()).sum::<f64>() / ratios.len() as f64).exp());
     PairsSummary {
         pairs: entries,
         unpaired_reference: pairing.unpaired_reference.clone(),
         unpaired_candidate: pairing.unpaired_candidate.clone(),
-        step_ratio_geomean: geomean,
-        step_ratio_spread: spread(ratios.iter().map(|&r| Some(r))).map(|s| SpreadSummary {
-            n: s.n,
-            median: s.median,
-            p10: s.p10,
-            p90: s.p90,
-        }),
+        step_ratio_geomean: geomean(&ratios),
+        step_ratio_spread: spread(ratios.iter().map(|&r| Some(r))).map(SpreadSummary::from),
         comparable,
         reasons,
         forced: force && !comparable,
     }
 }
 
-fn pair_entry(sides: [&Side; 2], (w, r, c): (&str, &str, &str), steps: &StepRows) -> PairEntry {
-    let step_key = STEP_KEYS.iter().position(|k| k.0 == "step_ms").unwrap_or(0);
-    let of = |side: usize, run: &str| -> Vec<&(super::levels::Window, Vec<Option<f64>>)> {
+fn pair_entry(
+    sides: [&Side; 2],
+    p: &Pair,
+    steps: &StepRows,
+    levels: &[LevelRow],
+    ops: &[OpRow],
+) -> PairEntry {
+    let step = levels.iter().find(|r| {
+        r.level == "steps" && r.key == "step_ms" && r.workload.as_ref() == Some(&p.workload)
+    });
+    let median = |s: usize| step.and_then(|r| r.sides[s]).map(|x| x.median);
+    let of = |s: usize| {
         steps
             .rows
             .iter()
-            .filter(|x| x.0 .0 == side && x.0 .1 == run)
-            .collect()
+            .filter(move |x| x.0 .0 == s && x.0 .1 == p.runs[s])
     };
-    let median = |side: usize, run: &str| {
-        spread(of(side, run).iter().map(|x| x.1[step_key])).map(|s| s.median)
-    };
-    let stepped = |side: usize, run: &str| of(side, run).iter().any(|x| x.0 .3.is_some());
-    let (rm, cm) = (median(0, r), median(1, c));
-    let mut problems = Vec::new();
-    let world = |s: usize, run: &str| sides[s].info.get(run).and_then(|i| i.world_size);
-    if let (Some(a), Some(b)) = (world(0, r), world(1, c)) {
+    let stepped = |s: usize| of(s).any(|x| x.0 .3.is_some());
+    let mut problems = operator_mix(ops.iter().filter(|o| o.workload == p.workload));
+    let world = |s: usize| sides[s].info.get(&p.runs[s]).and_then(|i| i.world_size);
+    if let (Some(a), Some(b)) = (world(0), world(1)) {
         if a != b {
             problems.push(format!("world sizes differ ({a} vs {b})"));
         }
     }
-    if stepped(0, r) != stepped(1, c) {
+    if stepped(0) != stepped(1) {
         problems.push("one side has ProfilerStep steps and the other none".to_string());
     }
+    let [reference, candidate] = p.runs.clone();
     PairEntry {
-        workload: w.to_string(),
-        reference: r.to_string(),
-        candidate: c.to_string(),
-        reference_step_ms: rm,
-        candidate_step_ms: cm,
-        step_ratio: rm.zip(cm).filter(|p| p.0 != 0.0).map(|(a, b)| b / a),
+        workload: p.workload.clone(),
+        reference,
+        candidate,
+        reference_step_ms: median(0),
+        candidate_step_ms: median(1),
+        step_ratio: step.and_then(LevelRow::pair_ratio),
         problems,
     }
 }
 
-/// The operator-mix check: each side's share of operator GPU time in matched operators.
-fn operator_mix(ops: &[OpRow]) -> Vec<String> {
+/// The operator-mix check of one pair: each side's share of operator GPU time in matched
+/// operators.
+fn operator_mix<'a>(ops: impl Iterator<Item = &'a OpRow> + Clone) -> Vec<String> {
     let mut out = Vec::new();
     for (s, name) in ["reference", "candidate"].iter().enumerate() {
-        let total: f64 = ops.iter().filter_map(|o| o.ms[s]).sum();
+        let total: f64 = ops.clone().filter_map(|o| o.ms[s]).sum();
         let matched: f64 = ops
-            .iter()
+            .clone()
             .filter(|o| o.ms[0].is_some() && o.ms[1].is_some())
             .filter_map(|o| o.ms[s])
             .sum();
@@ -243,16 +267,13 @@ mod tests {
                 "rocm/y",
             ]),
         );
-        let names: Vec<&str> = p.pairs.iter().map(|p| p.0.as_str()).collect();
+        let names: Vec<&str> = p.pairs.iter().map(|p| p.workload.as_str()).collect();
         assert_eq!(names, ["bert-small", "qwen"]);
-        assert_eq!(p.pairs[0].2, "rocm/mi300x_models/bert-small");
+        assert_eq!(p.pairs[0].runs[1], "rocm/mi300x_models/bert-small");
         assert_eq!(p.unpaired_reference, ["cuda/x/resnet"]);
         assert_eq!(p.unpaired_candidate, ["rocm/y"]);
         // One run a side pairs whatever the names.
         let one = pair(&side(&["baseline"]), &side(&["pr-123"]));
-        assert_eq!(
-            one.pairs,
-            [("baseline".into(), "baseline".into(), "pr-123".into())]
-        );
+        assert_eq!(one.pairs, [Pair::new("baseline", "baseline", "pr-123")]);
     }
 }

@@ -1,6 +1,6 @@
 //! The subcategories level: `other_compute`'s GPU time per window and subcategory
-//! (`crate::subcategory`), each subcategory's spread over a side's windows, as the
-//! categories level does for categories. It splits the categories level's `other` (which
+//! (`crate::subcategory`), per pair each subcategory's spread over each side's windows, as
+//! the categories level does for categories. It splits the categories level's `other` (which
 //! also holds memset), so a vendor's extra copy or normalization kernels show by name.
 
 use std::collections::{BTreeMap, HashMap};
@@ -12,12 +12,14 @@ use crate::summary::spread;
 
 use super::levels::LevelRow;
 use super::load::{ints, strs, SideData};
+use super::pairs::Pair;
 
 /// (side, run, rank, step).
 type Window = (usize, String, i64, Option<i64>);
 
-/// One row per subcategory either side has, shipped ones first in their order.
-pub(super) fn levels(sides: &[SideData; 2]) -> Vec<LevelRow> {
+/// Per subcategory (shipped ones first, in their order), one row per pair where either side
+/// has it.
+pub(super) fn levels(sides: &[SideData; 2], pairs: &[Pair]) -> Vec<LevelRow> {
     let mut windows: BTreeMap<Window, HashMap<String, i64>> = BTreeMap::new();
     for (side, d) in sides.iter().enumerate() {
         let df = &d.acts;
@@ -52,17 +54,22 @@ pub(super) fn levels(sides: &[SideData; 2]) -> Vec<LevelRow> {
     };
     names.sort_by_key(|s| (order(s), *s));
     names.dedup();
-    names
-        .iter()
-        .map(|name| LevelRow {
-            level: "subcategories",
-            key: name.to_string(),
-            unit: "ms",
-            sides: [0, 1].map(|s| {
-                let of_side = windows.iter().filter(|(w, _)| w.0 == s);
-                spread(of_side.map(|(_, m)| Some(m.get(*name).copied().unwrap_or(0) as f64 * 1e-6)))
-            }),
-            refused: false,
-        })
-        .collect()
+    let mut out = Vec::new();
+    for name in names {
+        for p in pairs {
+            let of = |s: usize| {
+                windows
+                    .iter()
+                    .filter(move |(w, _)| w.0 == s && w.1 == p.runs[s])
+            };
+            if !(0..2).any(|s| of(s).any(|(_, m)| m.contains_key(name))) {
+                continue;
+            }
+            let side = |s: usize| {
+                spread(of(s).map(|(_, m)| Some(m.get(name).copied().unwrap_or(0) as f64 * 1e-6)))
+            };
+            out.push(LevelRow::of_pair("subcategories", p, name, "ms", side));
+        }
+    }
+    out
 }

@@ -14,6 +14,7 @@ use super::levels::{LevelRow, SIDES};
 use super::load::{ints, strs, SideData};
 use super::operators::OpRow;
 use super::PythonSource;
+use crate::summary::Spread;
 
 /// The whole summary.json document.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -87,7 +88,8 @@ pub struct ComparisonSummary {
     pub ratio_delta: Option<f64>,
 }
 
-/// The levels of `compare_levels`, as JSON.
+/// The levels of `compare_levels`, as JSON: per key, one entry per pair and, with several
+/// pairs, the overall entry first (the geometric mean of the pairs' ratios; `overall`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Levels {
     /// The step metrics (`step_ms`, `exposed_comm_ms`, …), one entry per key.
@@ -102,28 +104,56 @@ pub struct Levels {
 }
 
 impl Levels {
-    /// The entry of `key` in the steps level.
+    /// The overall entry of `key` in the steps level.
     pub fn step(&self, key: &str) -> Option<&LevelEntry> {
-        self.steps.iter().find(|e| e.key == key)
+        overall(&self.steps, key)
     }
 }
 
-/// One key of one level.
+/// The entry that stands for `key` in `level`: the overall entry (with one pair, the pair's).
+pub fn overall<'a>(level: &'a [LevelEntry], key: &str) -> Option<&'a LevelEntry> {
+    level.iter().find(|e| e.overall && e.key == key)
+}
+
+/// The entries of `key` in `level` that belong to one pair each, in pair order.
+pub fn per_pair<'a>(level: &'a [LevelEntry], key: &'a str) -> impl Iterator<Item = &'a LevelEntry> {
+    level
+        .iter()
+        .filter(move |e| e.key == key && e.workload.is_some())
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// One key of one level, for one pair or (`workload` null) over several.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LevelEntry {
+    /// The pair's workload; null on the overall entry of several pairs.
+    #[serde(default)]
+    pub workload: Option<String>,
+    /// The entry that stands for the key (one per key): the overall entry of several pairs,
+    /// or the one pair's entry (documents of an older aorta: every entry).
+    #[serde(default = "yes")]
+    pub overall: bool,
     /// The metric (`step_ms`), category (`gemm`) or collective key.
     pub key: String,
     /// `ms`, `ratio`, `pct`, `GB/s`, …
-    pub(crate) unit: String,
-    /// The reference side's spread over its steps and ranks (null: the side lacks the key).
+    pub unit: String,
+    /// Each side's spread over the pair's windows; null on the overall entry of several
+    /// pairs (a median over several workloads' windows means nothing).
     pub reference: Option<SpreadSummary>,
     /// The candidate side's spread.
     pub candidate: Option<SpreadSummary>,
-    /// candidate median / reference median.
+    /// candidate median / reference median; on the overall entry of several pairs, the
+    /// geometric mean of the pairs' ratios.
     pub ratio: Option<f64>,
+    /// On the overall entry of several pairs: the spread of the pairs' ratios (`n` pairs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ratio_spread: Option<SpreadSummary>,
 }
 
-/// A spread over steps and ranks.
+/// A spread over steps and ranks (or over pairs, of their ratios).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct SpreadSummary {
     /// Values it is taken over.
@@ -136,6 +166,17 @@ pub struct SpreadSummary {
     pub p90: f64,
 }
 
+impl From<Spread> for SpreadSummary {
+    fn from(s: Spread) -> Self {
+        SpreadSummary {
+            n: s.n,
+            median: s.median,
+            p10: s.p10,
+            p90: s.p90,
+        }
+    }
+}
+
 /// The operator level in short.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OperatorsSummary {
@@ -145,13 +186,17 @@ pub struct OperatorsSummary {
     pub reference_only: usize,
     /// Operators only the candidate ran.
     pub candidate_only: usize,
-    /// The 20 operators with the largest |candidate − reference|.
+    /// Per pair (in pair order), the `TOP_OPERATORS` operators with the largest
+    /// |candidate − reference|.
     pub top: Vec<OperatorEntry>,
 }
 
-/// One operator (name, shapes, dtypes) on both sides.
+/// One operator (name, shapes, dtypes) on both sides of one pair.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OperatorEntry {
+    /// The pair's workload (empty in documents of an older aorta).
+    #[serde(default)]
+    pub workload: String,
     /// Operator name (`aten::mm`).
     pub op: String,
     /// Its `Input Dims`, compact JSON ("" when the trace gives none).
@@ -269,25 +314,33 @@ fn kind_overlap_ms(d: &SideData, source: &str, kind: &str) -> f64 {
 }
 
 fn level_entry(r: &LevelRow) -> LevelEntry {
-    let side = |s: usize| {
-        r.sides[s].map(|x| SpreadSummary {
-            n: x.n,
-            median: x.median,
-            p10: x.p10,
-            p90: x.p90,
-        })
-    };
     LevelEntry {
+        workload: r.workload.clone(),
+        overall: r.overall,
         key: r.key.clone(),
         unit: r.unit.to_string(),
-        reference: side(0),
-        candidate: side(1),
+        reference: r.sides[0].map(SpreadSummary::from),
+        candidate: r.sides[1].map(SpreadSummary::from),
         ratio: r.ratio(),
+        ratio_spread: r.ratio_spread().map(SpreadSummary::from),
     }
+}
+
+/// Operators kept in `operators.top` per pair.
+pub const TOP_OPERATORS: usize = 20;
+
+/// The first `TOP_OPERATORS` rows of each pair (`ops` is in pair order, largest difference
+/// first within a pair).
+fn top_per_pair(ops: &[OpRow]) -> Vec<OperatorEntry> {
+    ops.chunk_by(|a, b| a.workload == b.workload)
+        .flat_map(|pair| pair.iter().take(TOP_OPERATORS))
+        .map(op_entry)
+        .collect()
 }
 
 fn op_entry(r: &OpRow) -> OperatorEntry {
     OperatorEntry {
+        workload: r.workload.clone(),
         op: r.key.0.clone(),
         input_dims: r.key.1.clone(),
         input_types: r.key.2.clone(),
@@ -356,7 +409,7 @@ pub(super) fn build(
             matched: count("matched"),
             reference_only: count("reference_only"),
             candidate_only: count("candidate_only"),
-            top: ops.iter().take(20).map(op_entry).collect(),
+            top: top_per_pair(ops),
         },
         pairs: None,
         sides: sides
