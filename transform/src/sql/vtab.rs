@@ -8,6 +8,7 @@
 //! speed, never a wrong answer.
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::ffi::{c_int, CStr, CString};
 use std::path::{Path, PathBuf};
 
@@ -71,6 +72,8 @@ struct DatasetTab {
     base: ffi::sqlite3_vtab,
     root: PathBuf,
     table: &'static Table,
+    /// The last frame collected, and what it was collected for (`ScanKey`).
+    last: RefCell<Option<(ScanKey, DataFrame)>>,
 }
 
 // SAFETY: `DatasetTab` is `#[repr(C)]` with `sqlite3_vtab` as its first field, the layout
@@ -99,6 +102,7 @@ unsafe impl<'vtab> VTab<'vtab> for DatasetTab {
             base: ffi::sqlite3_vtab::default(),
             root,
             table,
+            last: RefCell::new(None),
         };
         Ok((Cow::Owned(decl), tab))
     }
@@ -162,28 +166,72 @@ struct DatasetCursor<'vtab> {
     rows: usize,
 }
 
-impl DatasetCursor<'_> {
-    /// The lazy scan with the partition equalities of the plan applied.
-    fn scan(&self, plan: c_int, args: &Filters<'_>) -> rusqlite::Result<LazyFrame> {
-        let t = self.tab.table;
-        let mut lf = dataset::scan(&self.tab.root, t.name).map_err(module_error)?;
+/// What one `filter` collects: the columns used and the partition equalities the scan can
+/// take. A nested-loop join calls `filter` on its inner table once per outer row, mostly
+/// with the same key: the table keeps its last frame (`DatasetTab::last`) and reuses it.
+#[derive(Clone, PartialEq)]
+struct ScanKey {
+    mask: u64,
+    run: Option<String>,
+    rank: Option<i64>,
+}
+
+impl ScanKey {
+    fn of(plan: c_int, mask: u64, args: &Filters<'_>) -> ScanKey {
+        let mut key = ScanKey {
+            mask,
+            run: None,
+            rank: None,
+        };
         let mut values = args.iter();
-        for (bit, name) in [(RUN, "run"), (RANK, "rank")] {
+        for bit in [RUN, RANK] {
             if plan & bit == 0 {
                 continue;
             }
             match values.next() {
-                Some(ValueRef::Text(v)) if name == "run" => {
-                    let v = String::from_utf8_lossy(v).into_owned();
-                    lf = lf.filter(col(name).eq(lit(v)));
+                Some(ValueRef::Text(v)) if bit == RUN => {
+                    key.run = Some(String::from_utf8_lossy(v).into_owned());
                 }
-                Some(ValueRef::Integer(v)) if name == "rank" => {
-                    lf = lf.filter(col(name).eq(lit(v)));
-                }
+                Some(ValueRef::Integer(v)) if bit == RANK => key.rank = Some(v),
                 _ => {}
             }
         }
-        Ok(lf)
+        key
+    }
+}
+
+impl DatasetTab {
+    /// The frame `key` names: the used columns (or `rank` alone, for `COUNT(*)`, which uses
+    /// none) of the partitions its equalities name, one chunk per column.
+    fn collect(&self, key: &ScanKey) -> rusqlite::Result<DataFrame> {
+        if let Some((k, df)) = &*self.last.borrow() {
+            if k == key {
+                return Ok(df.clone());
+            }
+        }
+        let t = self.table;
+        let mut lf = dataset::scan(&self.root, t.name).map_err(module_error)?;
+        if let Some(run) = &key.run {
+            lf = lf.filter(col("run").eq(lit(run.clone())));
+        }
+        if let Some(rank) = key.rank {
+            lf = lf.filter(col("rank").eq(lit(rank)));
+        }
+        let mut read: Vec<Expr> = columns(t)
+            .enumerate()
+            .filter(|&(i, _)| used(key.mask, i))
+            .map(|(_, c)| col(c.name))
+            .collect();
+        if read.is_empty() {
+            read.push(col("rank"));
+        }
+        let mut df = lf
+            .select(read)
+            .collect()
+            .map_err(|e| module_error(format!("{}: {e}", self.root.join(t.name).display())))?;
+        df.rechunk_mut();
+        *self.last.borrow_mut() = Some((key.clone(), df.clone()));
+        Ok(df)
     }
 }
 
@@ -207,21 +255,7 @@ unsafe impl VTabCursor for DatasetCursor<'_> {
     ) -> rusqlite::Result<()> {
         let mask: u64 = mask.and_then(|m| m.parse().ok()).unwrap_or(u64::MAX);
         let t = self.tab.table;
-        let wanted: Vec<&SchemaColumn> = columns(t)
-            .enumerate()
-            .filter(|&(i, _)| used(mask, i))
-            .map(|(_, c)| c)
-            .collect();
-        // `COUNT(*)` uses no column: read the cheapest one for the row count.
-        let read: Vec<Expr> = match wanted.is_empty() {
-            true => vec![col("rank")],
-            false => wanted.iter().map(|c| col(c.name)).collect(),
-        };
-        let mut df =
-            self.scan(plan, args)?.select(read).collect().map_err(|e| {
-                module_error(format!("{}: {e}", self.tab.root.join(t.name).display()))
-            })?;
-        df.rechunk_mut();
+        let df = self.tab.collect(&ScanKey::of(plan, mask, args))?;
         self.cols = columns(t)
             .enumerate()
             .map(|(i, c)| used(mask, i).then(|| values(&df, c)).flatten())
