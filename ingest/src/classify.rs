@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{LazyLock, Mutex};
 
 use regex::RegexSet;
 use serde::Deserialize;
@@ -180,14 +180,43 @@ pub struct Classifier {
     cache: [Mutex<HashMap<String, Class>>; 3],
 }
 
+/// A clone shares the compiled sets and starts with an empty name cache.
+impl Clone for Classifier {
+    fn clone(&self) -> Classifier {
+        Classifier {
+            version: self.version.clone(),
+            user_text: self.user_text.clone(),
+            rule_set: self.rule_set.clone(),
+            rules: self.rules.clone(),
+            op_set: self.op_set.clone(),
+            ops: self.ops.clone(),
+            coll_set: self.coll_set.clone(),
+            colls: self.colls.clone(),
+            cache: Default::default(),
+        }
+    }
+}
+
 impl Classifier {
-    /// The shipped table only.
+    /// The shipped table only: compiled once per process and cloned (the compiled sets are
+    /// shared, each clone gets an empty name cache). Compiling it is most of a small
+    /// ingest's start-up, and the tests and `aorta run` ingest many times in one process.
     pub fn builtin() -> Classifier {
-        Classifier::with_user_rules(None).expect("the shipped rule table compiles")
+        static BUILTIN: LazyLock<Classifier> = LazyLock::new(|| {
+            Classifier::compile_with(None).expect("the shipped rule table compiles")
+        });
+        BUILTIN.clone()
     }
 
     /// The shipped table, with the user's rules (tried first) when given.
     pub(crate) fn with_user_rules(user: Option<&Path>) -> Result<Classifier, RulesError> {
+        match user {
+            None => Ok(Classifier::builtin()),
+            Some(_) => Classifier::compile_with(user),
+        }
+    }
+
+    fn compile_with(user: Option<&Path>) -> Result<Classifier, RulesError> {
         let base = parse_file(DEFAULT_RULES, "ingest/rules/default.toml")?;
         let mut version = base.version.clone().unwrap_or_else(|| "0".into());
         let mut files = vec![("ingest/rules/default.toml".to_string(), base)];
@@ -305,9 +334,11 @@ pub(crate) fn function_pattern(path: &str, f: String) -> Result<String, RulesErr
     Ok(format!("{FUNCTION_PREFIX}(?:{})", pattern(path, f)?))
 }
 
-/// Checks one pattern on its own, so an error names the file and the pattern on one line.
+/// Checks one pattern's syntax on its own, so an error names the file and the pattern on one
+/// line. Parsing only: the patterns are compiled once, together, into a `RegexSet` (compiling
+/// each alone as well doubled the classifier's start-up, every ingest, for the same answer).
 pub(crate) fn pattern(path: &str, p: String) -> Result<String, RulesError> {
-    match regex::Regex::new(&p) {
+    match regex_syntax::Parser::new().parse(&p) {
         Ok(_) => Ok(p),
         Err(e) => {
             let why = e.to_string();
