@@ -11,28 +11,41 @@ use crate::common::browser::{chromium, count, open_and_check, plots};
 use crate::common::cli::{aorta, code, ingest_ok, stderr};
 use crate::common::corpus;
 
-/// (name, input, runs with GPU activities, whole captures without steps).
-const INPUTS: [(&str, &str, usize, bool); 19] = [
-    ("a100_nccl", "kineto/cuda/a100_nccl", 1, false),
-    ("a100_sampled", "kineto/cuda/a100_sampled_2rank", 1, false),
-    ("h100_models", "kineto/cuda/h100_models", 2, false),
-    ("h200_fsdp2", "kineto/cuda/h200_fsdp2", 1, false),
-    ("h200_sdma", "kineto/cuda/h200_sdma", 1, true),
-    ("v100_dlrm", "kineto/cuda/v100_dlrm_8rank", 1, false),
-    ("mi210", "kineto/rocm/mi210_gpu_only", 1, true),
-    ("mi250", "kineto/rocm/mi250_minitoy", 1, false),
-    ("mi300x_models", "kineto/rocm/mi300x_models", 2, false),
-    ("mi300x_resnet", "kineto/rocm/mi300x_resnet_ckpt", 1, false),
-    ("mi350x_aorta", "kineto/rocm/mi350x_aorta", 1, false),
-    ("aorta_py", "aorta_py", 1, false),
-    ("rocprof_json", "rocprofv3/json", 1, true),
-    ("rocpd", "rocprofv3/rocpd", 1, true),
-    ("nsys", "nsys", 1, true),
-    ("chrome", "chrome", 0, false),
-    ("jsonl", "jsonl", 0, false),
-    ("copy", "@workloads/traces/copy-overlap", 3, true),
-    ("bench", "@workloads/traces/overlap-bench", 5, true),
-];
+/// One test per input, so that the test threads open the pages side by side (each is mostly
+/// Chromium's start-up wait, ~3 s, not CPU): `name: (input, runs with GPU activities, whole
+/// captures without steps)`.
+macro_rules! pages {
+    ($($name:ident: ($path:expr, $timelines:expr, $whole:expr),)*) => {
+        $(
+            #[test]
+            fn $name() {
+                page_for(stringify!($name), $path, $timelines, $whole);
+            }
+        )*
+    };
+}
+
+pages! {
+    a100_nccl: ("kineto/cuda/a100_nccl", 1, false),
+    a100_sampled: ("kineto/cuda/a100_sampled_2rank", 1, false),
+    h100_models: ("kineto/cuda/h100_models", 2, false),
+    h200_fsdp2: ("kineto/cuda/h200_fsdp2", 1, false),
+    h200_sdma: ("kineto/cuda/h200_sdma", 1, true),
+    v100_dlrm: ("kineto/cuda/v100_dlrm_8rank", 1, false),
+    mi210: ("kineto/rocm/mi210_gpu_only", 1, true),
+    mi250: ("kineto/rocm/mi250_minitoy", 1, false),
+    mi300x_models: ("kineto/rocm/mi300x_models", 2, false),
+    mi300x_resnet: ("kineto/rocm/mi300x_resnet_ckpt", 1, false),
+    mi350x_aorta: ("kineto/rocm/mi350x_aorta", 1, false),
+    aorta_py: ("aorta_py", 1, false),
+    rocprof_json: ("rocprofv3/json", 1, true),
+    rocpd: ("rocprofv3/rocpd", 1, true),
+    nsys: ("nsys", 1, true),
+    chrome: ("chrome", 0, false),
+    jsonl: ("jsonl", 0, false),
+    copy: ("@workloads/traces/copy-overlap", 3, true),
+    bench: ("@workloads/traces/overlap-bench", 5, true),
+}
 
 /// `@` inputs are in the repository, the rest in the corpus.
 fn input(root: &Path, path: &str) -> PathBuf {
@@ -58,51 +71,49 @@ fn has_data(plot: &serde_json::Value) -> bool {
     })
 }
 
-#[test]
-fn every_input_gets_a_page_without_empty_charts_or_joined_ranks() {
+/// Ingests `path`, reports it, checks the charts' JSON and opens the page in Chromium.
+fn page_for(name: &str, path: &str, timelines: usize, whole: bool) {
     let Some(root) = corpus() else { return };
     let browser = chromium();
     let dir = tempfile::tempdir().unwrap();
-    for (name, path, timelines, whole) in INPUTS {
-        let ds = dir.path().join(format!("ds-{name}"));
-        ingest_ok(&[&input(&root, path)], &ds, &["-q"]);
-        let html = dir.path().join(format!("{name}.html"));
-        let o = aorta(&[
-            "report".as_ref(),
-            ds.as_os_str(),
-            "-o".as_ref(),
-            html.as_os_str(),
-        ]);
-        assert_eq!(code(&o), 0, "{name}: {}", stderr(&o));
-        let page = std::fs::read_to_string(&html).unwrap();
-        let charts = plots(&page);
-        for (i, p) in charts.iter().enumerate() {
-            assert!(has_data(p), "{name}: chart {i} is empty");
-            assert_ne!(p["layout"]["yaxis"]["range"], serde_json::json!([-1, 1]));
-            for t in p["data"].as_array().unwrap() {
-                let n = t["name"].as_str().unwrap_or("");
-                if n.contains("comm_hidden_pct") || n.contains("copy hidden") {
-                    assert_eq!(t["mode"], "markers", "{name}: {n} joins points with lines");
-                }
+    let ds = dir.path().join(format!("ds-{name}"));
+    ingest_ok(&[&input(&root, path)], &ds, &["-q"]);
+    let html = dir.path().join(format!("{name}.html"));
+    let o = aorta(&[
+        "report".as_ref(),
+        ds.as_os_str(),
+        "-o".as_ref(),
+        html.as_os_str(),
+    ]);
+    assert_eq!(code(&o), 0, "{name}: {}", stderr(&o));
+    let page = std::fs::read_to_string(&html).unwrap();
+    let charts = plots(&page);
+    for (i, p) in charts.iter().enumerate() {
+        assert!(has_data(p), "{name}: chart {i} is empty");
+        assert_ne!(p["layout"]["yaxis"]["range"], serde_json::json!([-1, 1]));
+        for t in p["data"].as_array().unwrap() {
+            let n = t["name"].as_str().unwrap_or("");
+            if n.contains("comm_hidden_pct") || n.contains("copy hidden") {
+                assert_eq!(t["mode"], "markers", "{name}: {n} joins points with lines");
             }
         }
-        assert_eq!(count(&page, "<h2>Timeline: run "), timelines, "{name}");
-        assert_eq!(
-            count(&page, "the whole capture (no steps)</h2>"),
-            if whole { timelines } else { 0 },
-            "{name}"
-        );
-        // Activity outside the steps of a stepped run is not a step (nor a "whole capture").
-        if !whole {
-            assert!(!page.contains("whole capture"), "{name}");
-        }
-        // Every page says what ran: the runs table's header.
-        assert!(page.contains("<th>GPU</th><th>world size</th><th>versions</th>"));
-        if let Some(b) = &browser {
-            open_and_check(b, &html, charts.len());
-        }
-        inspect(name, &page, &charts);
     }
+    assert_eq!(count(&page, "<h2>Timeline: run "), timelines, "{name}");
+    assert_eq!(
+        count(&page, "the whole capture (no steps)</h2>"),
+        if whole { timelines } else { 0 },
+        "{name}"
+    );
+    // Activity outside the steps of a stepped run is not a step (nor a "whole capture").
+    if !whole {
+        assert!(!page.contains("whole capture"), "{name}");
+    }
+    // Every page says what ran: the runs table's header.
+    assert!(page.contains("<th>GPU</th><th>world size</th><th>versions</th>"));
+    if let Some(b) = &browser {
+        open_and_check(b, &html, charts.len());
+    }
+    inspect(name, &page, &charts);
 }
 
 /// What each kind of input needs beyond the common checks.
