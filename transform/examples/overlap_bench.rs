@@ -1,7 +1,7 @@
 //! Benchmark of the overlap sweep: N synthetic kernels on 8 streams of one rank.
 //!
-//! `cargo run -p aorta-transform --example overlap_bench -- [N] [steps] [in-order]` (default
-//! 10 M, 100). The kernels are generated stream by stream, each stream in start order, as a
+//! `cargo run --release -p aorta-transform --example overlap_bench -- [N] [steps] [in-order]`
+//! (default 10 M, 100). The kernels are generated stream by stream, each stream in start order, as a
 //! dataset holds them; the timed work is `sweep::rank`: the whole window, every step's window
 //! and every step's per-stream view. A second run times the same kernels shuffled (the worst
 //! case: they must be regrouped by stream and step first) unless `in-order` is given.
