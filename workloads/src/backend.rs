@@ -57,6 +57,10 @@ pub enum Op {
     Collective,
     /// One copy of the configured size.
     Copy(CopyDir),
+    /// The straggler's stall: the stream waits this many µs (a host function in stream
+    /// order sleeps), then runs on. No GPU work, so it is not written to the trace as a
+    /// kernel; the trace's `aorta_straggler` says it was injected.
+    Delay(u64),
 }
 
 /// What the workloads need from a GPU runtime: one device, its streams, a GEMM, a collective,
@@ -80,6 +84,8 @@ pub trait Backend {
     /// Enqueue one async copy between pinned host memory and the device on `stream` (an error
     /// if no copy buffers were set up).
     fn copy(&mut self, stream: Stream, dir: CopyDir) -> Result<()>;
+    /// Enqueue a stall of `us` µs on `stream`: later work on it starts that much later.
+    fn delay(&mut self, stream: Stream, us: u64) -> Result<()>;
     /// Record a timing event on `stream`.
     fn record(&mut self, stream: Stream) -> Result<Self::Event>;
     /// Make `stream` wait for `event` (GPU-side, the host does not block).
@@ -95,6 +101,20 @@ pub trait Backend {
             Op::Gemm => self.gemm(stream),
             Op::Collective => self.collective(stream),
             Op::Copy(dir) => self.copy(stream, dir),
+            Op::Delay(us) => self.delay(stream, us),
         }
     }
+}
+
+/// The host function a backend enqueues for [`Op::Delay`] (`cuLaunchHostFunc`,
+/// `hipLaunchHostFunc`): sleeps the µs passed as its user-data pointer's value, so there is
+/// nothing to allocate or free. The runtime calls it once the stream's earlier work is done,
+/// and the stream's later work waits for it to return; it makes no runtime calls, as both
+/// runtimes require of a host function.
+///
+/// # Safety
+/// Called by the GPU runtime with the pointer it was enqueued with; the pointer is never
+/// dereferenced.
+pub(crate) unsafe extern "C" fn sleep_host_fn(user: *mut std::ffi::c_void) {
+    std::thread::sleep(std::time::Duration::from_micros(user as usize as u64));
 }

@@ -19,6 +19,9 @@ pub struct Schedule {
     pub(crate) side_stream: Stream,
     /// The side stream starts only after the iteration's last GEMM.
     pub(crate) serial: bool,
+    /// µs the side stream stalls before each iteration's side ops (the straggler rank's
+    /// `--slow-ms`); 0 on every other rank.
+    pub(crate) delay_us: u64,
     pub(crate) iters: usize,
     pub(crate) warmup: usize,
 }
@@ -141,6 +144,9 @@ fn iteration<B: Backend>(b: &mut B, s: &Schedule) -> Result<PendingIter<B::Event
         let done = b.record(Stream::Compute)?;
         b.wait(side, &done)?;
     }
+    if s.delay_us > 0 {
+        ops.push(timed(b, side, Op::Delay(s.delay_us))?);
+    }
     for &op in &s.side {
         ops.push(timed(b, side, op)?);
     }
@@ -199,6 +205,10 @@ impl Backend for SimBackend {
     }
     fn collective(&mut self, s: Stream) -> Result<()> {
         self.clock[Self::idx(s)] += self.coll_ms;
+        Ok(())
+    }
+    fn delay(&mut self, s: Stream, us: u64) -> Result<()> {
+        self.clock[Self::idx(s)] += us as f64 / 1e3;
         Ok(())
     }
     fn copy(&mut self, s: Stream, dir: crate::backend::CopyDir) -> Result<()> {
@@ -260,6 +270,25 @@ mod tests {
         let coll = it.ops.iter().find(|o| o.kind == Op::Collective).unwrap();
         assert_eq!((coll.start_ms, coll.end_ms), (2.0, 3.5));
         assert_eq!(it.end_ms, 3.5);
+    }
+
+    #[test]
+    fn the_straggler_stall_delays_the_collectives_not_the_gemms() {
+        let mut cfg = test_config();
+        cfg.rank = 1;
+        cfg.slow = Some(crate::config::Slow { rank: 1, ms: 2.5 });
+        let its = run(&mut sim(), &cfg.schedule()).unwrap().iters;
+        // GEMMs 0-1, 1-2; the comm stream stalls 0-2.5, then the collective 2.5-4.0; the
+        // iteration ends with the comm stream, at 4.0 (was 2.0 without the stall).
+        let it = &its[1];
+        assert_eq!((it.start_ms, it.end_ms), (4.0, 8.0));
+        let at = |k: Op| {
+            let o = it.ops.iter().find(|o| o.kind == k).unwrap();
+            (o.stream, o.start_ms - it.start_ms, o.end_ms - it.start_ms)
+        };
+        assert_eq!(at(Op::Delay(2500)), (Stream::Comm, 0.0, 2.5));
+        assert_eq!(at(Op::Collective), (Stream::Comm, 2.5, 4.0));
+        assert_eq!(at(Op::Gemm), (Stream::Compute, 0.0, 1.0));
     }
 
     #[test]

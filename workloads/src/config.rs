@@ -174,7 +174,24 @@ pub struct BenchConfig {
     pub rank: usize,
     /// Number of ranks in the collective (`WORLD_SIZE`).
     pub world_size: usize,
+    /// One rank made the straggler (`--slow-rank`, `--slow-ms`), if any.
+    pub slow: Option<Slow>,
 }
+
+/// The straggler a run injects: before each iteration's collectives, rank `rank`'s comm stream
+/// stalls `ms` (a host function in stream order sleeps), so the other ranks' collectives wait
+/// that long for it. Every rank is given the same flags and writes them into its trace.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Slow {
+    /// The rank that arrives late.
+    pub rank: usize,
+    /// How late, ms.
+    pub ms: f64,
+}
+
+/// The longest stall `--slow-ms` takes: a minute, far beyond any collective timeout a test
+/// would want to meet by accident.
+const MAX_SLOW_MS: f64 = 60_000.0;
 
 impl BenchConfig {
     /// Reject what would fail (or mean nothing) on the GPU, with one clear message.
@@ -189,6 +206,21 @@ impl BenchConfig {
             Collective::AllReduce => el,
             _ => el * self.world_size,
         };
+        if let Some(slow) = self.slow {
+            if slow.rank >= self.world_size {
+                bail_config!(
+                    "--slow-rank {} must be < WORLD_SIZE {}",
+                    slow.rank,
+                    self.world_size
+                );
+            }
+            if !(slow.ms > 0.0 && slow.ms <= MAX_SLOW_MS) {
+                bail_config!("--slow-ms {} must be > 0 and <= {MAX_SLOW_MS}", slow.ms);
+            }
+            if self.collectives_per_iter == 0 {
+                bail_config!("--slow-rank delays collectives: --collectives-per-iter is 0");
+            }
+        }
         if self.bytes == 0 || self.bytes % unit != 0 {
             let times = if unit == el { "" } else { " times WORLD_SIZE" };
             bail_config!(
@@ -217,6 +249,10 @@ impl BenchConfig {
             side: vec![Op::Collective; self.collectives_per_iter],
             side_stream: Stream::Comm,
             serial: self.serial,
+            delay_us: match self.slow {
+                Some(s) if s.rank == self.rank => (s.ms * 1e3).round() as u64,
+                _ => 0,
+            },
             iters: self.iters,
             warmup: self.warmup,
         }
@@ -306,6 +342,7 @@ impl CopyConfig {
             side,
             side_stream: Stream::Copy,
             serial,
+            delay_us: 0,
             iters: self.iters,
             warmup: self.warmup,
         }
@@ -330,6 +367,7 @@ pub(crate) fn test_config() -> BenchConfig {
         serial: false,
         rank: 0,
         world_size: 2,
+        slow: None,
     }
 }
 
@@ -385,6 +423,28 @@ mod tests {
             c.collectives_per_iter = 0;
         })
         .contains("nothing to run"));
+        let slow = |rank, ms| Some(Slow { rank, ms });
+        assert!(bad(&|c| c.slow = slow(2, 5.0)).contains("--slow-rank 2 must be < WORLD_SIZE 2"));
+        assert!(bad(&|c| c.slow = slow(1, 0.0)).contains("--slow-ms 0 must be > 0"));
+        assert!(bad(&|c| c.slow = slow(1, f64::NAN)).contains("--slow-ms NaN"));
+        assert!(bad(&|c| c.slow = slow(1, 60_001.0)).contains("<= 60000"));
+        assert!(bad(&|c| {
+            c.slow = slow(1, 5.0);
+            c.collectives_per_iter = 0;
+        })
+        .contains("--collectives-per-iter is 0"));
+    }
+
+    #[test]
+    fn only_the_slow_rank_stalls() {
+        let mut c = test_config();
+        c.slow = Some(Slow { rank: 1, ms: 2.5 });
+        c.validate().unwrap();
+        assert_eq!(c.schedule().delay_us, 0, "rank 0 is not the straggler");
+        c.rank = 1;
+        assert_eq!(c.schedule().delay_us, 2500);
+        c.slow = None;
+        assert_eq!(c.schedule().delay_us, 0);
     }
 
     #[test]

@@ -361,6 +361,20 @@ impl Backend for CudaBackend {
         r.result().map_err(derr(call))
     }
 
+    fn delay(&mut self, s: Stream, us: u64) -> Result<()> {
+        let stream = self.stream(s).cu_stream();
+        // SAFETY: `sleep_host_fn` only sleeps; the user-data pointer carries the µs as its
+        // value and is never dereferenced.
+        let r = unsafe {
+            drv_sys::cuLaunchHostFunc(
+                stream,
+                Some(crate::backend::sleep_host_fn),
+                us as usize as *mut std::ffi::c_void,
+            )
+        };
+        r.result().map_err(derr("cuLaunchHostFunc"))
+    }
+
     fn record(&mut self, s: Stream) -> Result<CudaEvent> {
         // Timing events: `None` would create them with CU_EVENT_DISABLE_TIMING.
         self.stream(s)

@@ -8,7 +8,7 @@
 
 use crate::backend::{CopyDir, Op, Stream};
 use crate::bench::IterTiming;
-use crate::config::{BenchConfig, CopyConfig, GemmShape};
+use crate::config::{BenchConfig, CopyConfig, GemmShape, Slow};
 use crate::error::{Error, Result};
 use crate::overlap::{self, Range};
 use serde_json::{json, Map, Value};
@@ -58,6 +58,10 @@ pub trait Workload {
     fn label(&self, op: Op) -> Option<OpLabel>;
     /// The Python aorta stream name of the side stream (for the summary).
     fn side_stream_name(&self) -> &'static str;
+    /// The straggler the run injected, if any (trace `aorta_straggler`).
+    fn slow(&self) -> Option<Slow> {
+        None
+    }
 }
 
 fn args(pairs: Value) -> Map<String, Value> {
@@ -125,11 +129,14 @@ impl Workload for BenchConfig {
                     "Group size": self.world_size,
                 })),
             }),
-            Op::Copy(_) => None,
+            Op::Copy(_) | Op::Delay(_) => None,
         }
     }
     fn side_stream_name(&self) -> &'static str {
         self.collective.stream_name()
+    }
+    fn slow(&self) -> Option<Slow> {
+        self.slow
     }
 }
 
@@ -150,7 +157,7 @@ impl Workload for CopyConfig {
         match op {
             Op::Gemm => Some(gemm_label(&self.gemm)),
             Op::Copy(dir) => Some(copy_label(dir, self.copy_bytes)),
-            Op::Collective => None,
+            Op::Collective | Op::Delay(_) => None,
         }
     }
     fn side_stream_name(&self) -> &'static str {
@@ -224,14 +231,33 @@ pub(crate) fn chrome_trace<W: Workload>(w: &W, info: &RunInfo, iters: &[IterTimi
             "pid": dev, "tid": op.stream.id(), "ts": ts, "dur": dur, "args": args,
         }));
     }
-    json!({
+    let mut trace = json!({
         "schemaVersion": 1,
         "deviceProperties": [{"id": dev, "name": info.device_name}],
         "distributedInfo": {"backend": "nccl", "rank": w.rank(), "world_size": w.world_size()},
         "baseTimeNanoseconds": info.base_time_ns,
         "traceName": w.trace_name(),
         "traceEvents": events,
-    })
+    });
+    if let Some(slow) = w.slow() {
+        trace["aorta_straggler"] = straggler(slow, iters);
+    }
+    trace
+}
+
+/// `aorta_straggler`: the injected straggler, and on the slowed rank the stall its events
+/// measured (mean over the iterations, ms): the ground truth the other ranks' wait is
+/// checked against.
+fn straggler(slow: Slow, iters: &[IterTiming]) -> Value {
+    let stalls: Vec<f64> = iters
+        .iter()
+        .flat_map(|it| &it.ops)
+        .filter(|o| matches!(o.kind, Op::Delay(_)))
+        .map(|o| o.end_ms - o.start_ms)
+        .collect();
+    let measured = (!stalls.is_empty())
+        .then(|| (stalls.iter().sum::<f64>() / stalls.len() as f64 * 1e3).round() / 1e3);
+    json!({"rank": slow.rank, "delay_ms": slow.ms, "measured_ms": measured})
 }
 
 /// One JSONL line per measured iteration, in the Python aorta `rank_*_metrics.jsonl` schema.
@@ -435,6 +461,42 @@ mod tests {
         assert_eq!(g["args"]["op"], "gemm");
         assert_eq!(t["distributedInfo"]["rank"], 0);
         assert_eq!(us(1.23456789), 1234.568);
+        assert!(
+            t.get("aorta_straggler").is_none(),
+            "no straggler was injected"
+        );
+    }
+
+    #[test]
+    fn the_straggler_is_in_the_trace_and_its_stall_is_not_a_kernel() {
+        let mut cfg = test_config();
+        cfg.slow = Some(Slow { rank: 1, ms: 2.5 });
+        let its = |cfg: &BenchConfig| {
+            let mut b = SimBackend::new(1.0, 1.5);
+            run(&mut b, &cfg.schedule()).unwrap().iters
+        };
+        // Rank 0 names the straggler but did not stall.
+        let t = chrome_trace(&cfg, &info(), &its(&cfg));
+        let expect = json!({"rank": 1, "delay_ms": 2.5, "measured_ms": null});
+        assert_eq!(t["aorta_straggler"], expect);
+        // Rank 1 stalled 2.5 ms in each of the 3 iterations; still 3 slices per iteration.
+        cfg.rank = 1;
+        let iters = its(&cfg);
+        let t = chrome_trace(&cfg, &info(), &iters);
+        assert_eq!(t["aorta_straggler"]["measured_ms"], 2.5);
+        let xs = t["traceEvents"].as_array().unwrap();
+        assert_eq!(xs.iter().filter(|e| e["ph"] == "X").count(), 3 * 3);
+        let coll = xs
+            .iter()
+            .find(|e| e["name"] == "ncclDevKernel_AllReduce")
+            .unwrap();
+        assert_eq!(coll["ts"], 2500.0);
+        // The JSONL's comm stream is busy with the collective only, not the stall.
+        let lines = metrics_lines(&cfg, &iters);
+        assert_eq!(
+            lines[0]["profile"]["overlap"]["per_stream_ms"]["allreduce"],
+            1.5
+        );
     }
 
     #[test]

@@ -67,6 +67,12 @@ def parse_args(argv=None):
     prof.add_argument("--profile-warmup", type=int, default=2)
     prof.add_argument("--profile-active", type=int, default=2)
     prof.add_argument("--profile-repeat", type=int, default=1)
+    slow = p.add_argument_group("straggler (a known late rank, for `aorta collectives`)")
+    slow.add_argument("--slow-rank", type=int, default=None,
+                      help="this rank's compute stream sleeps --slow-ms at the start of every "
+                      "step, before its first all-gather; the other ranks wait for it")
+    slow.add_argument("--slow-ms", type=float, default=None,
+                      help="how long the straggler sleeps, ms (with --slow-rank)")
     p.add_argument("--output-dir", default="fsdp-overlap-out")
     p.add_argument("--dry-run", action="store_true", help="print the knobs as JSON and exit")
     args = p.parse_args(argv)
@@ -79,6 +85,13 @@ def check(p, args):
                  "seq_len", "profile_active"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1")
+    if (args.slow_rank is None) != (args.slow_ms is None):
+        p.error("--slow-rank and --slow-ms go together")
+    if args.slow_rank is not None:
+        if args.slow_rank < 0:
+            p.error(f"--slow-rank {args.slow_rank} must be >= 0")
+        if not 0 < args.slow_ms <= 60_000:
+            p.error(f"--slow-ms {args.slow_ms} must be > 0 and <= 60000")
     cycle = args.profile_wait + args.profile_warmup + args.profile_active
     if args.profile_repeat > 0 and args.steps < cycle * args.profile_repeat:
         p.error(f"--steps {args.steps} is shorter than the profiler schedule "
@@ -107,6 +120,8 @@ def knob_values(args):
         "profiler.warmup": args.profile_warmup,
         "profiler.active": args.profile_active,
         "profiler.repeat": args.profile_repeat,
+        "straggler.rank": args.slow_rank,
+        "straggler.delay_ms": args.slow_ms,
     }
 
 

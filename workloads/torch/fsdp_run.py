@@ -154,9 +154,34 @@ def instrument_collectives():
         setattr(dist, name, timed)
 
 
-def train_step(model, opt, args, step, batches, dist_info):
+class Straggler:
+    """`--slow-rank`: a spin kernel of `--slow-ms` on this rank's compute stream at the start
+    of every step. FSDP2's all-gather stream waits for the compute stream before the step's
+    first all-gather, so that all-gather starts late and every other rank's waits for it.
+    `torch.cuda._sleep` spins a number of GPU clock cycles: calibrated once against CUDA
+    events, and the stall each step measured is logged in its JSONL ranges."""
+
+    def __init__(self, ms):
+        self.ms = ms
+        n = 1 << 22
+        torch.cuda._sleep(n)  # warm
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        torch.cuda._sleep(n)
+        b.record()
+        b.synchronize()
+        self.cycles = max(1, round(n * ms / a.elapsed_time(b)))
+
+    def stall(self, timer, step):
+        with timer.range("compute", f"epoch0_step{step}_straggler", {"delay_ms": self.ms}):
+            torch.cuda._sleep(self.cycles)
+
+
+def train_step(model, opt, args, step, batches, dist_info, straggler=None):
     global CURRENT
     timer = CURRENT = StepTimer()
+    if straggler is not None:
+        straggler.stall(timer, step)
     ga, loss_total = args.gradient_accumulation, 0.0
     for m, x in enumerate(batches):
         model.set_requires_gradient_sync(m == ga - 1)
@@ -213,6 +238,13 @@ def train(args, knobs, rank, world):
     gen = torch.Generator(device="cuda").manual_seed(args.seed + rank)
     batches = [torch.randn(args.batch_size, args.seq_len, args.hidden, device="cuda", generator=gen)
                for _ in range(args.gradient_accumulation)]
+    straggler = None
+    if args.slow_rank is not None:
+        if args.slow_rank >= world:
+            raise SystemExit(f"fsdp_overlap.py: error: --slow-rank {args.slow_rank} must be < "
+                             f"WORLD_SIZE {world}")
+        if args.slow_rank == rank:
+            straggler = Straggler(args.slow_ms)
     instrument_collectives()
     linears = LinearEvents(model)
     os.makedirs(args.output_dir, exist_ok=True)
@@ -229,7 +261,7 @@ def train(args, knobs, rank, world):
             if prof.current_action != ProfilerAction.NONE:
                 prof.add_metadata_json("aorta_params", params)
             linears.on = prof.current_action in (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
-            line = train_step(model, opt, args, step, batches, (rank, world))
+            line = train_step(model, opt, args, step, batches, (rank, world), straggler)
             linears.on = False
             log.write(json.dumps(line) + "\n")
             log.flush()

@@ -103,6 +103,21 @@ class Script(unittest.TestCase):
         self.assertEqual(p.returncode, 2)
         self.assertIn("--steps", p.stderr)
 
+    def test_straggler_knobs(self):
+        p = self.run_script("--dry-run", "--slow-rank", "3", "--slow-ms", "5")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        knobs = json.loads(p.stdout)
+        self.assertEqual((knobs["straggler.rank"], knobs["straggler.delay_ms"]), (3, 5.0))
+        p = self.run_script("--dry-run")
+        self.assertEqual(json.loads(p.stdout)["straggler.rank"], None)
+        for bad, says in ((["--slow-rank", "1"], "go together"),
+                          (["--slow-ms", "5"], "go together"),
+                          (["--slow-rank", "1", "--slow-ms", "0"], "--slow-ms 0.0 must be > 0"),
+                          (["--slow-rank", "-1", "--slow-ms", "5"], "--slow-rank -1 must be >= 0")):
+            p = self.run_script("--dry-run", *bad)
+            self.assertEqual(p.returncode, 2, bad)
+            self.assertIn(says, p.stderr)
+
 
 if __name__ == "__main__":
     unittest.main()

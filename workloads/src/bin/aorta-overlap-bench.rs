@@ -4,13 +4,16 @@
 //! ```sh
 //! RANK=0 WORLD_SIZE=2 aorta-overlap-bench --rendezvous /tmp/id --out out &
 //! RANK=1 WORLD_SIZE=2 aorta-overlap-bench --rendezvous /tmp/id --out out
+//! # rank 1 arrives 5 ms late at every iteration's collectives (same flags on every rank):
+//! RANK=0 WORLD_SIZE=2 aorta-overlap-bench --rendezvous /tmp/id --slow-rank 1 --slow-ms 5 &
+//! RANK=1 WORLD_SIZE=2 aorta-overlap-bench --rendezvous /tmp/id --slow-rank 1 --slow-ms 5
 //! ```
 
 // Built with no backend at all, only the error path remains.
 #![cfg_attr(not(any(feature = "cuda", feature = "rocm")), allow(dead_code))]
 
 use anyhow::{bail, Result};
-use aorta_workloads::config::{BenchConfig, Collective};
+use aorta_workloads::config::{BenchConfig, Collective, Slow};
 use aorta_workloads::launch::{self, GemmArgs, PlaceArgs, Runtime};
 use aorta_workloads::{bench, output, rendezvous, Backend};
 use clap::Parser;
@@ -47,6 +50,14 @@ struct Args {
     /// Start the collectives only after the iteration's GEMMs (overlap ≈ 0).
     #[arg(long)]
     serial: bool,
+    /// Make this rank the straggler: before each iteration's collectives its comm stream
+    /// stalls --slow-ms, and the other ranks' collectives wait for it. Give every rank the
+    /// same flags (each writes them into its trace).
+    #[arg(long, requires = "slow_ms")]
+    slow_rank: Option<usize>,
+    /// How long the straggler stalls, ms (with --slow-rank).
+    #[arg(long, requires = "slow_rank")]
+    slow_ms: Option<f64>,
     /// Output directory (rank{r}.trace.json, rank_{r:02}_metrics.jsonl).
     #[arg(long, default_value = "overlap-bench-out")]
     out: PathBuf,
@@ -79,6 +90,10 @@ fn real_main() -> Result<()> {
         serial: args.serial,
         rank,
         world_size,
+        slow: args
+            .slow_rank
+            .zip(args.slow_ms)
+            .map(|(rank, ms)| Slow { rank, ms }),
     };
     cfg.validate()?;
     if cfg.world_size > 1 && args.rendezvous.is_none() {

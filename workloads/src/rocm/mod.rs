@@ -304,6 +304,22 @@ impl Backend for RocmBackend {
         check(call, r)
     }
 
+    fn delay(&mut self, s: Stream, us: u64) -> Result<()> {
+        // `hipStreamAddCallback`, not `hipLaunchHostFunc`: HIP before 5.3 (Debian's
+        // libamdhip64 5.2, what CI links) has only the callback; both block the stream's
+        // later work until the function returns.
+        // SAFETY: live stream of this device; the callback only sleeps, the user-data pointer
+        // carries the µs as its value and is never dereferenced; flags must be 0.
+        check("hipStreamAddCallback", unsafe {
+            hiprt::hipStreamAddCallback(
+                self.stream(s),
+                Some(sleep_callback),
+                us as usize as *mut c_void,
+                0,
+            )
+        })
+    }
+
     fn record(&mut self, s: Stream) -> Result<Event> {
         Event::record(self.stream(s))
     }
@@ -322,4 +338,17 @@ impl Backend for RocmBackend {
     fn synchronize(&mut self) -> Result<()> {
         sync()
     }
+}
+
+/// [`crate::backend::sleep_host_fn`] in the shape of a HIP stream callback.
+///
+/// # Safety
+/// Called by the HIP runtime with the pointer it was enqueued with, never dereferenced.
+unsafe extern "C" fn sleep_callback(
+    _stream: hiprt::hipStream_t,
+    _status: hiprt::hipError_t,
+    user: *mut c_void,
+) {
+    // SAFETY: as above; `sleep_host_fn` only reads the pointer's value.
+    unsafe { crate::backend::sleep_host_fn(user) }
 }
