@@ -106,8 +106,8 @@ pub trait Backend {
     }
 }
 
-/// The host function a backend enqueues for [`Op::Delay`] (`cuLaunchHostFunc`,
-/// `hipLaunchHostFunc`): sleeps the µs passed as its user-data pointer's value, so there is
+/// The host function a backend enqueues for [`Op::Delay`] (`cuLaunchHostFunc`; on ROCm
+/// through a `hipStreamAddCallback` callback): sleeps the µs passed as its user-data pointer's value, so there is
 /// nothing to allocate or free. The runtime calls it once the stream's earlier work is done,
 /// and the stream's later work waits for it to return; it makes no runtime calls, as both
 /// runtimes require of a host function.

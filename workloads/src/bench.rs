@@ -3,8 +3,9 @@
 //! Per iteration: an iteration-start event on the compute stream, which the side stream
 //! waits for; `gemms` GEMMs on the compute stream and the `side` ops (collectives or copies)
 //! on the side stream, each between two timing events; with `serial` the side stream also
-//! waits for the last GEMM (so overlap is 0 by construction); then the compute stream waits
-//! for the side stream and records the iteration-end event.
+//! waits for the last GEMM (so overlap is 0 by construction); on a straggler rank the side
+//! stream stalls `delay_us` before its ops; then the compute stream waits for the side stream
+//! and records the iteration-end event.
 
 use crate::backend::{Backend, Op, Stream};
 use crate::error::Result;

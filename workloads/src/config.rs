@@ -189,8 +189,8 @@ pub struct Slow {
     pub ms: f64,
 }
 
-/// The longest stall `--slow-ms` takes: a minute, far beyond any collective timeout a test
-/// would want to meet by accident.
+/// The longest stall `--slow-ms` takes: a minute. Much longer and the other ranks would
+/// meet NCCL's and the launcher's timeouts instead of waiting.
 const MAX_SLOW_MS: f64 = 60_000.0;
 
 impl BenchConfig {
