@@ -2,29 +2,11 @@
 //! exception, and every chart rendered by plotly.js (the single-run report from a corpus
 //! dataset through the CLI, the compare page from hand-made tables).
 
-use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::path::Path;
 
 use crate::common::browser::{chromium, count, legend_texts, open_and_check, render};
-use crate::common::cli::{aorta, code, ingest_ok, stderr};
+use crate::common::cli::{aorta, code, ingest_ok, report_of, stderr};
 use crate::common::*;
-
-/// Ingests `traces` (under the corpus) into a fresh dataset and runs `aorta report` into
-/// `page` beside it; returns the tempdir, the page and the command's output (status 0).
-fn report_of(root: &Path, traces: &str, page: &str) -> (tempfile::TempDir, PathBuf, Output) {
-    let dir = tempfile::tempdir().unwrap();
-    let ds = dir.path().join("ds");
-    ingest_ok(&[&root.join(traces)], &ds, &["-q"]);
-    let html = dir.path().join(page);
-    let o = aorta(&[
-        "report".as_ref(),
-        ds.as_os_str(),
-        "-o".as_ref(),
-        html.as_os_str(),
-    ]);
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
-    (dir, html, o)
-}
 
 #[test]
 fn the_harness_sees_errors_and_unrendered_charts() {
@@ -47,7 +29,7 @@ fn the_harness_sees_errors_and_unrendered_charts() {
 fn run_report_renders_every_chart_without_console_errors() {
     let Some(root) = corpus() else { return };
     let Some(browser) = chromium() else { return };
-    let (_dir, html, _) = report_of(&root, "kineto/cuda/h200_fsdp2", "report.html");
+    let (_dir, html, _) = report_of(&root.join("kineto/cuda/h200_fsdp2"), "report.html");
     // Six per-rank charts (compute / non-compute / idle shares and the idle split among
     // them), then across the two ranks: the caused-delay and wait-share
     // heatmaps and waiting vs transfer per collective kind; then the roofline and MFU per
@@ -237,7 +219,7 @@ fn write_example_pages() {
 fn a_run_without_steps_or_communication_renders() {
     let Some(root) = corpus() else { return };
     let Some(browser) = chromium() else { return };
-    let (_dir, html, o) = report_of(&root, "kineto/rocm/mi300x_models", "rocm.html");
+    let (_dir, html, o) = report_of(&root.join("kineto/rocm/mi300x_models"), "rocm.html");
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(
         text.contains("runs:     mi300x_models/bert-small, mi300x_models/qwen1.5-0.5b-chat")

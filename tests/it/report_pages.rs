@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::common::browser::{chromium, count, open_and_check, plots};
-use crate::common::cli::{aorta, code, ingest_ok, stderr};
+use crate::common::cli::report_of;
 use crate::common::corpus;
 
 /// One test per input, so that the test threads open the pages side by side (each is mostly
@@ -75,17 +75,7 @@ fn has_data(plot: &serde_json::Value) -> bool {
 fn page_for(name: &str, path: &str, timelines: usize, whole: bool) {
     let Some(root) = corpus() else { return };
     let browser = chromium();
-    let dir = tempfile::tempdir().unwrap();
-    let ds = dir.path().join(format!("ds-{name}"));
-    ingest_ok(&[&input(&root, path)], &ds, &["-q"]);
-    let html = dir.path().join(format!("{name}.html"));
-    let o = aorta(&[
-        "report".as_ref(),
-        ds.as_os_str(),
-        "-o".as_ref(),
-        html.as_os_str(),
-    ]);
-    assert_eq!(code(&o), 0, "{name}: {}", stderr(&o));
+    let (_dir, html, _) = report_of(&input(&root, path), &format!("{name}.html"));
     let page = std::fs::read_to_string(&html).unwrap();
     let charts = plots(&page);
     for (i, p) in charts.iter().enumerate() {

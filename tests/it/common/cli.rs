@@ -36,6 +36,23 @@ pub(crate) fn ingest_ok(paths: &[&Path], out: &Path, extra: &[&str]) {
 }
 
 /// `aorta overlap DATASET --by BY --json`, which must succeed: the document it prints.
+/// Ingests `traces` into a fresh dataset and runs `aorta report` into `page` beside it;
+/// returns the tempdir, the page and the command's output (status 0).
+pub(crate) fn report_of(traces: &Path, page: &str) -> (tempfile::TempDir, PathBuf, Output) {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dir.path().join("ds");
+    ingest_ok(&[traces], &ds, &["-q"]);
+    let html = dir.path().join(page);
+    let o = aorta(&[
+        "report".as_ref(),
+        ds.as_os_str(),
+        "-o".as_ref(),
+        html.as_os_str(),
+    ]);
+    assert_eq!(code(&o), 0, "{}: {}", traces.display(), stderr(&o));
+    (dir, html, o)
+}
+
 pub(crate) fn overlap_json(ds: &Path, by: &str) -> serde_json::Value {
     json_by("overlap", ds, by)
 }
