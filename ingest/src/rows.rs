@@ -67,6 +67,8 @@ impl Interner {
 pub(crate) enum StepSource {
     Launch,
     GpuTime,
+    /// The activity's own `args.step`, in a trace without step spans.
+    Arg,
     None,
 }
 
@@ -75,6 +77,7 @@ impl StepSource {
         match self {
             StepSource::Launch => "launch",
             StepSource::GpuTime => "gpu_time",
+            StepSource::Arg => "arg",
             StepSource::None => "none",
         }
     }

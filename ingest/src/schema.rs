@@ -161,7 +161,7 @@ pub const GPU_ACTIVITIES: Table = Table {
         opt("correlation", I64, "`args.correlation`: links to the launching runtime call in `cpu_ops`."),
         opt("external_id", I64, "`args[\"External id\"]`: links to the enclosing CPU op."),
         opt("step", I64, "Profiler step N of `ProfilerStep#N` (null when the trace has no steps)."),
-        req("step_source", S, "`launch` (runtime call's step), `gpu_time` (fallback on the activity's own start) or `none`."),
+        req("step_source", S, "`launch` (runtime call's step), `gpu_time` (fallback on the activity's own start), `arg` (the activity's own `args.step`, in a trace without `ProfilerStep#N` spans, as aorta's own workloads write it) or `none`."),
         opt("grid_x", I64, "Grid x as written (CUDA: blocks; ROCm Kineto: blocks or work-items by launch API; rocprof: work-items, so workgroups = grid / block)."),
         opt("grid_y", I64, "Grid y."),
         opt("grid_z", I64, "Grid z."),

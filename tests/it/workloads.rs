@@ -124,7 +124,14 @@ fn torch_script_unit_tests_pass() {
         .expect("python3 runs");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    assert!(err.contains("Ran 10 tests"), "{err}");
+    // At least the tests written so far ran (a discovery that finds none still exits 0).
+    let ran: usize = err
+        .split("Ran ")
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(ran >= 11, "{err}");
 }
 
 /// aorta-copy-overlap on 2×H200: 256 MiB pinned copies on their own stream beside the GEMMs.

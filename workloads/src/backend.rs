@@ -94,6 +94,18 @@ pub trait Backend {
     fn elapsed_ms(&self, start: &Self::Event, end: &Self::Event) -> Result<f64>;
     /// Block the host until all enqueued work is done.
     fn synchronize(&mut self) -> Result<()>;
+    /// Block the host until `event` has completed.
+    fn host_wait(&mut self, event: &Self::Event) -> Result<()>;
+    /// The host's monotonic clock, ms from an arbitrary origin fixed for the process: what
+    /// the launch calls' and the steps' host spans are measured with.
+    fn host_ms(&self) -> f64 {
+        static ORIGIN: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        ORIGIN
+            .get_or_init(std::time::Instant::now)
+            .elapsed()
+            .as_secs_f64()
+            * 1e3
+    }
 
     /// Enqueue `op` on `stream`.
     fn enqueue(&mut self, stream: Stream, op: Op) -> Result<()> {

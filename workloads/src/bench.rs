@@ -5,7 +5,18 @@
 //! on the side stream, each between two timing events; with `serial` the side stream also
 //! waits for the last GEMM (so overlap is 0 by construction); on a straggler rank the side
 //! stream stalls `delay_us` before its ops; then the compute stream waits for the side stream
-//! and records the iteration-end event.
+//! and records the iteration-end event, and the host waits for that event before it enqueues
+//! the next iteration. That last wait makes each iteration a step as a training loop's is:
+//! the host's span of an iteration (written as its `ProfilerStep#N`) holds the launch calls of
+//! exactly that iteration's GPU work, and lasts as long as the GPU took for it, instead of the
+//! microseconds it takes to enqueue it.
+//!
+//! Every launch call's host time is kept too, so the trace has a runtime launch event per
+//! kernel and copy, as Kineto's do. Host and GPU times share one axis: after the warm-up the
+//! host records an origin event on the idle GPU and waits for it; the host instant the wait
+//! returns is at or after the event's GPU time, so host times measured from that instant are
+//! never later than they really were on the GPU's axis (at most the wait's wake-up latency,
+//! microseconds, earlier), and a launch never appears after the work it launched.
 
 use crate::backend::{Backend, Op, Stream};
 use crate::error::Result;
@@ -35,6 +46,15 @@ pub(crate) struct OpTiming {
     pub stream: Stream,
     pub start_ms: f64,
     pub end_ms: f64,
+    /// The host call that enqueued it (cuBLAS, NCCL, the copy), on the same axis.
+    pub launch: HostSpan,
+}
+
+/// A span of host time, ms on the GPU events' axis (see the module docs).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct HostSpan {
+    pub start_ms: f64,
+    pub end_ms: f64,
 }
 
 /// One measured iteration.
@@ -45,6 +65,9 @@ pub struct IterTiming {
     pub(crate) start_ms: f64,
     pub(crate) end_ms: f64,
     pub(crate) ops: Vec<OpTiming>,
+    /// The host's span of the iteration: from before its first enqueue to the return of the
+    /// wait for its end event (the trace's `ProfilerStep#N`).
+    pub(crate) host: HostSpan,
 }
 
 /// The measured iterations of one run and the host wall clock (epoch ns) just before they
@@ -63,12 +86,16 @@ struct PendingOp<E> {
     stream: Stream,
     start: E,
     end: E,
+    /// Host ms ([`Backend::host_ms`]) around the enqueue call.
+    launch: (f64, f64),
 }
 
 struct PendingIter<E> {
     start: E,
     end: E,
     ops: Vec<PendingOp<E>>,
+    /// Host ms before the first enqueue and after the wait for `end`.
+    host: (f64, f64),
 }
 
 /// Run `warmup` iterations, synchronize, then `iters` timed ones, and read their events.
@@ -77,6 +104,10 @@ pub fn run<B: Backend>(b: &mut B, s: &Schedule) -> Result<Measured> {
         iteration(b, s)?;
     }
     b.synchronize()?;
+    // The origin of the host axis (module docs): an event on the idle GPU, waited for.
+    let origin = b.record(Stream::Compute)?;
+    b.synchronize()?;
+    let host_origin_ms = b.host_ms();
     let base_time_ns = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
@@ -86,19 +117,31 @@ pub fn run<B: Backend>(b: &mut B, s: &Schedule) -> Result<Measured> {
         pending.push(iteration(b, s)?);
     }
     b.synchronize()?;
-    let iters = read_times(b, &pending)?;
+    let iters = read_times(b, &origin, host_origin_ms, &pending)?;
     Ok(Measured {
         iters,
         base_time_ns,
     })
 }
 
-/// Event times relative to the first iteration's start event.
-fn read_times<B: Backend>(b: &B, pending: &[PendingIter<B::Event>]) -> Result<Vec<IterTiming>> {
+/// Event times relative to the first iteration's start event; host times on the same axis:
+/// host ms since the origin wait returned, less the GPU time from the origin event to the
+/// first start event.
+fn read_times<B: Backend>(
+    b: &B,
+    origin: &B::Event,
+    host_origin_ms: f64,
+    pending: &[PendingIter<B::Event>],
+) -> Result<Vec<IterTiming>> {
     let Some(first) = pending.first() else {
         return Ok(Vec::new());
     };
     let base = &first.start;
+    let shift = host_origin_ms + b.elapsed_ms(origin, base)?;
+    let host = |(start, end): (f64, f64)| HostSpan {
+        start_ms: start - shift,
+        end_ms: end - shift,
+    };
     let mut out = Vec::with_capacity(pending.len());
     for (step, it) in pending.iter().enumerate() {
         let mut ops = Vec::with_capacity(it.ops.len());
@@ -108,6 +151,7 @@ fn read_times<B: Backend>(b: &B, pending: &[PendingIter<B::Event>]) -> Result<Ve
                 stream: op.stream,
                 start_ms: b.elapsed_ms(base, &op.start)?,
                 end_ms: b.elapsed_ms(base, &op.end)?,
+                launch: host(op.launch),
             });
         }
         out.push(IterTiming {
@@ -115,26 +159,31 @@ fn read_times<B: Backend>(b: &B, pending: &[PendingIter<B::Event>]) -> Result<Ve
             start_ms: b.elapsed_ms(base, &it.start)?,
             end_ms: b.elapsed_ms(base, &it.end)?,
             ops,
+            host: host(it.host),
         });
     }
     Ok(out)
 }
 
-/// Enqueues `kind` on `stream` between two timing events.
+/// Enqueues `kind` on `stream` between two timing events, timing the enqueue call on the host.
 fn timed<B: Backend>(b: &mut B, stream: Stream, kind: Op) -> Result<PendingOp<B::Event>> {
     let start = b.record(stream)?;
+    let t0 = b.host_ms();
     b.enqueue(stream, kind)?;
+    let t1 = b.host_ms();
     let end = b.record(stream)?;
     Ok(PendingOp {
         kind,
         stream,
         start,
         end,
+        launch: (t0, t1),
     })
 }
 
 fn iteration<B: Backend>(b: &mut B, s: &Schedule) -> Result<PendingIter<B::Event>> {
     let side = s.side_stream;
+    let host_start = b.host_ms();
     let start = b.record(Stream::Compute)?;
     b.wait(side, &start)?;
     let mut ops = Vec::with_capacity(s.gemms + s.side.len());
@@ -154,7 +203,13 @@ fn iteration<B: Backend>(b: &mut B, s: &Schedule) -> Result<PendingIter<B::Event
     let side_done = b.record(side)?;
     b.wait(Stream::Compute, &side_done)?;
     let end = b.record(Stream::Compute)?;
-    Ok(PendingIter { start, end, ops })
+    b.host_wait(&end)?;
+    Ok(PendingIter {
+        start,
+        end,
+        ops,
+        host: (host_start, b.host_ms()),
+    })
 }
 
 /// A simulated GPU: each stream is a clock; work advances it, waits take the max.
@@ -165,6 +220,8 @@ pub(crate) struct SimBackend {
     pub coll_ms: f64,
     pub h2d_ms: f64,
     pub d2h_ms: f64,
+    /// The host's clock: it advances only by waiting for an event (enqueues take no time).
+    pub host: f64,
 }
 
 #[cfg(test)]
@@ -176,6 +233,7 @@ impl SimBackend {
             coll_ms,
             h2d_ms: 0.0,
             d2h_ms: 0.0,
+            host: 0.0,
         }
     }
 
@@ -185,6 +243,14 @@ impl SimBackend {
             Stream::Comm => 1,
             Stream::Copy => 2,
         }
+    }
+
+    /// The clock of stream `s`, which cannot run work before the host enqueued it.
+    fn at(&mut self, s: Stream) -> &mut f64 {
+        let host = self.host;
+        let c = &mut self.clock[Self::idx(s)];
+        *c = c.max(host);
+        c
     }
 }
 
@@ -201,26 +267,34 @@ impl Backend for SimBackend {
         "sim".into()
     }
     fn gemm(&mut self, s: Stream) -> Result<()> {
-        self.clock[Self::idx(s)] += self.gemm_ms;
+        *self.at(s) += self.gemm_ms;
         Ok(())
     }
     fn collective(&mut self, s: Stream) -> Result<()> {
-        self.clock[Self::idx(s)] += self.coll_ms;
+        *self.at(s) += self.coll_ms;
         Ok(())
     }
     fn delay(&mut self, s: Stream, us: u64) -> Result<()> {
-        self.clock[Self::idx(s)] += us as f64 / 1e3;
+        *self.at(s) += us as f64 / 1e3;
         Ok(())
     }
     fn copy(&mut self, s: Stream, dir: crate::backend::CopyDir) -> Result<()> {
-        self.clock[Self::idx(s)] += match dir {
+        let ms = match dir {
             crate::backend::CopyDir::HtoD => self.h2d_ms,
             crate::backend::CopyDir::DtoH => self.d2h_ms,
         };
+        *self.at(s) += ms;
         Ok(())
     }
     fn record(&mut self, s: Stream) -> Result<f64> {
-        Ok(self.clock[Self::idx(s)])
+        Ok(*self.at(s))
+    }
+    fn host_wait(&mut self, ev: &f64) -> Result<()> {
+        self.host = self.host.max(*ev);
+        Ok(())
+    }
+    fn host_ms(&self) -> f64 {
+        self.host
     }
     fn wait(&mut self, s: Stream, ev: &f64) -> Result<()> {
         let c = &mut self.clock[Self::idx(s)];
@@ -231,6 +305,7 @@ impl Backend for SimBackend {
         Ok(b - a)
     }
     fn synchronize(&mut self) -> Result<()> {
+        self.host = self.clock.iter().fold(self.host, |h, &c| h.max(c));
         Ok(())
     }
 }

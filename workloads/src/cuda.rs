@@ -395,4 +395,8 @@ impl Backend for CudaBackend {
     fn synchronize(&mut self) -> Result<()> {
         self.ctx.synchronize().map_err(derr("cuCtxSynchronize"))
     }
+
+    fn host_wait(&mut self, ev: &CudaEvent) -> Result<()> {
+        ev.synchronize().map_err(derr("cuEventSynchronize"))
+    }
 }

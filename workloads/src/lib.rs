@@ -21,6 +21,7 @@ pub mod copy_overlap;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod error;
+pub mod knobs;
 pub mod launch;
 pub mod output;
 mod overlap;

@@ -10,7 +10,9 @@ use crate::backend::{CopyDir, Op, Stream};
 use crate::bench::IterTiming;
 use crate::config::{BenchConfig, CopyConfig, GemmShape, Slow};
 use crate::error::{Error, Result};
+use crate::launch::Runtime;
 use crate::overlap::{self, Range};
+use clap::ValueEnum;
 use serde_json::{json, Map, Value};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -25,6 +27,8 @@ pub struct RunInfo {
     /// Wall-clock ns (epoch) taken on the host when the base event was enqueued; trace `ts`
     /// are relative to it (`baseTimeNanoseconds`). Good to about a millisecond across ranks.
     pub base_time_ns: u64,
+    /// The runtime that ran it: names the launch calls (`cudaLaunchKernel`, `hipLaunchKernel`).
+    pub runtime: Runtime,
 }
 
 /// How one op appears in both outputs.
@@ -62,6 +66,21 @@ pub trait Workload {
     fn slow(&self) -> Option<Slow> {
         None
     }
+    /// The run's flags, by flag name without `--` (trace `aorta_params`, with the
+    /// environment knobs of [`crate::knobs`]).
+    fn flags(&self) -> Map<String, Value>;
+}
+
+/// A clap value's name as the flag takes it (`all-reduce`, `both`).
+fn flag_value<V: ValueEnum>(v: &V) -> Value {
+    v.to_possible_value()
+        .map(|p| Value::from(p.get_name()))
+        .unwrap_or(Value::Null)
+}
+
+/// The GEMM flags both workloads share.
+fn gemm_flags(g: &GemmShape) -> Map<String, Value> {
+    args(json!({"m": g.m, "n": g.n, "k": g.k, "dtype": g.dtype.name()}))
 }
 
 fn args(pairs: Value) -> Map<String, Value> {
@@ -138,6 +157,24 @@ impl Workload for BenchConfig {
     fn slow(&self) -> Option<Slow> {
         self.slow
     }
+    fn flags(&self) -> Map<String, Value> {
+        let mut f = gemm_flags(&self.gemm);
+        f.extend(args(json!({
+            "collective": flag_value(&self.collective),
+            "bytes": self.bytes,
+            "iters": self.iters,
+            "warmup": self.warmup,
+            "gemms-per-iter": self.gemms_per_iter,
+            "collectives-per-iter": self.collectives_per_iter,
+            "serial": self.serial,
+            "world_size": self.world_size,
+        })));
+        if let Some(slow) = self.slow {
+            f.insert("slow-rank".into(), slow.rank.into());
+            f.insert("slow-ms".into(), slow.ms.into());
+        }
+        f
+    }
 }
 
 impl Workload for CopyConfig {
@@ -162,6 +199,20 @@ impl Workload for CopyConfig {
     }
     fn side_stream_name(&self) -> &'static str {
         "memcpy"
+    }
+    fn flags(&self) -> Map<String, Value> {
+        let mut f = gemm_flags(&self.gemm);
+        f.extend(args(json!({
+            "copy-bytes": self.copy_bytes,
+            "direction": flag_value(&self.direction),
+            "copies-per-iter": self.copies_per_iter,
+            "gemms-per-iter": self.gemms_per_iter,
+            "iters": self.iters,
+            "warmup": self.warmup,
+            "serial": self.write_serial,
+            "world_size": self.world_size,
+        })));
+        f
     }
 }
 
@@ -204,32 +255,87 @@ fn metadata_events(dev: i64, iters: &[IterTiming]) -> Vec<Value> {
     events
 }
 
+/// The host process's `pid`/`tid` in the trace: this process, its main thread (`tid` = `pid`
+/// on Linux), as Kineto writes the OS ids.
+fn host_ids() -> i64 {
+    i64::from(std::process::id())
+}
+
+/// The launch call that enqueues an op of `label`, as the runtime's profiler names it.
+fn launch_name(runtime: Runtime, label: &OpLabel) -> &'static str {
+    match (runtime, label.cat == "gpu_memcpy") {
+        (Runtime::Cuda, false) => "cudaLaunchKernel",
+        (Runtime::Cuda, true) => "cudaMemcpyAsync",
+        (Runtime::Rocm, false) => "hipLaunchKernel",
+        (Runtime::Rocm, true) => "hipMemcpyAsync",
+    }
+}
+
+/// An `X` event from ms start and end: `ts`/`dur` in µs with 3 decimals.
+fn slice(
+    cat: &str,
+    name: &str,
+    pid: i64,
+    tid: i64,
+    (start, end): (f64, f64),
+    args: Value,
+) -> Value {
+    let ts = us(start);
+    let dur = ((us(end) - ts) * 1e3).round() / 1e3;
+    json!({"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args})
+}
+
 /// The Chrome trace: `{"traceEvents": [...]}` with one `X` slice per op (`cat` from its label),
-/// `pid` = device, `tid` = stream.
+/// `pid` = device, `tid` = stream; on the host process, one `ProfilerStep#N` annotation per
+/// iteration and one runtime launch event per op (`cuda_runtime`, the op's `correlation`),
+/// as Kineto writes them; and the run's flags and environment knobs in `aorta_params`.
 pub(crate) fn chrome_trace<W: Workload>(w: &W, info: &RunInfo, iters: &[IterTiming]) -> Value {
     let dev = info.device as i64;
+    let host = host_ids();
     let mut events = metadata_events(dev, iters);
+    events.push(json!({
+        "ph": "M", "name": "process_name", "pid": host, "tid": 0,
+        "args": {"name": w.trace_name()}
+    }));
+    events.push(json!({
+        "ph": "M", "name": "thread_name", "pid": host, "tid": host,
+        "args": {"name": "main"}
+    }));
+    for it in iters {
+        let name = format!("ProfilerStep#{}", it.step);
+        let span = (it.host.start_ms, it.host.end_ms);
+        events.push(slice("user_annotation", &name, host, host, span, json!({})));
+    }
     for (correlation, (step, op, label)) in labelled(w, iters).enumerate() {
-        let ts = us(op.start_ms);
-        let dur = ((us(op.end_ms) - ts) * 1e3).round() / 1e3;
+        let correlation = correlation + 1;
+        let launch = (op.launch.start_ms, op.launch.end_ms);
+        let call = launch_name(info.runtime, &label);
+        let call_args = json!({"correlation": correlation});
+        events.push(slice("cuda_runtime", call, host, host, launch, call_args));
         let mut args = json!({
             "device": dev,
             "stream": op.stream.id(),
-            "correlation": correlation + 1,
+            "correlation": correlation,
             "op": label.op,
             "bytes": label.bytes,
             "step": step,
         });
         args.as_object_mut().unwrap().extend(label.args);
+        let mut ev = slice(
+            label.cat,
+            &label.name,
+            dev,
+            op.stream.id(),
+            (op.start_ms, op.end_ms),
+            args,
+        );
+        let dur = ev["dur"].as_f64().unwrap_or(0.0);
         if label.cat == "gpu_memcpy" && dur > 0.0 {
             // bytes per ns = GB/s, as Kineto's memcpy args have it.
             let gbs = label.bytes as f64 / (dur * 1e3);
-            args["memory bandwidth (GB/s)"] = json!((gbs * 1e3).round() / 1e3);
+            ev["args"]["memory bandwidth (GB/s)"] = json!((gbs * 1e3).round() / 1e3);
         }
-        events.push(json!({
-            "ph": "X", "cat": label.cat, "name": label.name,
-            "pid": dev, "tid": op.stream.id(), "ts": ts, "dur": dur, "args": args,
-        }));
+        events.push(ev);
     }
     let mut trace = json!({
         "schemaVersion": 1,
@@ -237,6 +343,7 @@ pub(crate) fn chrome_trace<W: Workload>(w: &W, info: &RunInfo, iters: &[IterTimi
         "distributedInfo": {"backend": "nccl", "rank": w.rank(), "world_size": w.world_size()},
         "baseTimeNanoseconds": info.base_time_ns,
         "traceName": w.trace_name(),
+        "aorta_params": crate::knobs::params(w.flags()),
         "traceEvents": events,
     });
     if let Some(slow) = w.slow() {

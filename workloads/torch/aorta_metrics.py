@@ -24,6 +24,18 @@ COLLECTIVE_STREAMS = {
     "all_reduce": "allreduce",
 }
 
+# Environment variables recorded as run parameters: anything NCCL, RCCL, HIP, HSA, NVSHMEM or
+# PyTorch's NCCL layer may read (the same list as workloads/src/knobs.rs), recorded as set,
+# whether or not the library acts on it.
+ENV_PREFIXES = ("NCCL_", "RCCL_", "HSA_", "HIP_", "NVSHMEM_", "TORCH_NCCL_", "TORCH_SYMM_MEM_")
+ENV_NAMES = ("CUDA_DEVICE_MAX_CONNECTIONS", "PYTORCH_CUDA_ALLOC_CONF")
+
+
+def env_knobs(environ):
+    """The GPU libraries' knobs set in `environ` (a mapping), sorted by name."""
+    return {k: environ[k] for k in sorted(environ)
+            if k in ENV_NAMES or k.startswith(ENV_PREFIXES)}
+
 
 def make_range(stream, tag, start_ms, end_ms, metadata=None):
     """One timed range, as it appears in `profile.ranges`."""

@@ -25,9 +25,10 @@ rate limiter and no post-backward prefetch, so they map onto its explicit prefet
 
 import argparse
 import json
+import os
 import sys
 
-from aorta_metrics import COLLECTIVE_STREAMS, make_range, metrics_line
+from aorta_metrics import COLLECTIVE_STREAMS, env_knobs, make_range, metrics_line
 
 PRECISIONS = ("bf16", "fp16", "none")
 
@@ -98,9 +99,10 @@ def check(p, args):
                 f"({args.profile_repeat} x (wait+warmup+active = {cycle}))")
 
 
-def knob_values(args):
-    """The knobs, under the Python aorta configuration guide's dotted names."""
-    return {
+def knob_values(args, environ=None):
+    """The knobs, under the Python aorta configuration guide's dotted names, followed by the
+    GPU libraries' environment knobs (`aorta_metrics.env_knobs`) under their own names."""
+    flags = {
         "workload": "fsdp_overlap",
         "fsdp.forward_prefetch": args.forward_prefetch,
         "fsdp.limit_all_gathers": args.limit_all_gathers,
@@ -123,6 +125,7 @@ def knob_values(args):
         "straggler.rank": args.slow_rank,
         "straggler.delay_ms": args.slow_ms,
     }
+    return {**flags, **env_knobs(os.environ if environ is None else environ)}
 
 
 def die(msg):

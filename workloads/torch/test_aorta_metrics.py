@@ -103,6 +103,18 @@ class Script(unittest.TestCase):
         self.assertEqual(p.returncode, 2)
         self.assertIn("--steps", p.stderr)
 
+    def test_environment_knobs_join_the_flags(self):
+        env = dict(os.environ, NCCL_MAX_NCHANNELS="4", RCCL_NUM_CHANNELS="8", HOME="/nowhere")
+        p = subprocess.run([sys.executable, os.path.join(HERE, "fsdp_overlap.py"), "--dry-run"],
+                           capture_output=True, text=True, check=False, env=env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        knobs = json.loads(p.stdout)
+        self.assertEqual((knobs["NCCL_MAX_NCHANNELS"], knobs["RCCL_NUM_CHANNELS"]), ("4", "8"))
+        self.assertNotIn("HOME", knobs)
+        self.assertEqual(am.env_knobs({"CUDA_DEVICE_MAX_CONNECTIONS": "1", "PATH": "/bin",
+                                       "HSA_ENABLE_SDMA": "0"}),
+                         {"CUDA_DEVICE_MAX_CONNECTIONS": "1", "HSA_ENABLE_SDMA": "0"})
+
     def test_straggler_knobs(self):
         p = self.run_script("--dry-run", "--slow-rank", "3", "--slow-ms", "5")
         self.assertEqual(p.returncode, 0, p.stderr)

@@ -26,7 +26,7 @@ const OTHER_PHASES: &[&[u8]] = &[
     b"D", b"P", b"R", b"(", b")",
 ];
 
-const GPU_ARGS: [&[u8]; 21] = [
+const GPU_ARGS: [&[u8]; 22] = [
     b"device",
     b"stream",
     b"correlation",
@@ -49,6 +49,9 @@ const GPU_ARGS: [&[u8]; 21] = [
     b"m",
     b"n",
     b"k",
+    // The iteration a tool wrote on the activity itself (aorta's own workloads do): the step
+    // of a trace that has no `ProfilerStep#N` spans.
+    b"step",
 ];
 
 /// The args of CPU slices aorta keeps; the last four as the JSON text they were written as.
@@ -253,8 +256,9 @@ impl Worker<'_, '_, '_> {
                 .or(name_op)
                 .unwrap_or("other")
         });
-        // The step waits for the launches (see `pending`).
-        let (step, step_source) = (None, StepSource::None);
+        // The step waits for the launches (see `pending`); until then `step` holds the
+        // activity's own `args.step`, which `pending` keeps for a trace without step spans.
+        let (step, step_source) = (a[21].and_then(trace_event::int), StepSource::None);
         self.waits.gpu.push(self.off);
         let stream = a[1]
             .and_then(trace_event::int)

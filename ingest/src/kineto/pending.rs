@@ -86,6 +86,8 @@ struct GpuRec {
     group_size: i64,
     collective_seq: i64,
     gemm: [i64; 3],
+    /// The activity's own `args.step` (see `Settle::gpu_step`).
+    arg_step: i64,
     off: u64,
     name: u32,
     collective_name: u32,
@@ -101,9 +103,9 @@ struct GpuRec {
     comm_op: u16,
 }
 
-// 21 × 8 + 7 × 4 + 4 bytes: no padding (`Pod` refuses any); a field added later may need an
+// 22 × 8 + 7 × 4 + 4 bytes: no padding (`Pod` refuses any); a field added later may need an
 // explicit `_pad` to keep it so.
-const _: () = assert!(std::mem::size_of::<GpuRec>() == 200);
+const _: () = assert!(std::mem::size_of::<GpuRec>() == 208);
 
 const C_PID: u32 = 1 << 8;
 const C_TID: u32 = 1 << 9;
@@ -131,6 +133,7 @@ const G_GROUP: u32 = 1 << 16;
 const G_SEQ: u32 = 1 << 17;
 const G_COMMS_ID: u32 = 1 << 18;
 const G_GEMM: u32 = 1 << 19; // three bits
+const G_ARG_STEP: u32 = 1 << 22;
 
 /// `v`'s value (0 when `None`), and `bit` when it is `Some`.
 fn put<T: Default>(v: Option<T>, bit: u32, flags: &mut u32) -> T {
@@ -275,6 +278,7 @@ impl Spill {
             group_size: put(coll_i(|c| c.group_size), G_GROUP, &mut f),
             collective_seq: put(coll_i(|c| c.collective_seq), G_SEQ, &mut f),
             gemm: std::array::from_fn(|i| put(c.and_then(|c| c.gemm[i]), G_GEMM << i, &mut f)),
+            arg_step: put(r.step, G_ARG_STEP, &mut f),
             off,
             name: r.name,
             collective_name: put(coll(|c| c.collective_name), G_COLL_NAME, &mut f),
@@ -513,7 +517,8 @@ impl Settler<'_> {
         }
     }
 
-    /// The step of the launch (by correlation), else of the GPU time, with the findings.
+    /// The step of the launch (by correlation), else of the GPU time, with the findings. In a
+    /// trace without step spans, the activity's own `args.step` where it has one.
     fn gpu_step(
         &self,
         r: &GpuRec,
@@ -522,17 +527,27 @@ impl Settler<'_> {
         diag: &mut Diagnostics,
     ) -> (Option<i64>, StepSource) {
         let links = self.links;
-        if let Some(step) = corr.and_then(|c| links.launch_step(c)) {
-            if step.is_none() && links.has_steps() {
+        let arg_step = get(r.arg_step, G_ARG_STEP, r.flags);
+        let launch = corr.and_then(|c| links.launch_step(c));
+        if launch.is_none() {
+            diag.add_min("kernel_without_launch", Some(r.off as i64), || {
+                format!("{} (correlation {corr:?})", strings.get(r.name))
+            });
+        }
+        if !links.has_steps() {
+            if arg_step.is_some() {
+                return (arg_step, StepSource::Arg);
+            }
+            return (
+                None,
+                launch.map_or(StepSource::None, |_| StepSource::Launch),
+            );
+        }
+        if let Some(step) = launch {
+            if step.is_none() {
                 outside(diag, r.off, r.name, strings);
             }
             return (step, StepSource::Launch);
-        }
-        diag.add_min("kernel_without_launch", Some(r.off as i64), || {
-            format!("{} (correlation {corr:?})", strings.get(r.name))
-        });
-        if !links.has_steps() {
-            return (None, StepSource::None);
         }
         let step = links.gpu_step_at(r.start);
         if step.is_none() {

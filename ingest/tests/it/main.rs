@@ -12,6 +12,7 @@ mod chrome_steps;
 mod fuzz_replay;
 mod golden_categories;
 mod golden_subcategories;
+mod kineto_arg_steps;
 mod robustness;
 mod rocprof;
 mod rocprof_csv;

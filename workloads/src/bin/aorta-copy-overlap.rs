@@ -98,7 +98,7 @@ fn run_cuda(cfg: &CopyConfig, args: &Args) -> Result<()> {
     use aorta_workloads::cuda::{self, CudaBackend};
     let device = device(cfg, args, cuda::device_count()?)?;
     let mut b = CudaBackend::new(&cfg.gemm, device)?.with_copies(cfg.copy_bytes)?;
-    drive(&mut b, cfg, args)
+    drive(&mut b, cfg, args, Runtime::Cuda)
 }
 
 #[cfg(feature = "rocm")]
@@ -106,7 +106,7 @@ fn run_rocm(cfg: &CopyConfig, args: &Args) -> Result<()> {
     use aorta_workloads::rocm::{self, RocmBackend};
     let device = device(cfg, args, rocm::device_count()?)?;
     let mut b = RocmBackend::new(&cfg.gemm, device)?.with_copies(cfg.copy_bytes)?;
-    drive(&mut b, cfg, args)
+    drive(&mut b, cfg, args, Runtime::Rocm)
 }
 
 #[cfg(not(feature = "cuda"))]
@@ -120,13 +120,14 @@ fn run_rocm(_: &CopyConfig, _: &Args) -> Result<()> {
 }
 
 /// The measurement on any backend: both modes, one mode's outputs, the summary line.
-fn drive<B: Backend>(b: &mut B, cfg: &CopyConfig, args: &Args) -> Result<()> {
+fn drive<B: Backend>(b: &mut B, cfg: &CopyConfig, args: &Args, runtime: Runtime) -> Result<()> {
     let c = copy_overlap::measure(b, cfg)?;
     let mode = c.written(cfg);
     let info = output::RunInfo {
         device: b.device(),
         device_name: b.device_name(),
         base_time_ns: mode.measured.base_time_ns,
+        runtime,
     };
     let (trace, jsonl) =
         output::write_outputs(&args.out, cfg, &info, &mode.measured.iters, &mode.lines)?;

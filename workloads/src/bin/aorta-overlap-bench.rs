@@ -143,7 +143,7 @@ fn run_cuda(cfg: &BenchConfig, args: &Args) -> Result<()> {
     let id = unique_id(cfg, args, cuda::unique_id)?;
     let mut b = CudaBackend::new(&cfg.gemm, device)?.with_collective(cfg, id)?;
     id_spent(cfg, args);
-    drive(&mut b, cfg, args)
+    drive(&mut b, cfg, args, Runtime::Cuda)
 }
 
 #[cfg(feature = "rocm")]
@@ -153,7 +153,7 @@ fn run_rocm(cfg: &BenchConfig, args: &Args) -> Result<()> {
     let id = unique_id(cfg, args, rocm::unique_id)?;
     let mut b = RocmBackend::new(&cfg.gemm, device)?.with_collective(cfg, id)?;
     id_spent(cfg, args);
-    drive(&mut b, cfg, args)
+    drive(&mut b, cfg, args, Runtime::Rocm)
 }
 
 #[cfg(not(feature = "cuda"))]
@@ -167,12 +167,13 @@ fn run_rocm(_: &BenchConfig, _: &Args) -> Result<()> {
 }
 
 /// The benchmark on any backend: run, write both outputs, print the summary line.
-fn drive<B: Backend>(b: &mut B, cfg: &BenchConfig, args: &Args) -> Result<()> {
+fn drive<B: Backend>(b: &mut B, cfg: &BenchConfig, args: &Args, runtime: Runtime) -> Result<()> {
     let m = bench::run(b, &cfg.schedule())?;
     let info = output::RunInfo {
         device: b.device(),
         device_name: b.device_name(),
         base_time_ns: m.base_time_ns,
+        runtime,
     };
     let lines = output::metrics_lines(cfg, &m.iters);
     let (trace, jsonl) = output::write_outputs(&args.out, cfg, &info, &m.iters, &lines)?;

@@ -12,11 +12,17 @@ fn sample(serial: bool) -> (BenchConfig, Vec<IterTiming>) {
     (cfg, its)
 }
 
+/// A GPU activity slice (not a launch call or a step annotation on the host).
+fn is_gpu(e: &Value) -> bool {
+    e["ph"] == "X" && (e["cat"] == "kernel" || e["cat"] == "gpu_memcpy")
+}
+
 fn info() -> RunInfo {
     RunInfo {
         device: 1,
         device_name: "sim".into(),
         base_time_ns: 1_700_000_000_000_000_000,
+        runtime: crate::launch::Runtime::Cuda,
     }
 }
 
@@ -25,7 +31,7 @@ fn trace_slices() {
     let (cfg, its) = sample(false);
     let t = chrome_trace(&cfg, &info(), &its);
     let ev = t["traceEvents"].as_array().unwrap();
-    let xs: Vec<&Value> = ev.iter().filter(|e| e["ph"] == "X").collect();
+    let xs: Vec<&Value> = ev.iter().filter(|e| is_gpu(e)).collect();
     assert_eq!(xs.len(), 3 * 3);
     let coll = xs
         .iter()
@@ -75,7 +81,7 @@ fn the_straggler_is_in_the_trace_and_its_stall_is_not_a_kernel() {
     let t = chrome_trace(&cfg, &info(), &iters);
     assert_eq!(t["aorta_straggler"]["measured_ms"], 2.5);
     let xs = t["traceEvents"].as_array().unwrap();
-    assert_eq!(xs.iter().filter(|e| e["ph"] == "X").count(), 3 * 3);
+    assert_eq!(xs.iter().filter(|e| is_gpu(e)).count(), 3 * 3);
     let coll = xs
         .iter()
         .find(|e| e["name"] == "ncclDevKernel_AllReduce")
@@ -161,7 +167,7 @@ fn copy_trace_is_kineto_memcpy() {
     let ev = t["traceEvents"].as_array().unwrap();
     let names: Vec<&str> = ev
         .iter()
-        .filter(|e| e["name"] == "thread_name")
+        .filter(|e| e["name"] == "thread_name" && e["pid"] == 1)
         .map(|e| e["args"]["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["stream 7 (compute)", "stream 14 (memcpy)"]);
@@ -218,4 +224,87 @@ fn copy_jsonl_and_summary() {
     let lines = metrics_lines(&cfg, &its);
     let s = summary(&cfg, &lines, &its);
     assert_eq!((s.iter_ms, s.overlap_ms, s.overlap_ratio), (5.5, 0.0, 0.0));
+}
+
+#[test]
+fn every_gpu_op_has_its_launch_call_inside_its_step() {
+    let (cfg, its) = sample(false);
+    let t = chrome_trace(&cfg, &info(), &its);
+    let ev = t["traceEvents"].as_array().unwrap();
+    let host = i64::from(std::process::id());
+    let f = |e: &Value, k: &str| e[k].as_f64().unwrap();
+    // One ProfilerStep#N per iteration, on the host, in order and never overlapping.
+    let steps: Vec<&Value> = ev
+        .iter()
+        .filter(|e| e["cat"] == "user_annotation")
+        .collect();
+    let names: Vec<&str> = steps.iter().map(|e| e["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        ["ProfilerStep#0", "ProfilerStep#1", "ProfilerStep#2"]
+    );
+    for w in steps.windows(2) {
+        assert!(f(w[0], "ts") + f(w[0], "dur") <= f(w[1], "ts"));
+    }
+    assert!(steps.iter().all(|e| e["pid"] == host && e["tid"] == host));
+    // Each GPU op: exactly one launch call with its correlation, inside its step's span, not
+    // after the op starts.
+    let gpu: Vec<&Value> = ev.iter().filter(|e| is_gpu(e)).collect();
+    let calls: Vec<&Value> = ev.iter().filter(|e| e["cat"] == "cuda_runtime").collect();
+    assert_eq!(calls.len(), gpu.len());
+    for op in gpu {
+        let corr = &op["args"]["correlation"];
+        let mut matched = calls.iter().filter(|c| &c["args"]["correlation"] == corr);
+        let call = matched.next().expect("a launch call");
+        assert!(matched.next().is_none(), "one launch per correlation");
+        assert_eq!(call["name"], "cudaLaunchKernel");
+        assert!(f(call, "ts") <= f(op, "ts"), "{call} after {op}");
+        let step = steps[op["args"]["step"].as_u64().unwrap() as usize];
+        assert!(f(step, "ts") <= f(call, "ts"));
+        assert!(f(call, "ts") + f(call, "dur") <= f(step, "ts") + f(step, "dur"));
+    }
+    // The simulated host waits for each iteration's end: step N spans iteration N exactly.
+    for (it, step) in its.iter().zip(&steps) {
+        assert_eq!(f(step, "ts"), us(it.start_ms));
+        assert_eq!(f(step, "ts") + f(step, "dur"), us(it.end_ms));
+    }
+}
+
+#[test]
+fn copies_are_launched_by_memcpy_calls_named_for_the_runtime() {
+    let cfg = test_copy_config();
+    let mut b = SimBackend::new(1.0, 0.0);
+    (b.h2d_ms, b.d2h_ms) = (0.5, 0.25);
+    let its = run(&mut b, &cfg.schedule(false)).unwrap().iters;
+    let mut rocm = info();
+    rocm.runtime = crate::launch::Runtime::Rocm;
+    let t = chrome_trace(&cfg, &rocm, &its);
+    let mut names: Vec<&str> = t["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "cuda_runtime")
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    names.sort();
+    names.dedup();
+    assert_eq!(names, ["hipLaunchKernel", "hipMemcpyAsync"]);
+}
+
+#[test]
+fn the_flags_are_the_trace_params() {
+    let mut cfg = test_config();
+    cfg.slow = Some(Slow { rank: 1, ms: 2.5 });
+    let (_, its) = sample(false);
+    let p = &chrome_trace(&cfg, &info(), &its)["aorta_params"];
+    assert_eq!(p["collective"], "all-reduce");
+    assert_eq!(p["bytes"], cfg.bytes);
+    assert_eq!(p["gemms-per-iter"], cfg.gemms_per_iter);
+    assert_eq!(p["m"], cfg.gemm.m);
+    assert_eq!(p["dtype"], "bf16");
+    assert_eq!(p["serial"], false);
+    assert_eq!(p["slow-rank"], 1);
+    assert_eq!(p["world_size"], cfg.world_size);
+    let copy = chrome_trace(&test_copy_config(), &info(), &its);
+    assert_eq!(copy["aorta_params"]["direction"], "h2d");
 }

@@ -79,6 +79,14 @@ impl Event {
         })?;
         Ok(f64::from(ms))
     }
+
+    /// Block the host until the event has completed.
+    pub(crate) fn synchronize(&self) -> Result<()> {
+        // SAFETY: the event is live and was recorded.
+        check("hipEventSynchronize", unsafe {
+            hiprt::hipEventSynchronize(self.0)
+        })
+    }
 }
 
 impl Drop for Event {

@@ -338,6 +338,10 @@ impl Backend for RocmBackend {
     fn synchronize(&mut self) -> Result<()> {
         sync()
     }
+
+    fn host_wait(&mut self, ev: &Event) -> Result<()> {
+        ev.synchronize()
+    }
 }
 
 /// [`crate::backend::sleep_host_fn`] in the shape of a HIP stream callback.
