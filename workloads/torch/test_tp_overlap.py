@@ -1,0 +1,307 @@
+"""Tests of tp_overlap.py (knobs, shapes, chunk order: no torch needed) and of tp_run.py's
+operators (only where PyTorch is installed: on CPU, with ranks as threads and a stand-in for
+NCCL's all-gather and reduce-scatter; the results are held against the products written out
+in full, not against each other only).
+
+Run: python3 -m unittest discover -s workloads/torch   (tests/it/workloads.rs does)
+"""
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import tp_overlap as tpo  # noqa: E402
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+
+def args_of(*argv):
+    return tpo.parse_args(["--method", "serial", *argv] if "--method" not in argv else list(argv))
+
+
+class Shapes(unittest.TestCase):
+    def test_llama_7b_at_tp4(self):
+        s = tpo.op_shapes(args_of(), 4)
+        # [tokens, k, n] of each rank's GEMM, written out from the Llama-2-7B sizes.
+        self.assertEqual(s["qkv"]["gemm"], [4096, 4096, 3072])
+        self.assertEqual(s["proj"]["gemm"], [4096, 1024, 4096])
+        self.assertEqual(s["fc1"]["gemm"], [4096, 4096, 5504])
+        self.assertEqual(s["fc2"]["gemm"], [4096, 2752, 4096])
+        self.assertEqual([s[o]["comm"] for o in tpo.OPS],
+                         ["all_gather", "reduce_scatter", "all_gather", "reduce_scatter"])
+        self.assertEqual(s["qkv"]["comm_bytes"], 4096 * 4096 * 2)  # 32 MiB of bf16
+        self.assertEqual(s["fc2"]["shard_tokens"], 1024)
+        self.assertEqual(s["qkv"]["flops"], 2 * 4096 * 4096 * 3072)
+
+    def test_tp1_has_no_collective(self):
+        s = tpo.op_shapes(args_of("--no-fc1-gated", "--dtype", "fp32"), 1)
+        self.assertEqual({s[o]["comm"] for o in tpo.OPS}, {"none"})
+        self.assertEqual({s[o]["comm_bytes"] for o in tpo.OPS}, {0})
+        self.assertEqual(s["fc1"]["gemm"], [4096, 4096, 11008])
+        self.assertEqual(s["fc2"]["gemm"], [4096, 11008, 4096])
+
+    def test_the_sum_of_gemm_flops_shrinks_as_one_over_tp(self):
+        a = args_of("--batch", "2")
+        total = {tp: sum(tpo.op_shapes(a, tp)[o]["flops"] for o in tpo.OPS) for tp in (1, 2, 4)}
+        self.assertEqual(total[1], 2 * total[2])
+        self.assertEqual(total[1], 4 * total[4])
+        # 2 x 8192 tokens x (4096x12288 + 4096x4096 + 4096x22016 + 11008x4096)
+        self.assertEqual(total[1], 2 * 8192 * 4096 * (12288 + 4096 + 22016 + 11008))
+
+    def test_tp_problems(self):
+        self.assertEqual(tpo.tp_problems(args_of(), 4), [])
+        self.assertEqual(tpo.tp_problems(args_of("--method", "overlap", "--chunks", "8"), 4), [])
+        p = tpo.tp_problems(args_of("--heads", "30", "--hidden", "4080"), 4)
+        self.assertEqual(p, ["--heads 30 is not a multiple of TP 4"])
+        p = tpo.tp_problems(args_of("--method", "overlap", "--seq-len", "100"), 2)
+        self.assertEqual(p, ["tokens (--seq-len x --batch = 100) are not a multiple of TP x chunks = 2 x 4"])
+        self.assertIn("--ffn 11008 is not a multiple of TP 3", tpo.tp_problems(args_of(), 3))
+
+
+class ChunkOrder(unittest.TestCase):
+    def test_chunk_major_rows_by_hand(self):
+        # 2 ranks x 2 pieces x 1 row: serial rows r0p0 r0p1 r1p0 r1p1 = 0 1 2 3;
+        # the overlap method holds p0 of r0, p0 of r1, p1 of r0, p1 of r1.
+        self.assertEqual(tpo.chunk_major_rows(2, 2, 1), [0, 2, 1, 3])
+        self.assertEqual(tpo.chunk_major_rows(2, 2, 2), [0, 1, 4, 5, 2, 3, 6, 7])
+        self.assertEqual(tpo.chunk_major_rows(3, 1, 2), list(range(6)))
+        self.assertEqual(tpo.chunk_major_rows(1, 3, 2), list(range(6)))
+        rows = tpo.chunk_major_rows(4, 4, 3)
+        self.assertEqual(sorted(rows), list(range(48)))
+
+
+class Helpers(unittest.TestCase):
+    def test_median(self):
+        self.assertEqual(tpo.median([3.0, 1.0, 2.0]), 2.0)
+        self.assertEqual(tpo.median([4.0, 1.0, 3.0, 2.0]), 2.5)
+
+    def test_op_summary_skips_warmup_steps(self):
+        shape = {"flops": 2e12}
+        s = tpo.op_summary(shape, [50.0, 9.0, 2.0, 4.0, 3.0], 2)
+        self.assertEqual(s["median_ms"], 3.0)
+        self.assertAlmostEqual(s["window_tflops"], 2e12 / 3e-3 / 1e12)
+        self.assertEqual(s["event_ms"], [50.0, 9.0, 2.0, 4.0, 3.0])
+
+    def test_env_knobs_keeps_the_collective_ones(self):
+        env = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "HOME": "/root",
+               "CUDA_DEVICE_MAX_CONNECTIONS": "1", "TORCH_NCCL_AVOID_RECORD_STREAMS": "1",
+               "PATH": "/bin", "NVSHMEM_DISABLE_NVLS": "1"}
+        self.assertEqual(list(tpo.env_knobs(env)), [
+            "CUDA_DEVICE_MAX_CONNECTIONS", "NCCL_NVLS_ENABLE", "NVSHMEM_DISABLE_NVLS",
+            "TORCH_NCCL_AVOID_RECORD_STREAMS", "TORCH_SYMM_MEM_DISABLE_MULTICAST"])
+
+    def test_summary_line(self):
+        s = dict(tpo.op_shapes(args_of(), 2)["qkv"], median_ms=0.4567)
+        self.assertEqual(tpo.summary_line(1, 2, "overlap", 4, "qkv", s),
+                         "tp_overlap rank 1: tp 2 overlap chunks 4 qkv: median 0.457 ms "
+                         "(GEMM 4096x4096x6144; all-gather then GEMM, 32 MiB collective)")
+        s = dict(tpo.op_shapes(args_of(), 1)["fc2"], median_ms=1.0)
+        self.assertIn("no collective at TP 1", tpo.summary_line(0, 1, "serial", 1, "fc2", s))
+
+
+class Script(unittest.TestCase):
+    """tp_overlap.py's knobs and errors, without importing torch."""
+
+    def run_script(self, *args, env=None):
+        return subprocess.run(
+            [sys.executable, os.path.join(HERE, "tp_overlap.py"), *args],
+            capture_output=True, text=True, check=False, env=dict(os.environ, **(env or {})),
+        )
+
+    def test_dry_run_prints_the_trace_metadata(self):
+        p = self.run_script("--dry-run", "--method", "overlap", "--chunks", "2",
+                            env={"WORLD_SIZE": "2", "NCCL_NVLS_ENABLE": "0"})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        k = json.loads(p.stdout)
+        self.assertEqual((k["tp"], k["method"], k["chunks"], k["dtype"]), (2, "overlap", 2, "bf16"))
+        self.assertEqual(k["shapes"]["qkv"]["gemm"], [4096, 4096, 6144])
+        self.assertEqual(k["env"]["NCCL_NVLS_ENABLE"], "0")
+        self.assertEqual(k["ops"], ["qkv", "proj", "fc1", "fc2"])
+
+    def test_serial_is_one_chunk(self):
+        p = self.run_script("--dry-run", "--method", "serial", env={"WORLD_SIZE": "1"})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        k = json.loads(p.stdout)
+        self.assertEqual((k["tp"], k["chunks"], k["shapes"]["qkv"]["comm"]), (1, 1, "none"))
+
+    def test_errors_are_one_line(self):
+        for argv, env, code, says in (
+            (["--method", "serial", "--chunks", "4"], {}, 2, "--chunks applies to --method overlap"),
+            (["--method", "sideways"], {}, 2, "invalid choice"),
+            ([], {}, 2, "--method"),
+            (["--method", "overlap", "--chunks", "0"], {}, 2, "--chunks 0 must be >= 1"),
+            (["--method", "serial", "--steps", "5"], {}, 2, "shorter than the profiler schedule"),
+            (["--method", "serial", "--timing-skip", "12"], {}, 2, "leaves no step"),
+            (["--method", "overlap", "--seq-len", "4095"], {"WORLD_SIZE": "4"}, 1, "not a multiple of TP x chunks"),
+            (["--method", "serial"], {"WORLD_SIZE": "x"}, 1, "WORLD_SIZE='x' is not a number"),
+        ):
+            p = self.run_script("--dry-run", *argv, env=env)
+            self.assertEqual(p.returncode, code, (argv, p.stderr))
+            self.assertIn(says, p.stderr)
+            self.assertEqual(len(p.stderr.strip().splitlines()[-1:]), 1)
+            if code == 1:
+                self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+
+    @unittest.skipIf(torch is not None, "PyTorch is installed")
+    def test_no_torch_is_one_line(self):
+        p = self.run_script("--method", "serial", "--output-dir", os.devnull)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertEqual(p.stderr.strip().splitlines(),
+                         ["tp_overlap.py: error: PyTorch is not installed in this Python (pip install torch)"])
+
+    @unittest.skipIf(torch is None, "PyTorch is not installed")
+    def test_no_gpu_is_one_line(self):
+        if torch.cuda.is_available():
+            self.skipTest("this machine has a GPU")
+        p = self.run_script("--method", "serial", "--output-dir", os.devnull)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertEqual(p.stderr.strip().splitlines()[-1],
+                         "tp_overlap.py: error: no GPU visible to PyTorch (torch.cuda.is_available() is False)")
+
+
+class ThreadComm:
+    """NCCL's all-gather and reduce-scatter for `size` ranks that are threads of this process:
+    every call is a rendezvous of all ranks (the same calls in the same order on every rank,
+    as with NCCL); `async_op` calls are done when they return."""
+
+    class Done:
+        def wait(self):
+            pass
+
+    def __init__(self, shared, rank):
+        self.shared, self.rank, self.size = shared, rank, shared["size"]
+
+    def _exchange(self, inp):
+        slots, barrier = self.shared["slots"], self.shared["barrier"]
+        slots[self.rank] = inp
+        barrier.wait()
+        return slots
+
+    def all_gather(self, out, inp, async_op):
+        slots = self._exchange(inp)
+        out.copy_(torch.cat(slots))
+        self.shared["barrier"].wait()
+        return self.Done() if async_op else None
+
+    def reduce_scatter(self, out, inp, async_op):
+        slots = self._exchange(inp)
+        total = slots[0].view(self.size, -1, inp.shape[1])[self.rank].clone()
+        for s in slots[1:]:
+            total += s.view(self.size, -1, inp.shape[1])[self.rank]
+        out.copy_(total)
+        self.shared["barrier"].wait()
+        return self.Done() if async_op else None
+
+
+def on_ranks(size, fn):
+    """fn(comm, rank) on `size` threads; their results by rank (a failure re-raised here)."""
+    shared = {"size": size, "slots": [None] * size, "barrier": threading.Barrier(size, timeout=20)}
+    results, errors = [None] * size, []
+
+    def body(rank):
+        try:
+            results[rank] = fn(ThreadComm(shared, rank), rank)
+        except BaseException as e:  # noqa: BLE001 - re-raised in the test thread
+            errors.append(e)
+            shared["barrier"].abort()
+
+    threads = [threading.Thread(target=body, args=(r,)) for r in range(size)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return results
+
+
+@unittest.skipIf(torch is None, "PyTorch is not installed")
+class Operators(unittest.TestCase):
+    """Both methods of every operator against the product written out in full, in float64."""
+
+    def setUp(self):
+        import tp_run
+        self.tp_run = tp_run
+
+    def small(self, method, chunks):
+        argv = ["--method", method, "--hidden", "8", "--heads", "4", "--ffn", "12",
+                "--seq-len", "8", "--batch", "2", "--dtype", "fp32"]
+        return tpo.parse_args(argv + (["--chunks", str(chunks)] if method == "overlap" else []))
+
+    def operators(self, tp, chunks):
+        args = self.small("overlap", chunks)
+        shapes = tpo.op_shapes(args, tp)
+        built = []
+        for rank in range(tp):
+            gen = torch.Generator().manual_seed(rank)
+            built.append({op: self.tp_run.Operator(op, shapes[op], tp, torch.float64, "cpu", gen)
+                          for op in tpo.OPS})
+        return built
+
+    def expected(self, ops, tp, rank, name):
+        """The operator's result on `rank`, written out: column-parallel, the whole sequence
+        (every rank's shard, rank by rank) times this rank's weight columns; row-parallel, this
+        rank's rows of the sum over ranks of input x weight."""
+        if ops[rank][name].kind == "column":
+            return torch.cat([ops[j][name].inp for j in range(tp)]) @ ops[rank][name].w
+        full = sum(ops[j][name].inp @ ops[j][name].w for j in range(tp))
+        shard = full.shape[0] // tp
+        return full[rank * shard:(rank + 1) * shard]
+
+    def test_both_methods_give_the_written_out_product(self):
+        for tp, chunks in ((1, 1), (1, 4), (2, 1), (2, 2), (2, 4), (4, 2), (4, 4)):
+            ops = self.operators(tp, chunks)
+            order = tpo.chunk_major_rows(tp, chunks, 16 // (tp * chunks))
+
+            def both(comm, rank):
+                got = {}
+                for name, op in ops[rank].items():
+                    op.run(comm, "serial", 1)
+                    serial = op.out.clone()
+                    if op.kind == "column":
+                        op.run(comm, "overlap", chunks)
+                    else:  # the overlap method takes its full-sequence input in chunk-major order
+                        op.run(comm, "overlap", chunks, inp=op.inp[order])
+                    got[name] = (serial, op.out.clone())
+                return got
+
+            results = on_ranks(tp, both)
+            for rank in range(tp):
+                for name in tpo.OPS:
+                    want = self.expected(ops, tp, rank, name)
+                    serial, overlapped = results[rank][name]
+                    msg = f"tp {tp} chunks {chunks} rank {rank} {name}"
+                    torch.testing.assert_close(serial, want, rtol=1e-12, atol=1e-12, msg=msg)
+                    if ops[rank][name].kind == "column":
+                        want = want[order]  # the overlap method's rows are chunk-major
+                    torch.testing.assert_close(overlapped, want, rtol=1e-12, atol=1e-12, msg=msg)
+
+    def test_chunk_major_order_matters(self):
+        # Without the reordering the overlapped column result is not the serial one: the
+        # comparison above could not pass by accident.
+        ops = self.operators(2, 2)
+        results = on_ranks(2, lambda comm, r: (ops[r]["qkv"].run(comm, "overlap", 2), ops[r]["qkv"].out.clone())[1])
+        self.assertFalse(torch.allclose(results[0], self.expected(ops, 2, 0, "qkv")))
+
+    def test_check_op_and_to_chunk_major(self):
+        t = torch.arange(16.0).reshape(16, 1)
+        self.assertEqual(self.tp_run.to_chunk_major(t, 2, 4).flatten().tolist(),
+                         [float(i) for i in tpo.chunk_major_rows(2, 4, 2)])
+        ops = self.operators(4, 2)
+        diffs = on_ranks(4, lambda comm, r: [self.tp_run.check_op(op, comm, 4, 2) for op in ops[r].values()])
+        for rank in range(4):
+            for diff, scale in diffs[rank]:
+                self.assertLess(diff, 1e-12)
+                self.assertGreater(scale, 0.1)
+
+
+if __name__ == "__main__":
+    unittest.main()
