@@ -10,12 +10,14 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import tp_overlap as tpo  # noqa: E402
+import tp_report  # noqa: E402
 
 try:
     import torch
@@ -165,6 +167,62 @@ class Script(unittest.TestCase):
         self.assertEqual(p.returncode, 1, p.stderr)
         self.assertEqual(p.stderr.strip().splitlines()[-1],
                          "tp_overlap.py: error: no GPU visible to PyTorch (torch.cuda.is_available() is False)")
+
+
+def write_summary(outdir, run, rank, tp, method, chunks, ms):
+    """A tp_summary_rank{r}.json with the fields tp_report.py reads; `ms` per window."""
+    os.makedirs(os.path.join(outdir, run), exist_ok=True)
+    s = {"tp": tp, "method": method, "chunks": chunks, "fprop": {"median_ms": ms["fprop"]},
+         "ops": {op: {"median_ms": ms[op]} for op in tpo.OPS}}
+    with open(os.path.join(outdir, run, f"tp_summary_rank{rank}.json"), "w") as f:
+        json.dump(s, f)
+
+
+class Report(unittest.TestCase):
+    def test_slowest_rank_and_scaling_by_hand(self):
+        with tempfile.TemporaryDirectory() as d:
+            write_summary(d, "tp1_serial", 0, 1, "serial", 1,
+                          {"qkv": 4.0, "proj": 1.0, "fc1": 6.0, "fc2": 3.0, "fprop": 14.0})
+            write_summary(d, "tp2_overlap", 0, 2, "overlap", 4,
+                          {"qkv": 2.2, "proj": 0.55, "fc1": 3.0, "fc2": 1.5, "fprop": 7.5})
+            write_summary(d, "tp2_overlap", 1, 2, "overlap", 4,
+                          {"qkv": 2.6, "proj": 0.50, "fc1": 3.3, "fc2": 1.5, "fprop": 7.0})
+            runs = tp_report.load_runs(d)
+            self.assertEqual(runs["tp2_overlap"]["ranks"], 2)
+            self.assertEqual(runs["tp2_overlap"]["ms"],
+                             {"qkv": 2.6, "proj": 0.55, "fc1": 3.3, "fc2": 1.5, "fprop": 7.5})
+            r = tp_report.scaling(runs)
+            # T(2) / (T(1) / 2): qkv 2.6 / 2.0, proj 0.55 / 0.5, fc1 3.3 / 3.0, fprop 7.5 / 7.0
+            self.assertAlmostEqual(r["tp2_overlap"]["qkv"], 1.3)
+            self.assertAlmostEqual(r["tp2_overlap"]["proj"], 1.1)
+            self.assertAlmostEqual(r["tp2_overlap"]["fc1"], 1.1)
+            self.assertAlmostEqual(r["tp2_overlap"]["fc2"], 1.0)
+            self.assertAlmostEqual(r["tp2_overlap"]["fprop"], 7.5 / 7.0)
+            self.assertEqual(r["tp1_serial"], {w: 1.0 for w in tp_report.WINDOWS})
+            lines = tp_report.report(runs)
+            row = next(line for line in lines[3:] if line.startswith("tp2_overlap") and "*" in line)
+            self.assertEqual(row.split()[1:3], ["1.30", "1.10*"])  # 1.3 > 1 + 0.2, 1.1 within
+
+    def test_missing_rank_mismatch_and_no_baseline(self):
+        with tempfile.TemporaryDirectory() as d:
+            ms = {w: 1.0 for w in tp_report.WINDOWS}
+            write_summary(d, "tp4_serial", 0, 4, "serial", 1, ms)
+            runs = tp_report.load_runs(d)
+            self.assertEqual(tp_report.scaling(runs), {})
+            lines = tp_report.report(runs)
+            self.assertIn("(only 1 of 4 ranks)", lines[2])
+            self.assertEqual(lines[-1], "no TP 1 serial run: no scaling")
+            write_summary(d, "tp4_serial", 1, 4, "overlap", 4, ms)
+            with self.assertRaisesRegex(SystemExit, "tp_summary_rank1.json: tp/method/chunks"):
+                tp_report.load_runs(d)
+            with open(os.path.join(d, "tp4_serial", "tp_summary_rank1.json"), "w") as f:
+                f.write("{}")
+            with self.assertRaisesRegex(SystemExit, "tp_summary_rank1.json: not a tp_overlap summary"):
+                tp_report.load_runs(d)
+        p = subprocess.run([sys.executable, os.path.join(HERE, "tp_report.py"), os.devnull],
+                           capture_output=True, text=True, check=False)
+        self.assertEqual((p.returncode, p.stderr.strip()),
+                         (1, f"tp_report.py: error: {os.devnull}: no */tp_summary_rank*.json"))
 
 
 class ThreadComm:
