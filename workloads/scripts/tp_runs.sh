@@ -14,10 +14,6 @@ OUT=$1
 HERE=$(cd "$(dirname "$0")/../torch" && pwd)
 CHUNKS=${CHUNKS:-4}
 mkdir -p "$OUT"
-exec > >(tee -a "$OUT/tp_runs.log") 2>&1
-date -u
-python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "gpus", torch.cuda.device_count())' || exit 1
-nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader 2>/dev/null
 
 # run TP METHOD: one torchrun into OUT/tp{TP}_{METHOD}; a hung run is killed after 150 s.
 run() {
@@ -31,10 +27,18 @@ run() {
   echo "== $name rc=$? $((SECONDS - t0)) s"
 }
 
-for tp in 1 2 4; do
-  for method in serial overlap; do
-    run "$tp" "$method"
+all() {
+  date -u
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "gpus", torch.cuda.device_count())' || return 1
+  nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader 2>/dev/null
+  for tp in 1 2 4; do
+    for method in serial overlap; do
+      run "$tp" "$method"
+    done
   done
-done
-ls -la "$OUT"/tp*_*/
-python3 "$HERE/tp_report.py" "$OUT"
+  ls -la "$OUT"/tp*_*/
+  python3 "$HERE/tp_report.py" "$OUT"
+  date -u
+}
+
+all 2>&1 | tee -a "$OUT/tp_runs.log"
