@@ -126,7 +126,7 @@ fn torch_script_unit_tests_pass() {
         .expect("python3 runs");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    assert!(err.contains("Ran 29 tests"), "{err}");
+    assert!(err.contains("Ran 30 tests"), "{err}");
 }
 
 /// aorta-copy-overlap on 2×H200: 256 MiB pinned copies on their own stream beside the GEMMs.

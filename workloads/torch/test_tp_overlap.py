@@ -6,13 +6,19 @@ in full, not against each other only).
 Run: python3 -m unittest discover -s workloads/torch   (tests/it/workloads.rs does)
 """
 
+import contextlib
+import gzip
+import io
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 import unittest
+import warnings
+from unittest import mock
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -361,6 +367,79 @@ class Operators(unittest.TestCase):
             for diff, scale in diffs[rank]:
                 self.assertLess(diff, 1e-12)
                 self.assertGreater(scale, 0.1)
+
+
+class WallClockEvent:
+    """torch.cuda.Event's two calls, on the CPU clock: bench() on a machine without a GPU."""
+
+    def __init__(self, enable_timing=False):
+        self.t = None
+
+    def record(self, stream=None):
+        self.t = time.perf_counter()
+
+    def elapsed_time(self, end):
+        return (end.t - self.t) * 1e3
+
+
+@unittest.skipIf(torch is None, "PyTorch is not installed")
+class BenchOnCpu(unittest.TestCase):
+    """tp_run.bench end to end at TP 1 under gloo, CUDA events on the CPU clock: the outputs a
+    trace analysis reads (windows, steps, aorta_params, summary, JSONL) have the promised form."""
+
+    def test_outputs(self):
+        import torch.distributed as dist
+        import tp_run
+        with tempfile.TemporaryDirectory() as d:
+            args = tpo.parse_args(["--method", "overlap", "--chunks", "2", "--hidden", "64",
+                                   "--heads", "4", "--ffn", "96", "--seq-len", "32", "--dtype", "fp32",
+                                   "--steps", "7", "--output-dir", d])
+            knobs = dict(tpo.knob_values(args, 1, {"NCCL_NVLS_ENABLE": "0"}), gpu="none")
+            store = dist.FileStore(os.path.join(d, "store"), 1)
+            dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+            try:
+                with mock.patch.object(torch.cuda, "Event", WallClockEvent), \
+                        mock.patch.object(torch.cuda, "synchronize", lambda *a: None), \
+                        warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()) as out:
+                    warnings.simplefilter("ignore")  # the profiler's "CUDA is not available"
+                    tp_run.bench(args, knobs, 0, 1, tp_run.DistComm(dist.group.WORLD, 1), "cpu")
+            finally:
+                dist.destroy_process_group()
+            with open(os.path.join(d, "tp_summary_rank0.json")) as f:
+                s = json.load(f)
+            printed = out.getvalue().splitlines()
+            self.assertEqual([line.split(": ")[1].split()[-1] for line in printed],
+                             list(tpo.OPS) + ["fprop"])
+            self.assertTrue(printed[0].startswith("tp_overlap rank 0: tp 1 overlap chunks 2 qkv: median "))
+            self.assertEqual((s["tp"], s["method"], s["chunks"]), (1, "overlap", 2))
+            self.assertEqual(s["profiled_steps"], [4, 5])  # wait 2, warmup 2, active 2
+            self.assertEqual(s["timed_steps"], [2, 3, 4, 5, 6])
+            self.assertEqual(set(s["ops"]), set(tpo.OPS))
+            for op in tpo.OPS:
+                self.assertEqual(len(s["ops"][op]["event_ms"]), 7)
+                self.assertTrue(all(t > 0 for t in s["ops"][op]["event_ms"]))
+                self.assertEqual(s["ops"][op]["median_ms"], tpo.median(s["ops"][op]["event_ms"][2:]))
+                self.assertLess(s["check"][op]["max_abs_diff"], 1e-4)
+            for step in range(7):  # the fprop window encloses the four operator windows
+                self.assertGreaterEqual(s["fprop"]["event_ms"][step],
+                                        sum(s["ops"][op]["event_ms"][step] for op in tpo.OPS))
+            with open(os.path.join(d, "rank_00_metrics.jsonl")) as f:
+                lines = [json.loads(line) for line in f]
+            self.assertEqual([(x["step"], x["profiled"]) for x in lines],
+                             [(i, i in (4, 5)) for i in range(7)])
+            self.assertEqual(lines[3]["window_ms"]["qkv"], s["ops"]["qkv"]["event_ms"][3])
+            self.assertEqual(sorted(f for f in os.listdir(d) if "trace" in f), ["rank0_trace_step6.json.gz"])
+            with gzip.open(os.path.join(d, "rank0_trace_step6.json.gz")) as f:
+                trace = json.load(f)
+            params = trace["aorta_params"]
+            params = json.loads(params) if isinstance(params, str) else params
+            self.assertEqual((params["tp"], params["method"], params["chunks"]), (1, "overlap", 2))
+            self.assertEqual(params["env"], {"NCCL_NVLS_ENABLE": "0"})
+            names = [e["name"] for e in trace["traceEvents"] if e.get("cat") == "user_annotation"]
+            self.assertEqual(names, ["ProfilerStep#4", "fprop", "qkv", "proj", "fc1", "fc2"] +
+                             ["ProfilerStep#5", "fprop", "qkv", "proj", "fc1", "fc2"])
+            mms = [e for e in trace["traceEvents"] if e.get("name") == "aten::mm"]
+            self.assertEqual(len(mms), 2 * 4 * 2)  # 2 steps x 4 operators x 2 chunks
 
 
 if __name__ == "__main__":
