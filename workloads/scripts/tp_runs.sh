@@ -2,7 +2,8 @@
 # Issue 32 part 2, "TP scaling, measured": workloads/torch/tp_overlap.py at TP 1, 2 and 4, each
 # with --method serial and --method overlap, one process per GPU (4 GPUs needed for TP 4).
 # Usage: workloads/scripts/tp_runs.sh OUTDIR   (writes OUTDIR/tp{N}_{method}/, OUTDIR/tp_runs.log)
-# Each run takes ~20 s, mostly start-up (torch import, NCCL init); the six well under 4 minutes.
+# Each run should take ~20 s, mostly start-up (torch import, NCCL init; the timed steps are ms),
+# so the six well under 4 minutes (not yet run on a GPU).
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
