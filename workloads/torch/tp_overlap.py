@@ -33,13 +33,13 @@ import json
 import os
 import sys
 
+from aorta_metrics import env_knobs
+
 METHODS = ("serial", "overlap")
 DTYPES = ("bf16", "fp16", "fp32")
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 # The operators in the order a layer's forward runs them.
 OPS = ("qkv", "proj", "fc1", "fc2")
-# Environment variables that change how the collectives run, recorded with the knobs.
-ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "TORCH_SYMM_MEM_", "NVSHMEM_", "CUDA_DEVICE_MAX_CONNECTIONS")
 DEFAULT_CHUNKS = 4
 
 
@@ -178,15 +178,11 @@ def chunk_major_rows(tp, chunks, rows):
             for k in range(chunks) for j in range(tp) for i in range(rows)]
 
 
-def env_knobs(environ):
-    """The collective-related environment variables this run had, sorted by name."""
-    return {k: environ[k] for k in sorted(environ) if k.startswith(ENV_PREFIXES)}
-
-
 def knob_values(args, tp, environ):
     """The run's parameters as they go into the trace's `aorta_params` (flat names: `tp` and
-    `method` are what a TP-scaling analysis groups by)."""
-    return {
+    `method` are what a TP-scaling analysis groups by), followed by the GPU libraries'
+    environment knobs under their own names (`aorta_metrics.env_knobs`)."""
+    flags = {
         "workload": "tp_overlap",
         "tp": tp,
         "method": args.method,
@@ -208,8 +204,8 @@ def knob_values(args, tp, environ):
         "profiler.warmup": args.profile_warmup,
         "profiler.active": args.profile_active,
         "profiler.repeat": args.profile_repeat,
-        "env": env_knobs(environ),
     }
+    return {**flags, **env_knobs(environ)}
 
 
 def median(xs):
