@@ -113,9 +113,9 @@ fn bench_gemm_rates_from_the_trace_match_their_cuda_events() {
     assert!(checked >= 2);
 }
 
-/// The MFU of a bench step, recomputed from the raw trace: its GEMMs' 2·m·n·k over the
-/// window of every slice, against the H200's dense bf16 peak (989.5 TFLOP/s, the datasheet's
-/// 1,979 with sparsity halved).
+/// The MFU of every bench step, recomputed from the raw trace: the step's GEMMs' 2·m·n·k over
+/// the GPU window of its kernels (grouped by the kernels' own `args.step`), against the H200's
+/// dense bf16 peak (989.5 TFLOP/s, the datasheet's 1,979 with sparsity halved).
 #[test]
 fn bench_mfu_is_model_flops_over_the_window_at_the_peak() {
     let ds = ingested(&["overlap-bench/allreduce_serial"]);
@@ -124,29 +124,40 @@ fn bench_mfu_is_model_flops_over_the_window_at_the_peak() {
     let level = steps.column("level").unwrap().str().unwrap().clone();
     let mfu = steps.column("mfu_pct").unwrap().f64().unwrap().clone();
     let rank = steps.column("rank").unwrap().i64().unwrap().clone();
+    let step = steps.column("step").unwrap().i64().unwrap().clone();
     for r in 0..2i64 {
         let raw = raw_json(&traces().join(format!(
             "overlap-bench/allreduce_serial/rank{r}.trace.json.gz"
         )));
-        let (mut flops, mut lo, mut hi) = (0f64, f64::MAX, f64::MIN);
-        for e in events(&raw).iter().filter(|e| e["ph"] == "X") {
+        // Per iteration (the kernels' own `args.step`, which the bench writes beside its
+        // ProfilerStep#N): GEMM FLOPs and the GPU window of its kernels.
+        let mut by_step: std::collections::BTreeMap<i64, (f64, f64, f64)> = Default::default();
+        for e in events(&raw).iter().filter(|e| e["cat"] == "kernel") {
             let (ts, dur) = (e["ts"].as_f64().unwrap(), e["dur"].as_f64().unwrap());
-            (lo, hi) = (lo.min(ts), hi.max(ts + dur));
             let a = &e["args"];
+            let s = by_step
+                .entry(a["step"].as_i64().unwrap())
+                .or_insert((0.0, f64::MAX, f64::MIN));
+            (s.1, s.2) = (s.1.min(ts), s.2.max(ts + dur));
             if let (Some(m), Some(n), Some(k)) = (a["m"].as_f64(), a["n"].as_f64(), a["k"].as_f64())
             {
-                flops += 2.0 * m * n * k;
+                s.0 += 2.0 * m * n * k;
             }
         }
-        let want = 100.0 * flops / ((hi - lo) * 1e-6 * 989.5e12);
-        let i = (0..steps.height())
-            .find(|&i| level.get(i) == Some("step") && rank.get(i) == Some(r))
-            .unwrap();
-        let got = mfu.get(i).unwrap();
-        assert!(
-            (got - want).abs() < 1e-3 * want,
-            "rank {r}: MFU {got} vs {want}"
-        );
+        assert_eq!(by_step.len(), 20, "rank {r}: one step per timed iteration");
+        for (s, (flops, lo, hi)) in by_step {
+            let want = 100.0 * flops / ((hi - lo) * 1e-6 * 989.5e12);
+            let i = (0..steps.height())
+                .find(|&i| {
+                    level.get(i) == Some("step") && rank.get(i) == Some(r) && step.get(i) == Some(s)
+                })
+                .unwrap_or_else(|| panic!("rank {r} step {s}: no perf_steps row"));
+            let got = mfu.get(i).unwrap();
+            assert!(
+                (got - want).abs() < 1e-3 * want,
+                "rank {r} step {s}: MFU {got} vs {want}"
+            );
+        }
     }
 }
 
