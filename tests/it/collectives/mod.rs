@@ -5,6 +5,7 @@
 //! code streams ranks, hashes instances and aligns through anchors; none of that is here.
 
 mod edges;
+mod four_gpu;
 mod injected;
 mod sizes;
 
