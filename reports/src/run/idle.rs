@@ -46,9 +46,10 @@ pub(crate) fn chart(page: &mut Page, root: &Path, d: &RunData) -> Result<(), Rep
          attention or other compute kernel runs; non-compute = busy without compute (comm, \
          memcpy, memset); idle = nothing runs. Idle is split gap by gap: host-wait when the \
          activity ending the gap was launched after the gap began (the CPU had queued \
-         nothing), kernel-wait when it was queued and the gap is under {KERNEL_WAIT_NS} ns \
-         (HTA's default), other when it was queued but waited longer (an event, another \
-         stream). Per step and per stream: `aorta breakdown --by step --streams`."
+         nothing), kernel-wait when it was queued and the gap is under {} (HTA's default \
+         as it applies it), other when it was queued but waited longer (an event, another \
+         stream). Per step and per stream: `aorta breakdown --by step --streams`.",
+        breakdown::threshold_text(KERNEL_WAIT_NS)
     ));
     let runs = rows.iter().any(|(k, _)| k.run != rows[0].0.run);
     let x: Vec<String> = rows
