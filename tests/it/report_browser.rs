@@ -247,7 +247,7 @@ fn a_run_without_steps_or_communication_renders() {
         .dom
         .contains("No overlap chart for the trace steps: no communication time"));
     assert_eq!(
-        count(&r.dom, "<h2>Timeline: run mi300x_models/"),
+        count(&r.dom, "\">Timeline: run mi300x_models/"),
         2,
         "one per model"
     );

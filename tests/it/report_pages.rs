@@ -88,7 +88,7 @@ fn page_for(name: &str, path: &str, timelines: usize, whole: bool) {
             }
         }
     }
-    assert_eq!(count(&page, "<h2>Timeline: run "), timelines, "{name}");
+    assert_eq!(count(&page, "\">Timeline: run "), timelines, "{name}");
     assert_eq!(
         count(&page, "the whole capture (no steps)</h2>"),
         if whole { timelines } else { 0 },

@@ -87,7 +87,7 @@ fn ms(ns: Option<i64>) -> Option<f64> {
 /// iterations get a chart each, since a log's "step" is not a trace's. The table gives the
 /// same numbers as `aorta overlap`.
 pub(crate) fn overlap_per_step(page: &mut Page, rows: &[StepRow]) {
-    page.section("Overlap per step");
+    page.section_id("Overlap per step", super::headline::OVERLAP);
     page.note(
         "exposed comm = communication time when no compute kernel runs (what overlap failed to \
          hide); compute∩comm = communication time hidden under compute; stacked, they make the \
@@ -105,13 +105,32 @@ pub(crate) fn overlap_per_step(page: &mut Page, rows: &[StepRow]) {
             continue;
         }
         if of.iter().all(|r| r.comm_ns.unwrap_or(0) == 0) {
-            page.note(&format!(
-                "No overlap chart for the {what}: no communication time in any of them."
-            ));
+            if of
+                .iter()
+                .any(|r| r.compute_comm_overlap_ns.unwrap_or(0) > 0)
+            {
+                // The Python tool's logs: compute∩comm per iteration, no comm union.
+                page.note(&format!(
+                    "The {what}: compute∩comm only. These logs give the communication time \
+                     hidden under compute but not the communication time itself (no union of \
+                     comm), so exposed comm and comm_hidden_pct are missing; the table's \
+                     `-` cells are those."
+                ));
+                per_run(
+                    page,
+                    &of,
+                    |r| r.compute_comm_overlap_ns.unwrap_or(0) > 0,
+                    |rows, t| hidden_only_chart(rows, t),
+                );
+            } else {
+                page.note(&format!(
+                    "No overlap chart for the {what}: no communication time in any of them."
+                ));
+            }
             continue;
         }
         page.note(&format!("The {what}: comm time, exposed and hidden."));
-        page.plot(&mut overlap_chart(&of));
+        per_run(page, &of, |r| r.comm_ns.unwrap_or(0) > 0, overlap_chart);
     }
     page.table(
         &[
@@ -132,7 +151,84 @@ pub(crate) fn overlap_per_step(page: &mut Page, rows: &[StepRow]) {
     );
 }
 
-fn overlap_chart(rows: &[&StepRow]) -> Plot {
+/// Step rows drawn by `chart`: as one chart, or, on a page of several runs with more than
+/// [`SMALL_MULTIPLES_OVER`] bars, as one small chart per run with something to draw (`has`
+/// true for one of its rows), two per row; the note names the runs left out.
+fn per_run(
+    page: &mut Page,
+    rows: &[&StepRow],
+    has: impl Fn(&StepRow) -> bool,
+    chart: impl Fn(&[&StepRow], Option<&str>) -> Plot,
+) {
+    let mut runs: Vec<&str> = rows.iter().map(|r| r.run.as_str()).collect();
+    runs.dedup();
+    if runs.len() < 2 || rows.len() <= SMALL_MULTIPLES_OVER {
+        page.plot(&mut chart(rows, None));
+        return;
+    }
+    let (with, without): (Vec<&str>, Vec<&str>) = runs
+        .iter()
+        .partition(|run| rows.iter().any(|r| r.run == **run && has(r)));
+    page.note(&format!(
+        "One chart per run: {} bars of {} runs do not read on one axis. Each has its own \
+         scale.{}",
+        rows.len(),
+        runs.len(),
+        if without.is_empty() {
+            String::new()
+        } else {
+            format!(" Nothing to draw for {}.", without.join(", "))
+        }
+    ));
+    let mut plots: Vec<Plot> = with
+        .iter()
+        .map(|run| {
+            let mine: Vec<&StepRow> = rows.iter().filter(|r| r.run == *run).copied().collect();
+            chart(&mine, Some(run))
+        })
+        .collect();
+    page.plot_row(&mut plots);
+}
+
+/// A small multiple's title: the run, at the top left (the tool bar is on the right).
+fn small_title(run: &str) -> plotly::common::Title {
+    plotly::common::Title::with_text(run)
+        .x(0.0)
+        .x_anchor(plotly::common::Anchor::Left)
+        .y(0.99)
+        .y_anchor(plotly::common::Anchor::Top)
+}
+
+/// compute∩comm per step, for logs without a comm union.
+fn hidden_only_chart(rows: &[&StepRow], title: Option<&str>) -> Plot {
+    let many = Many::of(rows.iter().map(|r| (r.run.as_str(), r.rank)));
+    let x: Vec<String> = rows
+        .iter()
+        .map(|r| step_label(&r.run, r.rank, r.step, many))
+        .collect();
+    let mut plot = Plot::new();
+    plot.add_trace(
+        Bar::new(
+            x.clone(),
+            rows.iter().map(|r| ms(r.compute_comm_overlap_ns)).collect(),
+        )
+        .name("compute∩comm")
+        .marker(Marker::new().color("#2ca02c")),
+    );
+    let mut layout = crate::page::layout(360)
+        .x_axis(category_axis(x.len()))
+        .y_axis(Axis::new().title("ms"));
+    if let Some(t) = title {
+        layout = layout
+            .height(320)
+            .margin(Margin::new().top(40).bottom(60).left(60).right(20))
+            .title(small_title(t));
+    }
+    plot.set_layout(layout);
+    plot
+}
+
+fn overlap_chart(rows: &[&StepRow], title: Option<&str>) -> Plot {
     let many = Many::of(rows.iter().map(|r| (r.run.as_str(), r.rank)));
     let x: Vec<String> = rows
         .iter()
@@ -159,7 +255,15 @@ fn overlap_chart(rows: &[&StepRow]) -> Plot {
         .zip(&x)
         .map(|(r, l)| (r.run.as_str(), r.rank, l.clone(), r.comm_hidden_pct))
         .collect();
-    with_share(&mut plot, points, many, "comm_hidden_pct", 400, x.len());
+    with_share(
+        &mut plot,
+        points,
+        many,
+        "comm_hidden_pct",
+        400,
+        x.len(),
+        title,
+    );
     plot
 }
 
@@ -173,11 +277,17 @@ pub(crate) fn with_share(
     share: &str,
     height: usize,
     x_len: usize,
+    title: Option<&str>,
 ) {
     let mut series: Vec<(&str, i64)> = points.iter().map(|p| (p.0, p.1)).collect();
     series.sort_unstable();
     series.dedup();
     let (legend, top) = crate::page::legend_on_top(series.len() + 2);
+    // A small multiple: shorter, its title above the legend.
+    let (height, top) = match title {
+        Some(_) => (height * 3 / 4, top + 24),
+        None => (height, top),
+    };
     for (i, (run, rank)) in series.into_iter().enumerate() {
         let (sx, sy): (Vec<String>, Vec<Option<f64>>) = points
             .iter()
@@ -196,8 +306,12 @@ pub(crate) fn with_share(
                 .y_axis("y2"),
         );
     }
+    let mut layout = crate::page::layout(height + top);
+    if let Some(t) = title {
+        layout = layout.title(small_title(t));
+    }
     plot.set_layout(
-        crate::page::layout(height + top)
+        layout
             .legend(legend)
             .margin(Margin::new().top(top).bottom(60).left(70).right(70))
             .bar_mode(BarMode::Stack)
@@ -278,18 +392,19 @@ pub(crate) fn categories_per_step(page: &mut Page, rows: &[CategoryRow]) {
     );
 }
 
-/// One stack of a per-step chart: its name, color, and ns per step.
-pub(crate) type StepSeries<'a> = (&'a str, &'a str, &'a BTreeMap<StepKey, i64>);
+/// Above this many bars, a per-step chart of several runs is drawn as one small chart per
+/// run (small multiples): 105 bars on one axis leave no room for their labels.
+const SMALL_MULTIPLES_OVER: usize = 30;
 
-/// A bar per step stacked by series (ms), then the table of the same numbers; `total` names
-/// a last column with each row's sum.
-pub(crate) fn stacked_per_step(
-    page: &mut Page,
+/// The stacked bars of `steps`: one chart, titled `title` (one run of small multiples), its
+/// legend above the plot when `legend`.
+fn stacked_bars(
     steps: &[StepKey],
     series: &[StepSeries],
     y_title: &str,
-    total: Option<&str>,
-) {
+    title: Option<&str>,
+    legend: bool,
+) -> Plot {
     let many = Many::of(steps.iter().map(|k| (k.0.as_str(), k.1)));
     let x: Vec<String> = steps
         .iter()
@@ -304,16 +419,62 @@ pub(crate) fn stacked_per_step(
         plot.add_trace(
             Bar::new(x.clone(), y)
                 .name(*name)
+                .show_legend(legend)
                 .marker(Marker::new().color(color.to_string())),
         );
     }
-    plot.set_layout(
-        crate::page::layout(420)
-            .bar_mode(BarMode::Stack)
-            .x_axis(category_axis(x.len()))
-            .y_axis(Axis::new().title(y_title)),
-    );
-    page.plot(&mut plot);
+    let mut layout = match title {
+        None => crate::page::layout(420),
+        Some(t) => {
+            let (l, top) = crate::page::legend_on_top(series.len());
+            let top = if legend { top + 24 } else { 54 };
+            crate::page::layout(300 + top)
+                .legend(l)
+                .margin(Margin::new().top(top).bottom(60).left(60).right(20))
+                .title(small_title(t))
+        }
+    };
+    layout = layout
+        .bar_mode(BarMode::Stack)
+        .x_axis(category_axis(x.len()))
+        .y_axis(Axis::new().title(y_title));
+    plot.set_layout(layout);
+    plot
+}
+
+/// One stack of a per-step chart: its name, color, and ns per step.
+pub(crate) type StepSeries<'a> = (&'a str, &'a str, &'a BTreeMap<StepKey, i64>);
+
+/// A bar per step stacked by series (ms), then the table of the same numbers; `total` names
+/// a last column with each row's sum.
+pub(crate) fn stacked_per_step(
+    page: &mut Page,
+    steps: &[StepKey],
+    series: &[StepSeries],
+    y_title: &str,
+    total: Option<&str>,
+) {
+    let mut runs: Vec<&str> = steps.iter().map(|k| k.0.as_str()).collect();
+    runs.dedup();
+    if runs.len() > 1 && steps.len() > SMALL_MULTIPLES_OVER {
+        page.note(&format!(
+            "One chart per run: {} bars of {} runs do not read on one axis. Each chart has its \
+             own scale; the colors are the same in all, the legend is on the first.",
+            steps.len(),
+            runs.len()
+        ));
+        let mut plots: Vec<Plot> = runs
+            .iter()
+            .enumerate()
+            .map(|(i, run)| {
+                let mine: Vec<StepKey> = steps.iter().filter(|k| k.0 == *run).cloned().collect();
+                stacked_bars(&mine, series, y_title, Some(run), i == 0)
+            })
+            .collect();
+        page.plot_row(&mut plots);
+    } else {
+        page.plot(&mut stacked_bars(steps, series, y_title, None, true));
+    }
     let mut header = vec!["run", "rank", "step"];
     header.extend(series.iter().map(|s| s.0));
     header.extend(total);

@@ -174,7 +174,7 @@ pub(crate) fn chart(page: &mut Page, root: &Path, d: &RunData) -> Result<(), Rep
         .zip(&x)
         .map(|(r, l)| (r.run.as_str(), r.rank, l.clone(), r.hidden_pct()))
         .collect();
-    with_share(&mut plot, points, many, "copy hidden", 380, x.len());
+    with_share(&mut plot, points, many, "copy hidden", 380, x.len(), None);
     page.plot(&mut plot);
     let table: Vec<Vec<String>> = rows
         .iter()

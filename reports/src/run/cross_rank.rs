@@ -31,6 +31,10 @@ pub(crate) fn charts(page: &mut Page, jobs: &[Job]) -> Result<(), PolarsError> {
          to arrive. Clocks aligned per rank from matched collective end times.",
     );
     for job in timed {
+        page.subsection_id(
+            &format!("Run {}", job.run),
+            &super::anchor("across-ranks", &job.run),
+        );
         lateness(page, job)?;
         wait_vs_transfer(page, job)?;
     }
