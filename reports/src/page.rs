@@ -269,6 +269,23 @@ mod tests {
     }
 
     #[test]
+    fn long_tables_collapse_behind_a_summary_line() {
+        let rows = |n: usize| (0..n).map(|i| vec![i.to_string()]).collect::<Vec<_>>();
+        let mut p = Page::new("t");
+        p.table(&["a"], &rows(OPEN_ROWS));
+        assert!(
+            !p.render().contains("<details>"),
+            "{OPEN_ROWS} rows stay open"
+        );
+        p.table(&["a", "b"], &rows(OPEN_ROWS + 1));
+        let html = p.render();
+        assert_eq!(html.matches("<details>").count(), 1);
+        let at = html.find("<details><summary>Table: 21 rows (a, b); click to show</summary>");
+        let table = html.rfind("<table>").unwrap();
+        assert!(at.is_some_and(|d| d < table) && html.ends_with("</details>\n</body>\n</html>\n"));
+    }
+
+    #[test]
     fn failed_write_leaves_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("missing-dir/report.html");

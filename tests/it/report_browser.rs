@@ -62,9 +62,15 @@ fn run_report_renders_every_chart_without_console_errors() {
             "legend {name}: {legend:?}"
         );
     }
-    // The timeline's rows are the streams of the step; the FSDP2 run uses a compute stream
-    // and NCCL streams, so at least two.
-    assert!(r.dom.contains(">stream "), "stream rows on the timeline");
+    // The timeline's rows are the streams of the step on both ranks; the FSDP2 run uses a
+    // compute stream and NCCL streams, so at least two per rank.
+    for rank in [0, 1] {
+        let lanes = count(&r.dom, &format!(">rank {rank} · stream "));
+        assert!(
+            lanes >= 2,
+            "rank {rank}: {lanes} stream rows on the timeline"
+        );
+    }
     // No memory events in these traces: no memory section.
     assert!(!r.dom.contains("Device memory over time"));
 }

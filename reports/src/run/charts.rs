@@ -120,7 +120,7 @@ pub(crate) fn overlap_per_step(page: &mut Page, rows: &[StepRow]) {
                     page,
                     &of,
                     |r| r.compute_comm_overlap_ns.unwrap_or(0) > 0,
-                    |rows, t| hidden_only_chart(rows, t),
+                    hidden_only_chart,
                 );
             } else {
                 page.note(&format!(

@@ -258,7 +258,7 @@ fn idle_verdict(rows: &[&(Key, Row)]) -> Option<Verdict> {
         (
             r.idle.host_wait_ns,
             "host-wait",
-            "nothing was queued: the GPU waited for the CPU",
+            "nothing was queued, so the GPU waited for the CPU",
         ),
         (
             r.idle.kernel_wait_ns,
