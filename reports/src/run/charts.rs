@@ -119,6 +119,7 @@ pub(crate) fn overlap_per_step(page: &mut Page, rows: &[StepRow]) {
                 per_run(
                     page,
                     &of,
+                    |r| &r.run,
                     |r| r.compute_comm_overlap_ns.unwrap_or(0) > 0,
                     hidden_only_chart,
                 );
@@ -130,7 +131,13 @@ pub(crate) fn overlap_per_step(page: &mut Page, rows: &[StepRow]) {
             continue;
         }
         page.note(&format!("The {what}: comm time, exposed and hidden."));
-        per_run(page, &of, |r| r.comm_ns.unwrap_or(0) > 0, overlap_chart);
+        per_run(
+            page,
+            &of,
+            |r| &r.run,
+            |r| r.comm_ns.unwrap_or(0) > 0,
+            overlap_chart,
+        );
     }
     page.table(
         &[
@@ -151,24 +158,29 @@ pub(crate) fn overlap_per_step(page: &mut Page, rows: &[StepRow]) {
     );
 }
 
-/// Step rows drawn by `chart`: as one chart, or, on a page of several runs with more than
+/// Rows drawn by `chart`: as one chart, or, on a page of several runs with more than
 /// [`SMALL_MULTIPLES_OVER`] bars, as one small chart per run with something to draw (`has`
 /// true for one of its rows), two per row; the note names the runs left out.
-fn per_run(
+pub(crate) fn per_run<T>(
     page: &mut Page,
-    rows: &[&StepRow],
-    has: impl Fn(&StepRow) -> bool,
-    chart: impl Fn(&[&StepRow], Option<&str>) -> Plot,
+    rows: &[&T],
+    run: impl Fn(&T) -> &str,
+    has: impl Fn(&T) -> bool,
+    chart: impl Fn(&[&T], Option<&str>) -> Plot,
 ) {
-    let mut runs: Vec<&str> = rows.iter().map(|r| r.run.as_str()).collect();
-    runs.dedup();
+    let mut runs: Vec<&str> = Vec::new();
+    for r in rows {
+        if !runs.contains(&run(r)) {
+            runs.push(run(r));
+        }
+    }
     if runs.len() < 2 || rows.len() <= SMALL_MULTIPLES_OVER {
         page.plot(&mut chart(rows, None));
         return;
     }
     let (with, without): (Vec<&str>, Vec<&str>) = runs
         .iter()
-        .partition(|run| rows.iter().any(|r| r.run == **run && has(r)));
+        .partition(|name| rows.iter().any(|r| run(r) == **name && has(r)));
     page.note(&format!(
         "One chart per run: {} bars of {} runs do not read on one axis. Each has its own \
          scale.{}",
@@ -182,16 +194,17 @@ fn per_run(
     ));
     let mut plots: Vec<Plot> = with
         .iter()
-        .map(|run| {
-            let mine: Vec<&StepRow> = rows.iter().filter(|r| r.run == *run).copied().collect();
-            chart(&mine, Some(run))
+        .map(|name| {
+            let mine: Vec<&T> = rows.iter().filter(|r| run(r) == *name).copied().collect();
+            chart(&mine, Some(name))
         })
         .collect();
     page.plot_row(&mut plots);
 }
 
-/// A small multiple's title: the run, at the top left (the tool bar is on the right).
-fn small_title(run: &str) -> plotly::common::Title {
+/// A chart title at the top left, clear of plotly's tool bar on the right (a small
+/// multiple's run, a heatmap's name).
+pub(crate) fn small_title(run: &str) -> plotly::common::Title {
     plotly::common::Title::with_text(run)
         .x(0.0)
         .x_anchor(plotly::common::Anchor::Left)
@@ -500,17 +513,8 @@ pub(crate) fn stacked_per_step(
     page.table(&header, &table);
 }
 
-/// Comm and exposed comm per collective kind over each rank's whole window.
-pub(crate) fn collectives(page: &mut Page, rows: &[CollectiveRow]) {
-    page.section("Exposed communication per collective kind");
-    page.note(
-        "Per collective kind, over each rank's whole window: comm = union of that kind's kernels; \
-         exposed = the part of it when no compute kernel runs.",
-    );
-    if rows.is_empty() {
-        page.note("No communication kernels in the reported ranks.");
-        return;
-    }
+/// Comm and exposed comm side by side per rank and collective kind.
+fn collectives_plot(rows: &[&CollectiveRow], title: Option<&str>) -> Plot {
     let many = Many::of(rows.iter().map(|r| (r.run.as_str(), r.rank)));
     let x: Vec<String> = rows
         .iter()
@@ -532,13 +536,35 @@ pub(crate) fn collectives(page: &mut Page, rows: &[CollectiveRow]) {
             .name("exposed comm")
             .marker(Marker::new().color("#ff9896")),
     );
+    let mut layout = crate::page::layout(380);
+    if let Some(t) = title {
+        layout = layout
+            .height(320)
+            .margin(Margin::new().top(40).bottom(60).left(60).right(20))
+            .title(small_title(t));
+    }
     plot.set_layout(
-        crate::page::layout(380)
+        layout
             .bar_mode(BarMode::Group)
             .x_axis(category_axis(rows.len()))
             .y_axis(Axis::new().title("ms")),
     );
-    page.plot(&mut plot);
+    plot
+}
+
+/// Comm and exposed comm per collective kind over each rank's whole window.
+pub(crate) fn collectives(page: &mut Page, rows: &[CollectiveRow]) {
+    page.section("Exposed communication per collective kind");
+    page.note(
+        "Per collective kind, over each rank's whole window: comm = union of that kind's kernels; \
+         exposed = the part of it when no compute kernel runs.",
+    );
+    if rows.is_empty() {
+        page.note("No communication kernels in the reported ranks.");
+        return;
+    }
+    let refs: Vec<&CollectiveRow> = rows.iter().collect();
+    per_run(page, &refs, |r| &r.run, |r| r.comm_ns > 0, collectives_plot);
     let table: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {

@@ -83,7 +83,7 @@ fn lateness(page: &mut Page, job: &Job) -> Result<(), PolarsError> {
         })));
         plot.set_layout(
             crate::page::layout(240 + 24 * ranks.len().min(40))
-                .title(format!("{}: {title}", job.run)),
+                .title(super::charts::small_title(&format!("{}: {title}", job.run))),
         );
         plot
     };

@@ -16,6 +16,9 @@ use crate::error::ReportError;
 use crate::fmt;
 use crate::page::Page;
 
+/// Up to this many bars, the two charts share the page's width.
+const SIDE_BY_SIDE: usize = 12;
+
 /// The stacked parts: name, color, value of a row.
 type Part = (&'static str, &'static str, fn(&Row) -> i64);
 
@@ -74,11 +77,17 @@ pub(crate) fn chart(page: &mut Page, rows: &[(Key, Row)]) {
     let share = |r: &Row, v: i64| 100.0 * v as f64 / r.window_ns as f64;
     let shares = stacked(&x, rows, &PARTS, share, "% of the window");
     let ms = |_: &Row, v: i64| v as f64 / 1e6;
+    let mut plots = vec![shares];
     if rows.iter().any(|(_, r)| r.idle_ns > 0) {
-        let idle = stacked(&x, rows, &PARTS[2..], ms, "idle (ms)");
-        page.plot_row(&mut [shares, idle]);
+        plots.push(stacked(&x, rows, &PARTS[2..], ms, "idle (ms)"));
+    }
+    if rows.len() > SIDE_BY_SIDE {
+        // Many ranks or runs: each chart the page's width, so the labels have room.
+        for p in &mut plots {
+            page.plot(p);
+        }
     } else {
-        page.plot_row(&mut [shares]);
+        page.plot_row(&mut plots);
     }
     page.table(&HEADER, &rows.iter().map(cells).collect::<Vec<_>>());
 }
