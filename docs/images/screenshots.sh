@@ -58,8 +58,8 @@ $aorta report qwen -o qwen.html >/dev/null
 only_section qwen.html 'Device memory over time' > memory.html
 shot memory.html memory.png 560
 
-$aorta ingest corpus/kineto/cuda/h100_models/bert-small.json.gz -o models --label h100 -q
-$aorta ingest corpus/kineto/rocm/mi300x_models/bert-small.json.gz -o models --label mi300x -q
+$aorta ingest corpus/kineto/cuda/h100_models/bert-small.json.gz -o models --label h100/bert-small -q
+$aorta ingest corpus/kineto/rocm/mi300x_models/bert-small.json.gz -o models --label mi300x/bert-small -q
 $aorta compare models --reference cuda --candidate rocm -o cmp >/dev/null
 cp cmp/report.html compare.html
 shot compare.html compare.png 1800
