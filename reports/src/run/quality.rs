@@ -48,12 +48,21 @@ pub(crate) fn section(page: &mut Page, info: &[RunSummary], jobs: &[Job]) {
         page.note("No findings.");
         return;
     }
-    page.table(
-        &[
-            "run", "found by", "severity", "code", "count", "files", "example",
-        ],
-        &rows,
-    );
+    // Trouble first and on its own, so the noise of a healthy trace does not bury it.
+    let header = [
+        "run", "found by", "severity", "code", "count", "files", "example",
+    ];
+    let (trouble, noise): (Vec<Vec<String>>, Vec<Vec<String>>) =
+        rows.into_iter().partition(|r| r[2] == "trouble");
+    if trouble.is_empty() {
+        page.note("Nothing to check: no trouble findings.");
+    } else {
+        page.table(&header, &trouble);
+    }
+    if !noise.is_empty() {
+        page.note("Noise (expected in healthy traces):");
+        page.table(&header, &noise);
+    }
 }
 
 /// A collective finding is trouble (waits missing or doubtful) except the note that RCCL's
