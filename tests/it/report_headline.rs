@@ -2,7 +2,8 @@
 //! rank 2's compute runs 5, 3 and 4 ms longer before three collectives, on two hosts with
 //! different clocks): the headline comes first, its numbers are those `aorta collectives` and
 //! `aorta overlap` print for the same dataset (formatted here from their JSON), the timeline
-//! draws every rank as its own lane group on one time axis, and long tables are collapsed.
+//! draws every rank as its own lane group on one time axis, and long tables are collapsed. A
+//! 10-rank job has 8 of its ranks drawn, sampled evenly, and the page names them.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -13,19 +14,37 @@ use crate::common::browser::plots;
 use crate::common::cli::{aorta, code, collectives_json, ingest_ok, overlap_json, stderr};
 use crate::common::corpus;
 
-/// The job's traces under `dir/traces`, ingested into `dir/ds` with the collective and
-/// overlap tables written, as a user would before `aorta report`.
+/// The 4-rank job's traces under `dir/traces`, ingested into `dir/ds` with the collective
+/// and overlap tables written, as a user would before `aorta report`.
 fn straggler_dataset(dir: &Path) -> Option<PathBuf> {
+    job_dataset(
+        dir,
+        &[
+            "--ranks",
+            "4",
+            "--instances",
+            "144",
+            "--hosts-of",
+            "2",
+            "--delay",
+            "2:10:5",
+            "--delay",
+            "2:40:3",
+            "--delay",
+            "2:100:4",
+        ],
+    )
+}
+
+/// A job of `gen_collectives.py` with `args` (two kept compute kernels per collective).
+fn job_dataset(dir: &Path, args: &[&str]) -> Option<PathBuf> {
     let root = corpus()?;
     let traces = dir.join("traces");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/gen_collectives.py");
     let o = Command::new("python3")
         .arg(&script)
-        .args(["--ranks", "4", "--instances", "144", "--hosts-of", "2"])
+        .args(args)
         .args(["--compute-per-collective", "2"])
-        .args([
-            "--delay", "2:10:5", "--delay", "2:40:3", "--delay", "2:100:4",
-        ])
         .arg("--source")
         .arg(root.join("kineto/cuda/h200_fsdp2/rank0.pt.trace.json.gz"))
         .arg("--out")
@@ -191,4 +210,52 @@ fn the_headline_comes_first_with_the_cli_numbers() {
         let open = before.rfind("<details>") > before.rfind("</details>");
         assert_eq!(rows > 20, open, "a table of {rows} rows");
     }
+}
+
+/// Ten ranks, more than the timeline draws: eight, sampled evenly with the first and the
+/// last, one lane group each, and the page names them. Rank 9, the last, is the slowed one.
+#[test]
+fn a_larger_job_draws_sampled_ranks_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "--ranks",
+        "10",
+        "--instances",
+        "24",
+        "--hosts-of",
+        "5",
+        "--delay",
+        "9:5:2",
+    ];
+    let Some(ds) = job_dataset(dir.path(), &args) else {
+        return;
+    };
+    let html_path = dir.path().join("r.html");
+    let o = aorta(&[
+        "report".as_ref(),
+        ds.as_os_str(),
+        "-o".as_ref(),
+        html_path.as_os_str(),
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    // i × 9 / 7 for i in 0..8.
+    let drawn = [0, 1, 2, 3, 5, 6, 7, 9];
+    let note = "8 of the 10 ranks with this step are drawn, sampled evenly (the first and the \
+                last included): ranks 0, 1, 2, 3, 5, 6, 7, 9.";
+    assert!(html.contains(note), "want `{note}`");
+    let tl = &plots(&html)[0];
+    let mut groups: Vec<i64> = tl["layout"]["yaxis"]["categoryarray"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            let l = l.as_str().unwrap().strip_prefix("rank ").unwrap();
+            l.split(' ').next().unwrap().parse().unwrap()
+        })
+        .collect();
+    groups.dedup();
+    assert_eq!(groups, drawn);
+    assert_eq!(tl["layout"]["shapes"].as_array().unwrap().len(), 8);
+    assert!(text(headline(&html)).contains("Rank 9 is the straggler"));
 }
