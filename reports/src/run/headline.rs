@@ -375,7 +375,9 @@ fn quality(info: Option<&RunSummary>, job: Option<&Job>) -> Verdict {
     }
     let text = if items.is_empty() {
         format!(
-            "Data quality: nothing to check ({noise} noise findings, expected in healthy traces)."
+            "Data quality: nothing to check ({noise} noise finding{}, expected in healthy \
+             traces).",
+            if noise == 1 { "" } else { "s" }
         )
     } else {
         let shown = items.len().min(4);
