@@ -9,6 +9,7 @@ use plotly::{Bar, Plot, Scatter};
 use serde::Serialize;
 
 use super::data::{CategoryRow, CollectiveRow, StepKey, StepRow};
+pub(crate) use super::multiples::{per_run, small_title, SMALL_MULTIPLES_OVER};
 use crate::fmt;
 use crate::page::{category_color, Page};
 
@@ -156,60 +157,6 @@ pub(crate) fn overlap_per_step(page: &mut Page, rows: &[StepRow]) {
         ],
         &rows.iter().map(step_cells).collect::<Vec<_>>(),
     );
-}
-
-/// Rows drawn by `chart`: as one chart, or, on a page of several runs with more than
-/// [`SMALL_MULTIPLES_OVER`] bars, as one small chart per run with something to draw (`has`
-/// true for one of its rows), two per row; the note names the runs left out.
-pub(crate) fn per_run<T>(
-    page: &mut Page,
-    rows: &[&T],
-    run: impl Fn(&T) -> &str,
-    has: impl Fn(&T) -> bool,
-    chart: impl Fn(&[&T], Option<&str>) -> Plot,
-) {
-    let mut runs: Vec<&str> = Vec::new();
-    for r in rows {
-        if !runs.contains(&run(r)) {
-            runs.push(run(r));
-        }
-    }
-    if runs.len() < 2 || rows.len() <= SMALL_MULTIPLES_OVER {
-        page.plot(&mut chart(rows, None));
-        return;
-    }
-    let (with, without): (Vec<&str>, Vec<&str>) = runs
-        .iter()
-        .partition(|name| rows.iter().any(|r| run(r) == **name && has(r)));
-    page.note(&format!(
-        "One chart per run: {} bars of {} runs do not read on one axis. Each has its own \
-         scale.{}",
-        rows.len(),
-        runs.len(),
-        if without.is_empty() {
-            String::new()
-        } else {
-            format!(" Nothing to draw for {}.", without.join(", "))
-        }
-    ));
-    let mut plots: Vec<Plot> = with
-        .iter()
-        .map(|name| {
-            let mine: Vec<&T> = rows.iter().filter(|r| run(r) == *name).copied().collect();
-            chart(&mine, Some(name))
-        })
-        .collect();
-    page.plot_row(&mut plots);
-}
-
-/// A chart title at the top left, clear of plotly's tool bar on the right (a small
-/// multiple's run, a heatmap's name).
-pub(crate) fn small_title(run: &str) -> plotly::common::Title {
-    plotly::common::Title::with_text(run)
-        .x(0.0)
-        .x_anchor(plotly::common::Anchor::Left)
-        .y(0.99)
-        .y_anchor(plotly::common::Anchor::Top)
 }
 
 /// compute∩comm per step, for logs without a comm union.
@@ -404,10 +351,6 @@ pub(crate) fn categories_per_step(page: &mut Page, rows: &[CategoryRow]) {
         None,
     );
 }
-
-/// Above this many bars, a per-step chart of several runs is drawn as one small chart per
-/// run (small multiples): 105 bars on one axis leave no room for their labels.
-const SMALL_MULTIPLES_OVER: usize = 30;
 
 /// The stacked bars of `steps`: one chart, titled `title` (one run of small multiples), its
 /// legend above the plot when `legend`.

@@ -12,6 +12,7 @@ mod header;
 mod headline;
 mod idle;
 mod memory;
+mod multiples;
 mod perf;
 mod quality;
 mod subcats;
