@@ -68,7 +68,7 @@ pub(crate) struct RankTotal {
 
 /// The most ranks one timeline draws; a larger job's ranks are sampled evenly (the first and
 /// the last always), and the page says so.
-pub const TIMELINE_RANKS: usize = 8;
+pub(crate) const TIMELINE_RANKS: usize = 8;
 
 /// The step the timeline shows, and why that one.
 #[derive(Debug, Clone, PartialEq)]
@@ -78,7 +78,7 @@ pub struct TimelineTarget {
     /// The rank the step was chosen on (`--rank`, else the run's first rank).
     pub rank: i64,
     /// The ranks drawn, one lane group each: every reported rank that has the step, sampled
-    /// evenly down to [`TIMELINE_RANKS`].
+    /// evenly down to 8.
     pub ranks: Vec<i64>,
     /// How many reported ranks have the step (more than `ranks.len()` when sampled).
     pub ranks_with_step: usize,

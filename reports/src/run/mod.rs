@@ -26,7 +26,7 @@ use aorta_transform::rows::ints;
 use crate::error::ReportError;
 use crate::page::Page;
 
-pub use data::{TimelineTarget, TIMELINE_RANKS};
+pub use data::TimelineTarget;
 
 /// What to report on: runs (empty: all), one rank, and the step of the timeline.
 #[derive(Debug, Clone, Default)]
