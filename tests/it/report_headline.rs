@@ -259,3 +259,84 @@ fn a_larger_job_draws_sampled_ranks_and_says_so() {
     assert_eq!(tl["layout"]["shapes"].as_array().unwrap().len(), 8);
     assert!(text(headline(&html)).contains("Rank 9 is the straggler"));
 }
+
+/// `aorta <args> --format json`, which must succeed.
+fn json(args: &[&std::ffi::OsStr]) -> Value {
+    let mut a = args.to_vec();
+    a.extend([
+        std::ffi::OsStr::new("--format"),
+        std::ffi::OsStr::new("json"),
+    ]);
+    let o = aorta(&a);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// The corpus's 2-rank FSDP2 job: the idle verdict is `aorta breakdown`'s idlest rank and
+/// its largest idle kind, the MFU verdict the range of `aorta perf --by step`'s rank rows.
+#[test]
+fn idle_and_mfu_verdicts_are_those_of_breakdown_and_perf() {
+    let Some(root) = corpus() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dir.path().join("ds");
+    ingest_ok(&[&root.join("kineto/cuda/h200_fsdp2")], &ds, &["-q"]);
+    let html_path = dir.path().join("r.html");
+    let o = aorta(&[
+        "report".as_ref(),
+        ds.as_os_str(),
+        "-o".as_ref(),
+        html_path.as_os_str(),
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    let head = text(headline(&html));
+
+    let b = json(&["breakdown".as_ref(), ds.as_os_str()]);
+    let idlest = b["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .max_by(|x, y| {
+            let p = |v: &Value| v["idle_pct"].as_f64().unwrap();
+            p(x).total_cmp(&p(y))
+        })
+        .unwrap();
+    let kinds = [
+        ("host-wait", "host_wait_ns"),
+        ("kernel-wait", "kernel_wait_ns"),
+        ("other", "other_idle_ns"),
+    ];
+    let (kind, col) = kinds
+        .iter()
+        .max_by_key(|k| idlest[k.1].as_i64().unwrap())
+        .unwrap();
+    let want = format!(
+        "Idle: at most {} % of a rank's window, on rank {} ({} ms of {} ms), mostly {kind} ({} ms",
+        pct(&idlest["idle_pct"]),
+        idlest["rank"],
+        ms(&idlest["idle_ns"]),
+        ms(&idlest["window_ns"]),
+        ms(&idlest[*col]),
+    );
+    assert!(head.contains(&want), "want `{want}` in\n{head}");
+
+    let p = json(&[
+        "perf".as_ref(),
+        ds.as_os_str(),
+        "--by".as_ref(),
+        "step".as_ref(),
+    ]);
+    let mfu: Vec<f64> = p["runs"][0]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["level"] == "rank")
+        .map(|r| r["mfu_pct"].as_f64().unwrap())
+        .collect();
+    assert_eq!(mfu.len(), 2);
+    let lo = format!("{:.1}", mfu.iter().copied().fold(f64::MAX, f64::min));
+    let hi = format!("{:.1}", mfu.iter().copied().fold(f64::MIN, f64::max));
+    let spread = if lo == hi { lo } else { format!("{lo}–{hi}") };
+    let want = format!("MFU: {spread} % over each rank's steps (ranks 0, 1; bf16 on H200)");
+    assert!(head.contains(&want), "want `{want}` in\n{head}");
+}
