@@ -201,10 +201,13 @@ Examples:
   aorta report ds --run cuda --run rocm  # two runs on one page, a timeline each
   aorta report ds --from 120 --to 180    # the timeline's 120-180 ms, every kernel in it
 
-The page embeds plotly.js and opens offline. It names each run's platform, GPU, world size and
-versions. Charts: per run, the per-stream timeline of one step (by default the median-duration
-step of its first rank, or the whole capture when it has no steps; at most 4000 kernels, the
-longest; --from/--to narrow it), exposed comm and compute∩comm per step with comm_hidden_pct
+The page embeds plotly.js and opens offline. It opens with each run's headline: who is late
+and by how much, exposed comm and its waiting, idle share and cause, MFU, data-quality findings,
+each linked to its section. It names each run's platform, GPU, world size and versions. Charts:
+per run, the per-stream timeline of one step on every rank (up to 8, sampled evenly; by default
+the median-duration step of its first rank, or the whole capture when it has no steps; at most
+4000 kernels, the longest; --from/--to narrow it, and an empty window is an error saying where
+the activity lies), exposed comm and compute∩comm per step with comm_hidden_pct
 per rank, GPU time per category per step (sum
 of kernel durations), exposed comm per collective kind, a roofline of the operators (by shape,
 sized by GPU time) and MFU per step. Numbers are those of `aorta overlap` and `aorta perf`
@@ -232,7 +235,7 @@ pub(crate) struct ReportArgs {
     /// Draw the timeline up to MS milliseconds after the first activity.
     #[arg(long, value_name = "MS", requires = "from")]
     pub to: Option<f64>,
-    /// The HTML file to write.
+    /// The HTML file to write (missing parent folders are created).
     #[arg(short, long, default_value = "report.html")]
     pub out: PathBuf,
     /// More GPUs, or other peaks for known ones, for the roofline and MFU (as `aorta perf`).

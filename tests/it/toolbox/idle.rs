@@ -474,7 +474,15 @@ fn the_report_section_shows_the_hand_worked_numbers() {
     let html = dir.path().join("r.html");
     ok(&["report", ds.to_str().unwrap(), "-o", html.to_str().unwrap()]);
     let page = std::fs::read_to_string(&html).unwrap();
-    assert!(page.contains("<h2>Compute, non-compute and idle per rank</h2>"));
+    assert!(page.contains("<h2 id=\"idle\">Compute, non-compute and idle per rank</h2>"));
+    // The headline quotes the same hand-worked numbers: idle 0.490 of 0.900 ms, 0.420 of it
+    // host-wait.
+    assert!(
+        page.contains(
+            "Idle: 54.4 % of the window (0.490 ms of 0.900 ms), mostly host-wait (0.420 ms"
+        ),
+        "the headline's idle verdict"
+    );
     let cells = [
         "0", "0.900", "0.340", "0.070", "0.490", "54.4", "0.420", "0.010", "0.060", "9",
     ];
