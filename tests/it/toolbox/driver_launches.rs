@@ -13,8 +13,9 @@ use super::ok;
 use crate::common::raw_json;
 
 fn trace(rank: i64) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join(format!("tests/golden/device/trust/ddp_tf32_rank{rank}.pt.trace.json.gz"))
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!(
+        "tests/golden/device/trust/ddp_tf32_rank{rank}.pt.trace.json.gz"
+    ))
 }
 
 /// The raw trace's GPU activities: (start, end, launch call's start if any), ns.
@@ -29,9 +30,16 @@ fn raw(rank: i64) -> Vec<(i64, i64, Option<i64>)> {
         .collect();
     events
         .iter()
-        .filter(|e| matches!(e["cat"].as_str(), Some("kernel" | "gpu_memcpy" | "gpu_memset")))
+        .filter(|e| {
+            matches!(
+                e["cat"].as_str(),
+                Some("kernel" | "gpu_memcpy" | "gpu_memset")
+            )
+        })
         .map(|e| {
-            let call = e["args"]["correlation"].as_i64().and_then(|c| calls.get(&c).copied());
+            let call = e["args"]["correlation"]
+                .as_i64()
+                .and_then(|c| calls.get(&c).copied());
             (ns(e, "ts"), ns(e, "ts") + ns(e, "dur"), call)
         })
         .collect()
@@ -58,7 +66,16 @@ fn driver_api_launches_count_in_launches_and_host_wait() {
     let dir = tempfile::tempdir().unwrap();
     let ds = dir.path().join("ds");
     let files: Vec<String> = (0..2).map(|r| trace(r).display().to_string()).collect();
-    ok(&["ingest", &files[0], &files[1], "-o", ds.to_str().unwrap(), "--label", "ddp", "-q"]);
+    ok(&[
+        "ingest",
+        &files[0],
+        &files[1],
+        "-o",
+        ds.to_str().unwrap(),
+        "--label",
+        "ddp",
+        "-q",
+    ]);
     let ds = ds.to_str().unwrap();
     let launches: Value = serde_json::from_str(&ok(&["launches", ds, "--format", "json"])).unwrap();
     let breakdown: Value =
@@ -75,7 +92,11 @@ fn driver_api_launches_count_in_launches_and_host_wait() {
                 .unwrap()
         };
         let launched = acts.iter().filter(|a| a.2.is_some()).count() as i64;
-        assert_eq!(row(&launches)["launched"].as_i64(), Some(launched), "rank {rank}");
+        assert_eq!(
+            row(&launches)["launched"].as_i64(),
+            Some(launched),
+            "rank {rank}"
+        );
         assert_eq!(
             row(&breakdown)["host_wait_ns"].as_i64(),
             Some(brute_host_wait(&acts)),

@@ -164,7 +164,10 @@ fn breakdown_and_idle_split_of_the_hand_made_trace_are_the_hand_worked_values() 
     let s1_30us = [
         320_000, 179_990, 70_000, 60_000, 10_000, 70_010, 20_000, 10_010, 40_000, 4, 6,
     ];
-    assert_eq!(ints(at_step(&default["rows"], Some(1)), &BREAKDOWN), s1_30us);
+    assert_eq!(
+        ints(at_step(&default["rows"], Some(1)), &BREAKDOWN),
+        s1_30us
+    );
 }
 
 #[test]
