@@ -315,6 +315,35 @@ fn files_that_cannot_be_one_job_become_runs_of_their_own() {
 
 /// The closing line sorts findings by severity: what to check (a kernel with an unreadable
 /// `ts`) before what is expected (no rank named anywhere).
+/// A file reached twice (`DIR DIR/file`, one path twice) is read once: the dataset has the
+/// same files and rows as from `DIR` alone (it failed naming a `.staging-…` part before).
+#[test]
+fn overlapping_inputs_are_read_once() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("workloads/traces/overlap-bench/allreduce_overlap");
+    let file = dir.join("rank0.trace.json.gz");
+    let tmp = tempfile::tempdir().unwrap();
+    let alone = tmp.path().join("alone");
+    ingest_ok(&[&dir], &alone, &["-q"]);
+    let rows = |ds: &Path| {
+        let acts = aorta_transform::dataset::read(ds, "gpu_activities").unwrap();
+        (manifest_sources(ds), acts.height())
+    };
+    for (name, inputs) in [
+        ("dir_and_file", vec![&dir, &file]),
+        ("twice", vec![&dir, &dir]),
+    ] {
+        let ds = tmp.path().join(name);
+        let o = ingest(
+            &inputs.iter().map(|p| p.as_path()).collect::<Vec<_>>(),
+            &ds,
+            &["-q"],
+        );
+        assert_eq!(code(&o), 0, "{name}: {}", stderr(&o));
+        assert_eq!(rows(&ds), rows(&alone), "{name}");
+    }
+}
+
 #[test]
 fn findings_are_summed_by_severity() {
     let tmp = tempfile::tempdir().unwrap();
