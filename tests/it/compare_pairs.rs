@@ -44,6 +44,43 @@ fn step_span_and_gpu_idle_split() {
     }
 }
 
+/// A GPU running a step behind the CPU: step 1's kernel K1 (launched at 10 µs) runs 50–150 µs,
+/// into step 2's span [100, 200); step 2's own kernel runs 160–180. Idle around a step is time
+/// the GPU ran nothing at all: step 1 idles 0–50 before K1 and nothing after (K1 runs past
+/// its span); step 2 only 150–160 before its kernel (K1 fills 100–150), and 180–200 after.
+#[test]
+fn idle_around_a_step_is_time_the_gpu_ran_nothing() {
+    let trace = r#"{"schemaVersion":1,"baseTimeNanoseconds":1700000000000000000,"traceEvents":[
+{"ph":"X","cat":"user_annotation","name":"ProfilerStep#1","pid":1,"tid":1,"ts":0.0,"dur":100.0},
+{"ph":"X","cat":"user_annotation","name":"ProfilerStep#2","pid":1,"tid":1,"ts":100.0,"dur":100.0},
+{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":10.0,"dur":5.0,"args":{"correlation":1}},
+{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":110.0,"dur":5.0,"args":{"correlation":2}},
+{"ph":"X","cat":"kernel","name":"gemm_a","pid":0,"tid":7,"ts":50.0,"dur":100.0,"args":{"device":0,"stream":7,"correlation":1}},
+{"ph":"X","cat":"kernel","name":"gemm_b","pid":0,"tid":7,"ts":160.0,"dur":20.0,"args":{"device":0,"stream":7,"correlation":2}}
+]}"#;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("rank0.trace.json");
+    std::fs::write(&file, trace).unwrap();
+    let ds = dir.path().join("ds");
+    crate::common::cli::ingest_ok(&[&file], &ds, &["--label", "behind", "-q"]);
+    let doc = overlap_json(&ds, "step");
+    let rows = doc["runs"][0]["rows"].as_array().unwrap();
+    let at = |step: i64, k: &str| {
+        let r = rows.iter().find(|r| r["step"] == step).unwrap();
+        r[k].as_i64().unwrap()
+    };
+    assert_eq!(
+        (at(1, "idle_before_ns"), at(1, "idle_after_ns")),
+        (50_000, 0)
+    );
+    assert_eq!(
+        (at(2, "idle_before_ns"), at(2, "idle_after_ns")),
+        (10_000, 20_000)
+    );
+    let total = &doc["runs"][0]["totals"].as_array().unwrap()[0];
+    assert_eq!(total["idle_before_ns"], 60_000);
+}
+
 /// ProfilerStep#6 of each model trace, as the raw JSON says (CPU `user_annotation`), in ms.
 fn profiler_step_ms(path: &Path) -> f64 {
     let raw = raw_json(path);
