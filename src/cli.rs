@@ -56,7 +56,7 @@ pub(crate) enum Command {
     Memory(crate::toolbox_cli::MemoryArgs),
     /// Export a window of the dataset to another tool's format (Perfetto).
     Export(crate::toolbox_cli::ExportArgs),
-    /// Polars SQL over the dataset's tables; the result as a table, CSV, JSON or Parquet.
+    /// SQL (SQLite's dialect) over the dataset's tables; the result as a table, CSV, JSON or Parquet.
     #[command(after_help = crate::toolbox_cli::SQL_EXAMPLES)]
     Sql(crate::toolbox_cli::SqlArgs),
     /// Remove or relabel a run of a dataset (atomic).
