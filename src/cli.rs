@@ -134,7 +134,9 @@ activity durations), operators (GPU time per step window, grouped by the launchi
 its input shapes and dtypes), collectives (per kind, bytes, dtype, group size: time, algbw,
 busbw). Operators also carry each side's achieved TFLOP/s and % of its own GPU's peak (the
 models of `aorta perf`). Every ratio is candidate / reference; each side's spread over a pair's
-steps and ranks is given as median and p10-p90. Writes DIR/summary.json, DIR/compare_*.parquet and DIR/report.html.
+steps and ranks is given as median and p10-p90. The terminal summary fits in 160 columns
+(an operator's shapes end in … where cut; collective sizes in KiB/MiB/GiB); summary.json keeps
+every value whole. Writes DIR/summary.json, DIR/compare_*.parquet and DIR/report.html.
 Exit status: 0 ok, 1 regressed (--fail-if-regressed), 2 error.";
 
 /// `--fail-if-regressed`'s rules (one newtype: clap reads a `Vec` field as repeated values).
@@ -370,8 +372,9 @@ TFLOP/s = FLOPs / GPU time of its kernels; % of peak against the dense peak of i
 the rank's GPU (a versioned table of datasheet figures; --device-peaks adds to it); bound =
 compute when FLOPs/byte >= peak / bandwidth, else memory. MFU of a step = model FLOPs /
 (step GPU window x peak of the step's dominant GEMM dtype). Missing shapes or an unknown GPU
-give null, with a note; never a guess. Writes the op_perf and perf_steps tables
-(docs/PERF.md).";
+give null, with a note; never a guess. The table fits in 160 columns (long names, shapes and
+dtypes end in …; --json and --format csv keep them whole). Writes the op_perf and perf_steps
+tables (docs/PERF.md).";
 
 /// What one row of `aorta perf` output is.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

@@ -20,6 +20,7 @@ mod perf_cmd;
 mod report_cmd;
 mod run_cmd;
 mod sql_cmd;
+mod text_table;
 mod toolbox_cli;
 
 use std::process::ExitCode;

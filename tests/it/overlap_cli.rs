@@ -148,3 +148,57 @@ fn missing_dataset_and_unknown_run_are_one_line_errors() {
         )
     );
 }
+
+/// Message sizes in the terminal read in binary units (`--by size`, and under
+/// `--by collective`), as the pages show them; JSON keeps the byte count. The expected text
+/// is worked out here from the count: the largest unit of 1024 that keeps it at least 1,
+/// two decimals at most.
+#[test]
+fn message_sizes_print_in_binary_units() {
+    let Some(root) = corpus() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let fsdp = root.join("kineto/cuda/h200_fsdp2");
+    ingest_ok(&[fsdp.as_path()], dir.path(), &["--label", "fsdp2", "-q"]);
+    let d = dir.path().to_str().unwrap();
+    let doc = json(&overlap(&[d, "--by", "size", "--json"]));
+    let rows = doc["runs"][0]["rows"].as_array().unwrap();
+    let human = |b: i64| {
+        let (mut x, mut unit) = (b as f64, 0);
+        while x >= 1023.995 && unit < 4 {
+            x /= 1024.0;
+            unit += 1;
+        }
+        let s = format!("{x:.2}");
+        let s = s.trim_end_matches('0').trim_end_matches('.');
+        format!("{s} {}", ["B", "KiB", "MiB", "GiB", "TiB"][unit])
+    };
+    let big: Vec<i64> = rows
+        .iter()
+        .filter_map(|r| r["bytes"].as_i64())
+        .filter(|b| *b >= 1 << 20)
+        .collect();
+    assert!(!big.is_empty(), "FSDP2 moves MiB-sized messages");
+    for by in ["size", "collective"] {
+        let o = overlap(&[d, "--by", by]);
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+        let text = String::from_utf8(o.stdout).unwrap();
+        for r in rows {
+            let Some(b) = r["bytes"].as_i64() else {
+                continue;
+            };
+            let kind = r["comm_op"].as_str().unwrap();
+            assert!(
+                text.lines()
+                    .any(|l| l.contains(kind) && l.contains(&format!(" {} ", human(b)))),
+                "--by {by}: no `{kind} {}` line in\n{text}",
+                human(b)
+            );
+            if b >= 1024 {
+                assert!(
+                    !text.contains(&format!(" {b} ")),
+                    "--by {by}: raw {b} in\n{text}"
+                );
+            }
+        }
+    }
+}
