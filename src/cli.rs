@@ -246,6 +246,8 @@ const OVERLAP_EXAMPLES: &str = "\
 Examples:
   aorta overlap                          # every run of ./aorta-data: ranks x steps, totals
   aorta overlap ds --run cuda            # one run of the dataset in ds/
+  aorta overlap ds --run a --run b       # two runs
+  aorta overlap --rank 0,7 --step 12     # a 64-rank job: two ranks, one step
   aorta overlap --by rank                # one row per rank (the whole window)
   aorta overlap --by collective          # comm and exposed comm per collective kind
   aorta overlap --by size                # calls, algbw, busbw per collective kind and size
@@ -256,8 +258,9 @@ Unions are taken across all streams of a rank. A step's window is [first start, 
 the activities attributed to it; the whole window covers every step. Ratios: tp_overlap_ratio =
 gemm∩comm / min(gemm, comm); comm_hidden_pct = 100 × compute∩comm / comm; compute_overlap_ratio
 = compute∩comm / compute. The run summary gives median and p10–p90 over steps and over ranks.
-The tables overlap_steps, overlap_ranks, overlap_collectives, overlap_streams and
-overlap_stream_pairs are (re)written into the dataset for the runs shown (docs/OVERLAP.md).";
+--rank and --step only pick the rows shown (and the summary's spreads over them); the tables
+overlap_steps, overlap_ranks, overlap_collectives, overlap_streams and overlap_stream_pairs are
+(re)written whole into the dataset for the runs shown (docs/OVERLAP.md).";
 
 /// What one row of `aorta overlap` output is.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -289,9 +292,17 @@ pub(crate) struct OverlapArgs {
     /// Dataset directory (written by `aorta ingest`).
     #[arg(default_value = "aorta-data")]
     pub dataset: PathBuf,
-    /// Only this run (default: every run of the dataset).
+    /// Only these runs (repeat the flag; default: every run of the dataset).
     #[arg(long, value_name = "L")]
-    pub run: Option<String>,
+    pub run: Vec<String>,
+    /// Show only these ranks' rows (repeat the flag or `--rank 0,1`; default: every rank).
+    /// The numbers are those of the whole run either way.
+    #[arg(long, value_name = "R", value_delimiter = ',')]
+    pub rank: Vec<i64>,
+    /// Show only these steps' rows, `--by step` and `--by collective` (repeat the flag or
+    /// `--step 3,4`; default: every step). The rank totals stay those of the whole window.
+    #[arg(long, value_name = "N", value_delimiter = ',')]
+    pub step: Vec<i64>,
     /// Rows per step, per rank, or per collective kind.
     #[arg(long, value_enum, default_value_t = By::Step)]
     pub by: By,
