@@ -46,8 +46,9 @@ pub fn detect(path: &Path) -> Result<Format> {
         // Corrupt compressed data: the trace reader reports it, with the offset where it broke.
         return Ok(Format::Kineto);
     }
-    if head.iter().all(u8::is_ascii_whitespace) {
-        // Nothing but blanks, or a compressed file of nothing.
+    if head.len() < 1 << 16 && head.iter().all(u8::is_ascii_whitespace) {
+        // The whole file is nothing but blanks (or a compressed file of nothing). A longer
+        // run of blanks is a trace's business: its reader says where it stops being one.
         return Err(IngestError::file(path, EMPTY));
     }
     if head.starts_with(SQLITE_MAGIC) {
