@@ -323,3 +323,34 @@ fn findings_carry_their_severity_and_are_listed_with_diagnostics() {
     assert!(text.starts_with(&format!("run {run}\n")), "{text}");
     assert!(text.contains("findings: "), "{text}");
 }
+
+/// The run report's header names a run's platform as `aorta info` does: the traces', not the
+/// `unknown` of the JSONL logs beside them (h200_fsdp2: two CUDA traces, two step logs).
+#[test]
+fn the_report_header_names_the_traces_platform_not_the_logs() {
+    let Some(root) = crate::common::corpus() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dir.path().join("ds");
+    crate::common::cli::ingest_ok(&[&root.join("kineto/cuda/h200_fsdp2")], &ds, &["-q"]);
+    let d = ds.to_str().unwrap();
+    let formats: BTreeSet<String> = strs(&whole(&ds, "runs"), "format")
+        .into_iter()
+        .flatten()
+        .collect();
+    assert!(
+        formats.contains("jsonl") && formats.contains("kineto"),
+        "{formats:?}"
+    );
+    let doc: Value = serde_json::from_str(&ok(&["info", d, "--format", "json"])).unwrap();
+    assert_eq!(strings(&doc["runs"][0]["platforms"]), ["cuda"]);
+    let page = dir.path().join("r.html");
+    ok(&["report", d, "-o", page.to_str().unwrap()]);
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("<tr><td>h200_fsdp2</td><td>cuda</td>"),
+        "{}",
+        &html[html.find("<table>").unwrap_or(0)..][..400.min(html.len())]
+    );
+}
