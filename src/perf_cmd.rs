@@ -14,7 +14,8 @@ use serde_json::{json, Value};
 
 use crate::cli::{Format, PerfArgs, PerfBy};
 use crate::frame_out::{frame_json, write_csv};
-use crate::overlap_table::{render, Col, Show};
+use crate::overlap_table::{render_within, Col, Show};
+use crate::text_table::WIDTH;
 
 pub(crate) fn run(args: PerfArgs) -> Result<ExitCode> {
     let root = args.dataset.as_path();
@@ -161,16 +162,23 @@ fn print_run(out: &mut impl Write, p: &PerfRun, rows: &DataFrame, args: &PerfArg
     for n in &p.notes {
         writeln!(out, "  note: {n}")?;
     }
-    let (keys, cols): (&[&str], &[Col]) = match args.by {
-        PerfBy::Op => (&["op"], GROUP_COLUMNS),
-        PerfBy::Shape => (&["op", "input_dims", "input_types"], GROUP_COLUMNS),
-        PerfBy::Step => (&["rank", "level", "step"], STEP_COLUMNS),
+    // The fewest characters a cut key keeps (`text_table`): a shape more than its dtypes.
+    let (keys, cols, floors): (&[&str], &[Col], &[usize]) = match args.by {
+        PerfBy::Op => (&["op"], GROUP_COLUMNS, &[40]),
+        PerfBy::Shape => (
+            &["op", "input_dims", "input_types"],
+            GROUP_COLUMNS,
+            &[20, 32, 12],
+        ),
+        PerfBy::Step => (&["rank", "level", "step"], STEP_COLUMNS, &[]),
     };
     match args.by {
         PerfBy::Step => writeln!(out, "by step (times in ms):")?,
         _ => writeln!(out, "top {} by GPU time (times in ms):", args.top)?,
     }
-    out.write_all(render(rows, None, keys, cols)?.as_bytes())?;
+    // Shapes and operator names are cut to fit (`--format json` and `csv` keep them whole).
+    let text = render_within(rows, None, keys, cols, Some((WIDTH, floors)))?;
+    out.write_all(text.as_bytes())?;
     writeln!(out)?;
     Ok(())
 }

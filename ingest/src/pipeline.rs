@@ -298,11 +298,12 @@ fn commit_results(
     summary: &mut Summary,
 ) -> Result<()> {
     let mut ok = Vec::new();
+    let (inputs, failures) = (todo.len(), results.iter().filter(|r| r.is_err()).count());
     for (p, r) in todo.into_iter().zip(results) {
         match r {
             Ok(o) => ok.push((p, o)),
             Err(e) if opts.keep_going => summary.failed.push(e),
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.stopped(inputs - 1, failures - 1)),
         }
     }
     let notes = settle_jobs(&mut ok, manifest, staging)?;
