@@ -228,3 +228,34 @@ fn models_pair_by_name_and_a_mismatched_pair_is_refused() {
     assert!(text.contains(&format!("warning: {warning}")), "{text}");
     assert!(doc.regression.unwrap().warnings[0].starts_with(&warning));
 }
+
+/// A rule the user wrote that judges nothing fails as an unknown key does: the model traces
+/// run no collective, so `comm_ms` is 0 on both sides of both pairs and has no change.
+#[test]
+fn a_gate_rule_that_cannot_be_evaluated_is_exit_2_with_the_reason() {
+    let Some(root) = corpus() else { return };
+    let (dir, ds, _) = models_dataset(&root, &[]);
+    let out = dir.path().join("cmp");
+    let sel = ["--reference", "h100_models", "--candidate", "mi300x_models"];
+    let o = compare(
+        &ds,
+        &out,
+        &[&sel[..], &["--fail-if-regressed", "comm_ms=5"]].concat(),
+    );
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    let err = stderr(&o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains(
+            "`comm_ms` cannot be evaluated: its reference value is 0 in every pair (2 pair(s))"
+        ),
+        "{err}"
+    );
+    // A rule with something to judge still runs.
+    let o = compare(
+        &ds,
+        &out,
+        &[&sel[..], &["--fail-if-regressed", "step_ms=50", "--force"]].concat(),
+    );
+    assert!(matches!(code(&o), 0 | 1), "{}", stderr(&o));
+}

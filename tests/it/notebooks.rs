@@ -208,7 +208,7 @@ fn assert_levels_match(check: &Value, summary: &Value) {
     for sel in ["cuda", "rocm"] {
         let want = &summary["datasets"][sel];
         assert_eq!(check["count"][sel], want["count"], "{sel} windows");
-        for k in ["mean_step_ms", "mean_compute_ms"] {
+        for k in ["mean_step_ms", "mean_gpu_window_ms", "mean_compute_ms"] {
             assert_close(&check[k][sel], &want[k], &format!("{sel} {k}"));
         }
     }
