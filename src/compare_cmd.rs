@@ -212,6 +212,13 @@ fn print_pairs(out: &mut impl Write, p: &compare::PairsSummary) -> Result<()> {
             )?;
         }
     }
+    if !p.not_checked.is_empty() {
+        writeln!(
+            out,
+            "  mix NOT CHECKED (no CPU operators and no GPU category time on a side): {}",
+            p.not_checked.join(", ")
+        )?;
+    }
     if !p.comparable {
         let what = if p.forced {
             "ratios computed anyway (--force)"

@@ -259,3 +259,78 @@ fn a_gate_rule_that_cannot_be_evaluated_is_exit_2_with_the_reason() {
     );
     assert!(matches!(code(&o), 0 | 1), "{}", stderr(&o));
 }
+
+/// Without CPU operators (GPU-only traces) the work mix is checked by the GPU time's category
+/// mix: 90 % GEMM against 10 % GEMM shares only 20 % of it and is not comparable; the same mix
+/// is, and says it was checked by categories.
+#[test]
+fn without_cpu_operators_the_category_mix_decides() {
+    let trace = |gemm_us: u32, other_us: u32| {
+        format!(
+            r#"{{"schemaVersion":1,"baseTimeNanoseconds":1700000000000000000,"traceEvents":[
+{{"ph":"X","cat":"kernel","name":"sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n","pid":0,"tid":7,"ts":0.0,"dur":{gemm_us}.0,"args":{{"device":0,"stream":7,"correlation":1}}}},
+{{"ph":"X","cat":"kernel","name":"void at::native::vectorized_elementwise_kernel<4>","pid":0,"tid":7,"ts":200.0,"dur":{other_us}.0,"args":{{"device":0,"stream":7,"correlation":2}}}}
+]}}"#
+        )
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for (name, g, o) in [("a", 90, 10), ("b", 10, 90), ("c", 90, 10)] {
+        let d = dir.path().join("in").join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("rank0.json"), trace(g, o)).unwrap();
+    }
+    let ds = dir.path().join("ds");
+    crate::common::cli::ingest_ok(&[&dir.path().join("in")], &ds, &["-q"]);
+    let verdict = |cand: &str| -> serde_json::Value {
+        let out = dir.path().join(format!("cmp-{cand}"));
+        let o = compare(
+            &ds,
+            &out,
+            &["--reference", "a", "--candidate", cand, "--force"],
+        );
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+        let s: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+        s["pairs"].clone()
+    };
+    let b = verdict("b");
+    assert_eq!(b["comparable"], false, "{b}");
+    assert_eq!(b["pairs"][0]["mix_checked_by"], "categories");
+    let why = b["reasons"][0].as_str().unwrap();
+    assert!(
+        why.contains("only 20% of the GPU time's category mix is common"),
+        "{why}"
+    );
+    let c = verdict("c");
+    assert_eq!(c["comparable"], true, "{c}");
+    assert_eq!(c["pairs"][0]["mix_checked_by"], "categories");
+    assert_eq!(c["not_checked"], serde_json::json!([]));
+}
+
+/// Two JSONL logs have neither CPU operators nor GPU categories: the pair's mix is "not
+/// checked", which the terminal and summary.json say, instead of "comparable".
+#[test]
+fn a_pair_with_nothing_to_check_says_not_checked() {
+    let Some(root) = corpus() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    for side in ["p", "q"] {
+        let d = dir.path().join("in").join(side);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::copy(
+            root.join("jsonl/rank_00_metrics.jsonl"),
+            d.join("rank_00_metrics.jsonl"),
+        )
+        .unwrap();
+    }
+    let ds = dir.path().join("ds");
+    crate::common::cli::ingest_ok(&[&dir.path().join("in")], &ds, &["-q"]);
+    let out = dir.path().join("cmp");
+    let o = compare(&ds, &out, &["--reference", "p", "--candidate", "q"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("mix NOT CHECKED"), "{text}");
+    let s: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(s["pairs"]["pairs"][0]["mix_checked_by"], "not checked");
+    assert_eq!(s["pairs"]["not_checked"], serde_json::json!(["p"]));
+}
