@@ -167,14 +167,7 @@ fn run_rank_and_step_filters_pick_rows_of_the_whole_output() {
     let d = ds.to_str().unwrap();
     for by in ["step", "collective"] {
         let all = json(&overlap(&[d, "--by", by, "--json"]));
-        let runs_of = |doc: &Value| -> Vec<String> {
-            doc["runs"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|r| r["run"].as_str().unwrap().to_string())
-                .collect()
-        };
+        let runs_of = crate::common::cli::run_names;
         assert_eq!(runs_of(&all), ["a100", "fsdp2", "sdma"]);
         let of = |doc: &Value, run: &str, key: &str| -> Vec<Value> {
             doc["runs"]

@@ -51,15 +51,7 @@ fn a_folder_of_experiments_is_labelled_as_ingest_labels_it() {
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let ds = dir.path().join("ds");
     crate::common::cli::ingest_ok(&[&traces], &ds, &["-q"]);
-    let labels = |ds: &Path| -> Vec<String> {
-        let doc = overlap_json(ds, "rank");
-        doc["runs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r["run"].as_str().unwrap().to_string())
-            .collect()
-    };
+    let labels = |ds: &Path| crate::common::cli::run_names(&overlap_json(ds, "rank"));
     let mut want: Vec<String> = std::fs::read_dir(&traces)
         .unwrap()
         .map(|e| e.unwrap())

@@ -25,8 +25,11 @@ fn trace(with_spans: bool) -> String {
     )
 }
 
+/// (name, step, step source) of one GPU row.
+type Row = (String, Option<i64>, String);
+
 /// (name, step, step source) of every GPU row, sorted by name.
-fn gpu_steps(out: &Path) -> Vec<(String, Option<i64>, String)> {
+fn gpu_steps(out: &Path) -> Vec<Row> {
     let mut rows = Vec::new();
     for b in batches(out, "gpu_activities") {
         let (n, st, src) = (strs(&b, "name"), ints(&b, "step"), strs(&b, "step_source"));
@@ -38,7 +41,7 @@ fn gpu_steps(out: &Path) -> Vec<(String, Option<i64>, String)> {
     rows
 }
 
-fn run(with_spans: bool) -> (Vec<(String, Option<i64>, String)>, Vec<i64>) {
+fn run(with_spans: bool) -> (Vec<Row>, Vec<i64>) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("rank0.trace.json");
     std::fs::write(&file, trace(with_spans)).unwrap();

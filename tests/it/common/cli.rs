@@ -232,3 +232,13 @@ pub(crate) fn complete_events(truncated: &[u8]) -> usize {
         .expect("traceEvents array")
         .len()
 }
+
+/// The run labels of a command's `--json` document (`runs[].run`), in its order.
+pub(crate) fn run_names(doc: &serde_json::Value) -> Vec<String> {
+    doc["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["run"].as_str().unwrap().to_string())
+        .collect()
+}
