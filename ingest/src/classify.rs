@@ -541,7 +541,10 @@ mod tests {
         let c = Classifier::with_user_rules(Some(&p)).unwrap();
         let v = c.version().to_string();
         let shipped = format!("{}+user.", Classifier::builtin().version());
-        assert!(v.starts_with(&shipped) && v.len() == shipped.len() + 16, "{v}");
+        assert!(
+            v.starts_with(&shipped) && v.len() == shipped.len() + 16,
+            "{v}"
+        );
         assert_eq!(
             c.classify(Kind::Kernel, "my_fused_allreduce_gemm").0,
             Category::Comm

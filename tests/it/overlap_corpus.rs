@@ -2,7 +2,7 @@
 //! here from the raw JSON: exact decimal timestamps, the reviewed golden categories, the
 //! same-stream clipping METRICS.md prescribes, and plain sort-and-merge unions. Intersections
 //! come from inclusion–exclusion (|A ∩ B| = |A| + |B| − |A ∪ B|), not from a two-list walk
-//! like the production sweep.
+//! like the production scan.
 
 use std::path::{Path, PathBuf};
 

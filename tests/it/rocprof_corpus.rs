@@ -86,7 +86,7 @@ fn union_ns(acts: &[(i64, i64, Class)], keep: impl Fn(Class) -> bool) -> i64 {
 }
 
 #[test]
-fn overlap_of_the_mi350x_run_from_json_and_rocpd_equals_an_independent_sweep() {
+fn overlap_of_the_mi350x_run_from_json_and_rocpd_equals_an_independent_scan() {
     let Some(root) = corpus() else { return };
     let json = root.join("rocprofv3/json/mi350x_908_results.json.gz");
     let db = root.join("rocprofv3/rocpd/mi350x_908_results.DERIVED.db");

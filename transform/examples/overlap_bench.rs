@@ -1,15 +1,15 @@
-//! Benchmark of the overlap sweep: N synthetic kernels on 8 streams of one rank.
+//! Benchmark of the overlap scan: N synthetic kernels on 8 streams of one rank.
 //!
 //! `cargo run --release -p aorta-transform --example overlap_bench -- [N] [steps] [in-order]`
 //! (default 10 M, 100). The kernels are generated stream by stream, each stream in start order, as a
-//! dataset holds them; the timed work is `sweep::rank`: the whole window, every step's window
+//! dataset holds them; the timed work is `intervals::rank`: the whole window, every step's window
 //! and every step's per-stream view. A second run times the same kernels shuffled (the worst
 //! case: they must be regrouped by stream and step first) unless `in-order` is given.
 //! Numbers: docs/PERFORMANCE.md.
 
 use std::time::Instant;
 
-use aorta_transform::sweep::{self, Act, Class};
+use aorta_transform::intervals::{self, Act, Class};
 
 /// A small deterministic generator (xorshift), so every run times the same input.
 struct Rng(u64);
@@ -69,7 +69,7 @@ fn time(label: &str, acts: &[Act], steps: usize) {
     for _ in 0..3 {
         let mut v = acts.to_vec();
         let t = Instant::now();
-        let r = sweep::rank(&mut v, steps);
+        let r = intervals::rank(&mut v, steps);
         best = best.min(t.elapsed().as_secs_f64());
         check = r.whole.compute_comm_overlap_ns + r.steps.len() as i64;
     }

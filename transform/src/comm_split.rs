@@ -5,7 +5,7 @@
 //! (fixed by balancing the ranks) and transfer with nothing to overlap it (fixed by better
 //! overlap). `exposed_transfer_ns` is the second alone.
 
-use crate::sweep::{intersection, length, Union};
+use crate::intervals::{intersection, length, Union};
 
 /// One comm kernel of a rank: `[start, start + wait)` waits, `[start + wait, end)` transfers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

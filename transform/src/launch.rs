@@ -255,7 +255,7 @@ impl<'a> Links<'a> {
     }
 
     /// For each (activity, runtime call) query: the innermost `cpu_op` on the call's thread
-    /// whose span contains the call's start. One stack sweep per thread asked about.
+    /// whose span contains the call's start. One stack scan per thread asked about.
     fn innermost(&self, queries: &[(usize, usize)]) -> Vec<(usize, Option<usize>)> {
         let c = &self.cpu;
         let thread = |i: usize| (c.run.get(i), c.rank.get(i), c.tid.get(i));

@@ -1,7 +1,7 @@
 //! `aorta overlap` as functions of tables: `gpu_activities` (and, for the Python tool's logs,
 //! `metrics`) in, the overlap tables out.
 //!
-//! polars loads and lays out the tables; the interval work is `sweep`, per rank, because a
+//! polars loads and lays out the tables; the interval work is `intervals`, per rank, because a
 //! union across streams is a sequential merge that no column expression expresses exactly.
 
 use std::collections::{BTreeMap, HashMap};
@@ -12,12 +12,12 @@ use polars::prelude::*;
 use crate::collectives::Job;
 use crate::comm_split::{self as split, Part, Split};
 use crate::dataset::{self, DatasetError};
+use crate::intervals::{self, Act, Class, RankResult, COMM_OPS};
 use crate::overlap_tables::sort_rows;
 pub use crate::overlap_tables::OverlapTables;
 use crate::rows::{frame, metric_columns, pairs_frame, str_column, streams_frame, MetricRow};
-use crate::sweep::{self, Act, Class, RankResult, COMM_OPS};
 
-/// One rank's activities, as the sweep wants them, with the step and stream keys.
+/// One rank's activities, as the scan wants them, with the step and stream keys.
 #[derive(Debug, Default)]
 pub(crate) struct RankActs {
     pub acts: Vec<Act>,
@@ -100,7 +100,7 @@ pub(crate) fn group_ranks(acts: &DataFrame) -> PolarsResult<BTreeMap<(String, i6
             cur = out.remove(&k).unwrap_or_default();
         }
         let class = Class::from_category(cat.get(i).unwrap_or(""));
-        let op = sweep::comm_op_index(op.get(i));
+        let op = intervals::comm_op_index(op.get(i));
         let (s, e) = (start.get(i).unwrap_or(0), end.get(i).unwrap_or(0));
         let st = (device.get(i).unwrap_or(0), stream.get(i).unwrap_or(0));
         cur.push(s, e.max(s), class, op, st, step.get(i));
@@ -120,7 +120,7 @@ pub(crate) type Waits = HashMap<(String, i64), Vec<Part>>;
 pub(crate) fn overlap_with_waits(acts: &DataFrame, waits: &Waits) -> PolarsResult<OverlapTables> {
     let mut out = Builder::default();
     for ((run, rank), mut r) in group_ranks(acts)? {
-        let res = sweep::rank(&mut r.acts, r.steps.len());
+        let res = intervals::rank(&mut r.acts, r.steps.len());
         let parts = waits.get(&(run.clone(), rank)).map(Vec::as_slice);
         let splits = parts.map(|p| splits(&r, p));
         out.add_rank(&run, rank, &r, &res, splits.as_ref());
@@ -239,7 +239,7 @@ impl Builder {
         rank: i64,
         level: &'static str,
         step: Option<i64>,
-        m: &sweep::Metrics,
+        m: &intervals::Metrics,
     ) {
         for (k, op) in m.ops.iter().enumerate().filter(|(_, o)| o.count > 0) {
             self.coll.push(run, rank, step);

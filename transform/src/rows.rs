@@ -7,7 +7,7 @@
 use aorta_ingest::schema::{Table, OVERLAP_STREAMS, OVERLAP_STREAM_PAIRS};
 use polars::prelude::*;
 
-use crate::sweep::{ratio, Metrics};
+use crate::intervals::{ratio, Metrics};
 
 /// The metric columns shared by `overlap_steps` and `overlap_ranks`.
 #[derive(Debug, Clone, Default, PartialEq)]

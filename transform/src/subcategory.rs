@@ -176,7 +176,7 @@ pub(crate) fn of_activities<'r>(
     Ok(assign(acts, &cpu, &launchers, rules))
 }
 
-/// Which `within` patterns enclose each launching operator: per thread, one sweep of the
+/// Which `within` patterns enclose each launching operator: per thread, one scan of the
 /// operators asked about against the (few) rows matching a pattern.
 struct Within {
     masks: HashMap<usize, u64>,

@@ -12,7 +12,7 @@ use std::path::Path;
 
 use aorta_transform::comm_split::union;
 use aorta_transform::dataset;
-use aorta_transform::sweep::{intersection, length};
+use aorta_transform::intervals::{intersection, length};
 use plotly::common::Marker;
 use plotly::{Bar, Plot};
 use polars::prelude::*;

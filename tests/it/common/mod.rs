@@ -182,7 +182,7 @@ pub(crate) mod reference;
 pub(crate) mod text_table;
 
 /// Total length of the union of `[start, end)` intervals, by sort-and-merge: the tests'
-/// independent check of the overlap sweep.
+/// independent check of the overlap scan.
 pub(crate) fn union_len(mut v: Vec<(i64, i64)>) -> i64 {
     v.sort();
     let (mut total, mut cur) = (0, None::<(i64, i64)>);

@@ -13,9 +13,9 @@ use aorta_ingest::schema::GPU_ACTIVITIES;
 use polars::prelude::*;
 
 use crate::dataset::{self, DatasetError};
+use crate::intervals::comm_op_index;
 use crate::nccl::{message_bytes, ranks_in_list};
 use crate::rows::{ints, strs};
-use crate::sweep::comm_op_index;
 
 use super::load::NO_STEP;
 

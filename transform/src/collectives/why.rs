@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use crate::dataset::{self, DatasetError};
+use crate::intervals::Union;
 use crate::rows::{ints, strs};
-use crate::sweep::Union;
 
 use super::arrive::Arrivals;
 
@@ -144,7 +144,7 @@ impl Activities {
             *ops.entry(r.label).or_default() += e - s;
             union.push(s, e);
         }
-        let busy_ns = crate::sweep::length(union.segments());
+        let busy_ns = crate::intervals::length(union.segments());
         let top = |m: &HashMap<u32, i64>| -> Vec<(&str, i64)> {
             let mut v: Vec<(&str, i64)> = m
                 .iter()

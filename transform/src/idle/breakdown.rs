@@ -24,7 +24,7 @@ use polars::prelude::*;
 use super::{key_columns, pct, Act, By, Input, Key};
 use crate::comm_split::union;
 use crate::dataset::DatasetError;
-use crate::sweep::{length, Class};
+use crate::intervals::{length, Class};
 
 /// HTA's `consecutive_kernel_delay` default as HTA applies it: 30 µs. Its docs say 30 ns, but
 /// HTA (0.5 included) reads Kineto's µs timestamps as they are, so its 30 is 30 µs in effect;

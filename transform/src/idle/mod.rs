@@ -19,9 +19,9 @@ use std::path::Path;
 use polars::prelude::*;
 
 use crate::dataset::{self, DatasetError};
+use crate::intervals::Class;
 use crate::launch::{launch_calls, Links, LINK_COLUMNS};
 use crate::rows::{ints, strs, StrAt};
-use crate::sweep::Class;
 
 /// What one row of the output covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,11 +1,11 @@
-//! The sweep against the definition itself: on small ranges every nanosecond is marked with
+//! The scan against the definition itself: on small ranges every nanosecond is marked with
 //! the classes and streams running in it, and every metric is a count of marked nanoseconds.
 
-use crate::sweep::{self, Act, Class, COMM_OPS};
+use crate::intervals::{self, Act, Class, COMM_OPS};
 use proptest::prelude::*;
 
 const SPAN: i64 = 80;
-/// More streams than the sweep's stream masks hold (16), so both per-stream paths run.
+/// More streams than the scan's stream masks hold (16), so both per-stream paths run.
 const STREAMS: usize = 20;
 
 fn act() -> impl Strategy<Value = Act> {
@@ -29,7 +29,7 @@ fn act() -> impl Strategy<Value = Act> {
 }
 
 /// Streams as a dataset holds them: each back to back in start order (gaps and zero lengths
-/// included) with steps following each other, so the sweep's lanes are slices of the input;
+/// included) with steps following each other, so the scan's lanes are slices of the input;
 /// a stream id drawn twice gives a stream in two pieces, which must be regrouped.
 fn timelines() -> impl Strategy<Value = Vec<Act>> {
     let item = (0i64..3, 0i64..4, 0usize..6, 0u8..COMM_OPS.len() as u8);
@@ -86,14 +86,14 @@ fn count(m: &Marks, f: impl Fn(usize) -> bool) -> i64 {
     (0..m.class.len()).filter(|&t| f(t)).count() as i64
 }
 
-fn expected(acts: &[Act]) -> sweep::Metrics {
+fn expected(acts: &[Act]) -> intervals::Metrics {
     let m = mark(acts);
     let c = |t: usize, k: Class| m.class[t][k as usize];
     let comm = |t| c(t, Class::Comm);
     let gemm = |t| c(t, Class::Gemm);
     let compute = |t| gemm(t) || c(t, Class::Attention) || c(t, Class::OtherCompute);
     let memcpy = |t| c(t, Class::Memcpy);
-    let mut ops = [sweep::OpTime::default(); COMM_OPS.len()];
+    let mut ops = [intervals::OpTime::default(); COMM_OPS.len()];
     for (k, op) in ops.iter_mut().enumerate() {
         op.count = acts
             .iter()
@@ -103,7 +103,7 @@ fn expected(acts: &[Act]) -> sweep::Metrics {
         op.exposed_comm_ns = count(&m, |t| m.op[t][k] && !compute(t));
     }
     let memcpy_ns = count(&m, memcpy);
-    sweep::Metrics {
+    intervals::Metrics {
         window_start_ns: acts.iter().map(|a| a.start).min().unwrap_or(0),
         window_end_ns: acts.iter().map(|a| a.end).max().unwrap_or(0),
         activity_count: acts.len() as i64,
@@ -120,9 +120,9 @@ fn expected(acts: &[Act]) -> sweep::Metrics {
     }
 }
 
-fn expected_streams(acts: &[Act]) -> sweep::StreamView {
+fn expected_streams(acts: &[Act]) -> intervals::StreamView {
     let m = mark(acts);
-    let mut v = sweep::StreamView::default();
+    let mut v = intervals::StreamView::default();
     for s in 0..STREAMS as u16 {
         let n = acts.iter().filter(|a| a.stream == s).count() as i64;
         if n > 0 {
@@ -144,9 +144,9 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(2000))]
 
     #[test]
-    fn sweep_equals_per_nanosecond_marking(mut acts in prop::collection::vec(act(), 0..40)) {
-        sweep::sort_by_start(&mut acts);
-        let got = sweep::window(&acts);
+    fn scan_equals_per_nanosecond_marking(mut acts in prop::collection::vec(act(), 0..40)) {
+        intervals::sort_by_start(&mut acts);
+        let got = intervals::window(&acts);
         let want = expected(&acts);
         prop_assert_eq!(&got, &want);
         // The derived metrics, from the marked counts.
@@ -155,7 +155,7 @@ proptest! {
             c[0] && !(c[1] || c[2] || c[3])
         }));
         prop_assert_eq!(got.idle_ns(), want.window_ns() - want.busy_ns);
-        prop_assert_eq!(sweep::streams(&acts), expected_streams(&acts));
+        prop_assert_eq!(intervals::streams(&acts), expected_streams(&acts));
     }
 
     #[test]
@@ -170,8 +170,8 @@ proptest! {
         for a in &mut acts {
             a.step = present.iter().position(|&s| s == a.step).unwrap() as u32;
         }
-        let got = sweep::rank_in_chunks(&mut acts.clone(), present.len(), chunk);
-        sweep::sort_by_start(&mut acts);
+        let got = intervals::rank_in_chunks(&mut acts.clone(), present.len(), chunk);
+        intervals::sort_by_start(&mut acts);
         prop_assert_eq!(&got.whole, &expected(&acts));
         prop_assert_eq!(got.steps.len(), present.len());
         for (i, (m, v)) in got.steps.iter().enumerate() {
@@ -184,7 +184,7 @@ proptest! {
     #[test]
     fn lanes_as_a_dataset_holds_them(acts in timelines(), chunk in 1usize..8) {
         let steps = 3;
-        let got = sweep::rank_in_chunks(&mut acts.clone(), steps, chunk);
+        let got = intervals::rank_in_chunks(&mut acts.clone(), steps, chunk);
         prop_assert_eq!(&got.whole, &expected(&acts));
         for (i, (m, v)) in got.steps.iter().enumerate() {
             let mine: Vec<Act> = acts.iter().filter(|a| a.step == i as u32).copied().collect();
@@ -195,9 +195,9 @@ proptest! {
 
     #[test]
     fn ratios_follow_their_definitions(mut acts in prop::collection::vec(act(), 0..40)) {
-        sweep::sort_by_start(&mut acts);
+        intervals::sort_by_start(&mut acts);
         let m = expected(&acts);
-        let got = sweep::window(&acts);
+        let got = intervals::window(&acts);
         let min = m.gemm_ns.min(m.comm_ns);
         let want = (min > 0).then(|| m.gemm_comm_overlap_ns as f64 / min as f64);
         prop_assert_eq!(got.tp_overlap_ratio(), want);
@@ -225,8 +225,8 @@ fn nested_and_touching_by_hand() {
         a(10, 15, Class::Comm, 1),
         a(12, 20, Class::Memcpy, 2),
     ];
-    sweep::sort_by_start(&mut acts);
-    let m = sweep::window(&acts);
+    intervals::sort_by_start(&mut acts);
+    let m = intervals::window(&acts);
     assert_eq!(
         (m.comm_ns, m.gemm_ns, m.busy_ns, m.window_ns()),
         (7, 10, 20, 20)

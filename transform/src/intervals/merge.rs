@@ -1,8 +1,8 @@
-//! The sweep itself: one merge of lanes' start and end times.
+//! The scan itself: one merge of lanes' start and end times.
 //!
 //! Between two consecutive times the set of running activities is fixed; its *key* is the
 //! OR of what each lane runs (class bits, collective kind bits) and its *mask* the set of
-//! busy streams. The sweep adds the elapsed time to `class[key]` and `streams[mask]`, and
+//! busy streams. The scan adds the elapsed time to `class[key]` and `streams[mask]`, and
 //! every metric of METRICS.md is then a sum over those two tables: comm∩compute is the time
 //! of keys with both bits, a stream pair's overlap the time of masks with both streams. So
 //! one pass gives every class, every kind and every stream pair at once, where intersecting
@@ -91,13 +91,13 @@ struct Scratch {
 }
 
 thread_local! {
-    /// Dense tables the sweep adds into, one pair per worker thread, reused (zeroed as
-    /// they are drained): a fresh 128 KiB table per task cost more than small steps' sweeps.
+    /// Dense tables the scan adds into, one pair per worker thread, reused (zeroed as
+    /// they are drained): a fresh 128 KiB table per task cost more than small steps' scans.
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
 }
 
 /// The non-zero entries of `dense`, which is left zeroed; `dirty` has a bit per 64 entries
-/// that may be non-zero (and is cleared), so small sweeps do not scan the whole table.
+/// that may be non-zero (and is cleared), so small scans do not scan the whole table.
 fn drain(dense: &mut [i64], dirty: &mut [u64]) -> Vec<(u32, i64)> {
     let mut out = Vec::new();
     for (w, word) in dirty.iter_mut().enumerate() {
@@ -172,7 +172,7 @@ impl<'s> Cursor<'s> {
 
 /// Sweeps `sources` over `[lo, hi)`; `flag` is OR-ed into every key (`CONTESTED` for a
 /// range where step windows overlap). Stream masks of `streams` bits when `STREAMS`.
-pub(super) fn sweep<const STREAMS: bool>(
+pub(super) fn scan<const STREAMS: bool>(
     sources: &[Source],
     clip: (i64, i64),
     flag: u16,
@@ -180,7 +180,7 @@ pub(super) fn sweep<const STREAMS: bool>(
 ) -> Tables {
     SCRATCH.with_borrow_mut(|s| {
         let (class, masks) = (s.class.sized(KEYS), s.masks.sized(1 << streams));
-        sweep_into::<STREAMS>(sources, clip, flag, class, masks);
+        scan_into::<STREAMS>(sources, clip, flag, class, masks);
         Tables {
             class: class.drain(),
             streams: masks.drain(),
@@ -188,7 +188,7 @@ pub(super) fn sweep<const STREAMS: bool>(
     })
 }
 
-fn sweep_into<const STREAMS: bool>(
+fn scan_into<const STREAMS: bool>(
     sources: &[Source],
     (lo, hi): (i64, i64),
     flag: u16,

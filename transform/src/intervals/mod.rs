@@ -1,7 +1,7 @@
 //! The interval arithmetic behind `aorta overlap`, on plain arrays.
 //!
 //! polars has no interval-union operator, and a per-row expression would not be exact anyway,
-//! so this module sweeps time itself, in integer nanoseconds, rounding nothing. A rank's
+//! so this module scans time itself, in integer nanoseconds, rounding nothing. A rank's
 //! activities are laid out as lanes (`layout`: per stream and step, usually slices of the
 //! caller's array) and one merge of their start and end times per step (`merge`) yields
 //! every METRICS.md metric, every collective kind and every stream pair at once. Steps, and
@@ -10,7 +10,7 @@
 
 mod layout;
 mod merge;
-// The sweep against a brute-force marking of every nanosecond (property tests).
+// The scan against a brute-force marking of every nanosecond (property tests).
 #[cfg(test)]
 mod brute_force;
 
@@ -118,7 +118,7 @@ pub fn intersection(a: &[(i64, i64)], b: &[(i64, i64)]) -> i64 {
 }
 
 /// Merges intervals pushed in start order into sorted disjoint segments (the per-stream view
-/// of a step with more streams than the sweep's stream masks hold).
+/// of a step with more streams than the scan's stream masks hold).
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Union {
     segs: Vec<(i64, i64)>,
@@ -217,10 +217,10 @@ pub struct RankResult {
     pub steps: Vec<(Metrics, StreamView)>,
 }
 
-/// Activities per sweep task: a larger step is cut in time into tasks of about this size.
+/// Activities per scan task: a larger step is cut in time into tasks of about this size.
 const CHUNK: usize = 1 << 18;
 
-/// A piece of sweeping: part of one step (inside a contested range or outside all), or a
+/// A piece of scanning: part of one step (inside a contested range or outside all), or a
 /// contested range across all steps.
 enum Task {
     Step {
@@ -310,7 +310,7 @@ fn inside(ranges: &[(i64, i64)], t: i64) -> bool {
     ranges.get(i).is_some_and(|r| r.0 <= t)
 }
 
-/// How many streams get mask bits in a step's sweep: all of them, or none past the limit.
+/// How many streams get mask bits in a step's scan: all of them, or none past the limit.
 fn masked(s: &Step) -> usize {
     if s.streams.len() <= MAX_MASK_STREAMS {
         s.streams.len()
@@ -338,9 +338,9 @@ fn run(task: &Task, steps: &[Step]) -> Tables {
                 .collect();
             let flag = if contested { CONTESTED } else { 0 };
             if masked(s) == s.streams.len() {
-                merge::sweep::<true>(&src, (lo, hi), flag, masked(s))
+                merge::scan::<true>(&src, (lo, hi), flag, masked(s))
             } else {
-                merge::sweep::<false>(&src, (lo, hi), flag, 0)
+                merge::scan::<false>(&src, (lo, hi), flag, 0)
             }
         }
         Task::Joint { lo, hi } => {
@@ -353,7 +353,7 @@ fn run(task: &Task, steps: &[Step]) -> Tables {
                     mask: 0,
                 })
                 .collect();
-            merge::sweep::<false>(&src, (lo, hi), 0, 0)
+            merge::scan::<false>(&src, (lo, hi), 0, 0)
         }
     }
 }
@@ -411,7 +411,7 @@ fn single(acts: &[Act]) -> (Metrics, StreamView) {
     rank(&mut all, 1).steps.pop().unwrap_or_default()
 }
 
-/// Sorts by start (the tests' canonical order; the sweep does not need it).
+/// Sorts by start (the tests' canonical order; the scan does not need it).
 #[cfg(test)]
 pub(crate) fn sort_by_start(acts: &mut [Act]) {
     acts.sort_by_key(|a| a.start);

@@ -1,6 +1,6 @@
-//! One rank's activities laid out for the sweep, as slices of the caller's array.
+//! One rank's activities laid out for the scan, as slices of the caller's array.
 //!
-//! The sweep merges *lanes*: activities of one stream and one step, sorted by start, none
+//! The scan merges *lanes*: activities of one stream and one step, sorted by start, none
 //! overlapping the next, so that a lane's start and end times form one non-decreasing
 //! sequence. A dataset holds each stream's activities in start order and steps follow each
 //! other on a stream, so a lane is nearly always a slice of the array as it came (checked,
