@@ -82,6 +82,7 @@ const GROUP_COLUMNS: &[Col] = &[
     ("FLOP/B", "intensity", Show::Tflops),
     ("bound", "bound", Show::Plain),
     ("roof_%", "roof_pct", Show::Pct),
+    ("note", "note", Show::Plain),
 ];
 
 const STEP_COLUMNS: &[Col] = &[
@@ -93,6 +94,7 @@ const STEP_COLUMNS: &[Col] = &[
     ("GEMM_TFLOP/s", "gemm_tflops", Show::Tflops),
     ("unmodelled", "unmodelled_count", Show::Plain),
     ("unmodelled_ms", "unmodelled_ns", Show::Ms),
+    ("note", "note", Show::Plain),
 ];
 
 fn spread_text(s: &Option<Spread>, f: fn(f64) -> String) -> String {
@@ -114,7 +116,7 @@ fn device_line(p: &PerfRun) -> String {
         .iter()
         .map(|(name, dev)| match dev {
             Some(d) => {
-                let peaks: Vec<String> = ["bf16", "fp16", "fp8", "fp32"]
+                let peaks: Vec<String> = ["bf16", "fp16", "fp8", "tf32", "fp32"]
                     .iter()
                     .filter_map(|k| d.tflops(k).map(|v| format!("{k} {v}")))
                     .collect();
@@ -153,6 +155,14 @@ fn print_run(out: &mut impl Write, p: &PerfRun, rows: &DataFrame, args: &PerfArg
         format_args!("{:.3}", h.model_flops as f64 * 1e-12),
     )?;
     writeln!(out, "  MFU % over steps: {}", spread_text(&h.mfu, fmt::pct))?;
+    if h.over_roof.0 > 0 {
+        writeln!(
+            out,
+            "  peak assumption wrong: {} instances ({} ms) ran above their roof; flagged, left out of MFU and every % of peak",
+            h.over_roof.0,
+            fmt::ms_ns(h.over_roof.1),
+        )?;
+    }
     writeln!(
         out,
         "  GEMM TFLOP/s while GEMMs run: {}",
@@ -204,6 +214,7 @@ fn run_json(p: &PerfRun, rows: &DataFrame) -> Value {
         "modelled_ns": h.modelled_ns,
         "model_flops": h.model_flops,
         "mfu_pct": spread_json(&h.mfu),
+        "over_roof": {"instances": h.over_roof.0, "gpu_ns": h.over_roof.1},
         "gemm_tflops": spread_json(&h.gemm_tflops),
         "notes": p.notes,
         "rows": frame_json(rows),
