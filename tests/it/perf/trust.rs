@@ -262,6 +262,30 @@ fn a_rate_above_its_roof_is_flagged_and_left_out_of_mfu() {
             .any(|l| l.contains(&format!("peak assumption wrong: {} instances", flagged.0))),
         "{text}"
     );
+    // `aorta compare` judges by the same check: TFLOP/s kept, no % of the wrong peak.
+    let out = tmp.path().join("cmp");
+    let o = crate::common::cli::aorta(&[
+        "compare".as_ref(),
+        ds.path().as_os_str(),
+        "--reference".as_ref(),
+        "cudnn".as_ref(),
+        "--candidate".as_ref(),
+        "cudnn".as_ref(),
+        "--device-peaks".as_ref(),
+        peaks.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let sum: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let top = sum["operators"]["top"].as_array().unwrap();
+    let fwd = top
+        .iter()
+        .find(|r| r["op"] == "aten::_cudnn_attention_forward")
+        .unwrap();
+    assert!(fwd["candidate_tflops"].as_f64().unwrap() > 100.0, "{fwd}");
+    assert_eq!(fwd["candidate_peak_pct"], Value::Null, "{fwd}");
     // The note column is printed in the text table.
     assert!(
         text.lines()
