@@ -209,6 +209,14 @@ fn ddp_tf32_gemms_are_judged_by_the_tf32_peak_and_mfu_is_at_most_100() {
         );
     }
     assert_eq!(n, 4, "two ranks, two steps");
+    // Every row is a result: DDP's gradient scaling (`mul.out`) once read 136 % of the HBM
+    // roof, counting its output as read too.
+    let doc: Value = serde_json::from_str(&perf(ds.path(), &["--json"])).unwrap();
+    assert_eq!(
+        doc["runs"][0]["over_roof"]["instances"], 0,
+        "{}",
+        doc["runs"][0]["over_roof"]
+    );
 }
 
 #[test]

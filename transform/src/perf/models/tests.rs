@@ -510,6 +510,22 @@ fn elementwise_and_reductions_count_bytes_only() {
         est("aten::mul", &a).bytes,
         Some((2 * 16 * 559 * 1024 + 16 * 559) * 4)
     );
+    // mul.out(grad[4096, 4096] fp32, factor (0-dim double), *, out[4096, 4096]) as DDP's
+    // `reducer::mul_out` records it (tests/golden/device/trust/ddp_tf32): grad and the
+    // factor read, out written once, not read (it showed 136 % of the HBM roof).
+    let a = args(
+        "[[4096, 4096], [], [4096, 4096]]",
+        &["float", "double", "float"],
+        &["", "", ""],
+    );
+    assert_eq!(est("aten::mul", &a).bytes, Some(2 * 4096 * 4096 * 4 + 8));
+    // add.out(x, y, alpha, *, out): the same; add(x, y, alpha) without out is unchanged.
+    let a = args(
+        "[[64], [64], [], [64]]",
+        &[BF16, BF16, "Scalar", BF16],
+        &["", "", "1", ""],
+    );
+    assert_eq!(est("aten::add", &a).bytes, Some(3 * 64 * 2));
     // copy_(dst bf16 [8944, 1024], src fp32): dst written once, src read once.
     let a = args(
         "[[8944, 1024], [8944, 1024], []]",
