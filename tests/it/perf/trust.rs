@@ -299,10 +299,11 @@ fn a_rate_above_its_roof_is_flagged_and_left_out_of_mfu() {
         .unwrap();
     assert!(fwd["candidate_tflops"].as_f64().unwrap() > 100.0, "{fwd}");
     assert_eq!(fwd["candidate_peak_pct"], Value::Null, "{fwd}");
-    // The note column is printed in the text table.
+    // The note column is printed in the text table; a flagged group keeps its dtype.
     assert!(
         text.lines()
             .any(|l| l.contains("aten::_cudnn_attention_forward")
+                && l.contains(" bf16 ")
                 && l.contains("peak assumption wrong")),
         "{text}"
     );

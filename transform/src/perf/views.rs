@@ -40,6 +40,8 @@ impl Group {
     fn add(&mut self, r: &OpRow, flops_ns: &mut i64, bytes_ns: &mut i64) {
         self.instances += 1;
         self.gpu_ns += r.gpu_ns;
+        self.dtype = self.dtype.or(r.dtype);
+        self.model = self.model.or(r.model);
         if r.roof.over.is_some() {
             // Above its roof: its rate is no result, so no sum of rates takes it in.
             self.over += 1;
@@ -63,8 +65,6 @@ impl Group {
                 self.peak = Some((None, r.peak_tbps));
             }
         }
-        self.dtype = self.dtype.or(r.dtype);
-        self.model = self.model.or(r.model);
         if self.note.is_none() {
             self.note.clone_from(&r.note);
         }
