@@ -12,7 +12,7 @@ default JSON backend unless --backend is given), rows of the rank's
 DataFrame, and seconds for get_comm_comp_overlap(visualize=False).
 Run under /usr/bin/time -v for wall time and peak RSS.
 
-  /work/bench-data/hta-venv/bin/python bench/hta_parse.py TRACE.json[.gz]
+  bench/out/hta-venv/bin/python bench/hta_parse.py TRACE.json[.gz]
 """
 import argparse
 import logging

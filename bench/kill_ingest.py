@@ -21,8 +21,8 @@ SIGKILL: in even trials uniform in [0, 1.2 x its full run time], in odd ones uni
     killed one left) and must give the new dataset exactly.
 
 Usage (the venv of notebooks/requirements.txt has polars):
-  /work/main/.venv/bin/python bench/kill_ingest.py --aorta target/release/aorta \\
-      --big /work/bench-data/kineto_1g.json --trials 200 --work /work/bench-data/kill
+  .venv/bin/python bench/kill_ingest.py --aorta target/release/aorta \\
+      --big bench/out/kineto_1g.json --trials 200 --work bench/out/kill
 Prints one line per trial and a summary; --json FILE writes the summary as JSON.
 """
 
@@ -121,7 +121,7 @@ def main() -> None:
     ap.add_argument("--aorta", required=True)
     ap.add_argument("--big", required=True, type=Path)
     ap.add_argument("--trials", type=int, default=200)
-    ap.add_argument("--work", type=Path, default=Path("/work/bench-data/kill"))
+    ap.add_argument("--work", type=Path, default=Path("bench/out/kill"))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path)
     a = ap.parse_args()

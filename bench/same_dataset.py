@@ -1,6 +1,6 @@
 """Checks that two aorta datasets hold the same values, table by table.
 
-    /work/main/.venv/bin/python bench/same_dataset.py BASE_DIR NEW_DIR
+    .venv/bin/python bench/same_dataset.py BASE_DIR NEW_DIR
 
 For every table (top-level directory): the same number of rows, the same rows once both
 sides are sorted by all columns (row order inside a file is not promised, docs/SCHEMA.md),

@@ -56,7 +56,7 @@ pub(crate) enum Command {
     Memory(crate::toolbox_cli::MemoryArgs),
     /// Export a window of the dataset to another tool's format (Perfetto).
     Export(crate::toolbox_cli::ExportArgs),
-    /// Polars SQL over the dataset's tables; the result as a table, CSV, JSON or Parquet.
+    /// SQL (SQLite's dialect) over the dataset's tables; the result as a table, CSV, JSON or Parquet.
     #[command(after_help = crate::toolbox_cli::SQL_EXAMPLES)]
     Sql(crate::toolbox_cli::SqlArgs),
     /// Remove or relabel a run of a dataset (atomic).
@@ -134,7 +134,9 @@ activity durations), operators (GPU time per step window, grouped by the launchi
 its input shapes and dtypes), collectives (per kind, bytes, dtype, group size: time, algbw,
 busbw). Operators also carry each side's achieved TFLOP/s and % of its own GPU's peak (the
 models of `aorta perf`). Every ratio is candidate / reference; each side's spread over a pair's
-steps and ranks is given as median and p10-p90. Writes DIR/summary.json, DIR/compare_*.parquet and DIR/report.html.
+steps and ranks is given as median and p10-p90. The terminal summary fits in 160 columns
+(an operator's shapes end in … where cut; collective sizes in KiB/MiB/GiB); summary.json keeps
+every value whole. Writes DIR/summary.json, DIR/compare_*.parquet and DIR/report.html.
 Exit status: 0 ok, 1 regressed (--fail-if-regressed), 2 error.";
 
 /// `--fail-if-regressed`'s rules (one newtype: clap reads a `Vec` field as repeated values).
@@ -201,10 +203,13 @@ Examples:
   aorta report ds --run cuda --run rocm  # two runs on one page, a timeline each
   aorta report ds --from 120 --to 180    # the timeline's 120-180 ms, every kernel in it
 
-The page embeds plotly.js and opens offline. It names each run's platform, GPU, world size and
-versions. Charts: per run, the per-stream timeline of one step (by default the median-duration
-step of its first rank, or the whole capture when it has no steps; at most 4000 kernels, the
-longest; --from/--to narrow it), exposed comm and compute∩comm per step with comm_hidden_pct
+The page embeds plotly.js and opens offline. It opens with each run's headline: who is late
+and by how much, exposed comm and its waiting, idle share and cause, MFU, data-quality findings,
+each linked to its section. It names each run's platform, GPU, world size and versions. Charts:
+per run, the per-stream timeline of one step on every rank (up to 8, sampled evenly; by default
+the median-duration step of its first rank, or the whole capture when it has no steps; at most
+4000 kernels, the longest; --from/--to narrow it, and an empty window is an error saying where
+the activity lies), exposed comm and compute∩comm per step with comm_hidden_pct
 per rank, GPU time per category per step (sum
 of kernel durations), exposed comm per collective kind, a roofline of the operators (by shape,
 sized by GPU time) and MFU per step. Numbers are those of `aorta overlap` and `aorta perf`
@@ -232,7 +237,7 @@ pub(crate) struct ReportArgs {
     /// Draw the timeline up to MS milliseconds after the first activity.
     #[arg(long, value_name = "MS", requires = "from")]
     pub to: Option<f64>,
-    /// The HTML file to write.
+    /// The HTML file to write (missing parent folders are created).
     #[arg(short, long, default_value = "report.html")]
     pub out: PathBuf,
     /// More GPUs, or other peaks for known ones, for the roofline and MFU (as `aorta perf`).
@@ -244,6 +249,8 @@ const OVERLAP_EXAMPLES: &str = "\
 Examples:
   aorta overlap                          # every run of ./aorta-data: ranks x steps, totals
   aorta overlap ds --run cuda            # one run of the dataset in ds/
+  aorta overlap ds --run a --run b       # two runs
+  aorta overlap --rank 0,7 --step 12     # a 64-rank job: two ranks, one step
   aorta overlap --by rank                # one row per rank (the whole window)
   aorta overlap --by collective          # comm and exposed comm per collective kind
   aorta overlap --by size                # calls, algbw, busbw per collective kind and size
@@ -254,8 +261,9 @@ Unions are taken across all streams of a rank. A step's window is [first start, 
 the activities attributed to it; the whole window covers every step. Ratios: tp_overlap_ratio =
 gemm∩comm / min(gemm, comm); comm_hidden_pct = 100 × compute∩comm / comm; compute_overlap_ratio
 = compute∩comm / compute. The run summary gives median and p10–p90 over steps and over ranks.
-The tables overlap_steps, overlap_ranks, overlap_collectives, overlap_streams and
-overlap_stream_pairs are (re)written into the dataset for the runs shown (docs/OVERLAP.md).";
+--rank and --step only pick the rows shown (and the summary's spreads over them); the tables
+overlap_steps, overlap_ranks, overlap_collectives, overlap_streams and overlap_stream_pairs are
+(re)written whole into the dataset for the runs shown (docs/OVERLAP.md).";
 
 /// What one row of `aorta overlap` output is.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -287,9 +295,17 @@ pub(crate) struct OverlapArgs {
     /// Dataset directory (written by `aorta ingest`).
     #[arg(default_value = "aorta-data")]
     pub dataset: PathBuf,
-    /// Only this run (default: every run of the dataset).
+    /// Only these runs (repeat the flag; default: every run of the dataset).
     #[arg(long, value_name = "L")]
-    pub run: Option<String>,
+    pub run: Vec<String>,
+    /// Show only these ranks' rows (repeat the flag or `--rank 0,1`; default: every rank).
+    /// The numbers are those of the whole run either way.
+    #[arg(long, value_name = "R", value_delimiter = ',')]
+    pub rank: Vec<i64>,
+    /// Show only these steps' rows, `--by step` and `--by collective` (repeat the flag or
+    /// `--step 3,4`; default: every step). The rank totals stay those of the whole window.
+    #[arg(long, value_name = "N", value_delimiter = ',')]
+    pub step: Vec<i64>,
     /// Rows per step, per rank, or per collective kind.
     #[arg(long, value_enum, default_value_t = By::Step)]
     pub by: By,
@@ -374,8 +390,9 @@ FLOPs/byte >= peak / bandwidth, else memory. A rate above 100 % of its roof is n
 % is null, its note says `peak assumption wrong`, and it is left out of MFU (the headline
 counts them). MFU of a step = model FLOPs / (step GPU window x peak of the step's dominant
 GEMM dtype). Missing shapes or an unknown GPU give null, with a note; never a guess. Every
-row's note is the table's last column. Writes the op_perf and perf_steps tables
-(docs/PERF.md).";
+row's note is printed under the table. The table fits in 160 columns (long names, shapes and
+dtypes end in …; --json and --format csv keep them whole). Writes the op_perf and perf_steps
+tables (docs/PERF.md).";
 
 /// What one row of `aorta perf` output is.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

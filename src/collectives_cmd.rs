@@ -162,7 +162,7 @@ fn late_lines(job: &Job, top: usize) -> Vec<String> {
             let step = collectives::NO_STEP;
             let step = if a.step == step { "-".into() } else { a.step.to_string() };
             Some(format!(
-                "  {} seq {} ({kind}, step {step}): rank {} arrived {} ms after the others; before it its GPU was {} ({} ms busy): {}",
+                "  process group {}, seq {} ({kind}, step {step}): rank {} arrived {} ms after the others; before it its GPU was {} ({} ms busy): {}",
                 job.groups[inst.group as usize].label(),
                 inst.seq,
                 a.last_rank,

@@ -5,11 +5,13 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Result;
+use aorta_reports::fmt;
 use aorta_transform::compare::{
     self, Comparison, LevelEntry, OperatorEntry, OperatorsSummary, SpreadSummary,
 };
 
 use crate::cli::CompareArgs;
+use crate::text_table::{self, Align};
 
 pub(crate) fn run(args: CompareArgs) -> Result<ExitCode> {
     let opts = compare::Options {
@@ -103,35 +105,74 @@ fn print_summary(out: &mut impl Write, c: &Comparison, top: usize) -> Result<()>
 /// the pairs' ratios, with their p10-p90) and under it one row per pair.
 fn print_level(out: &mut impl Write, level: &str, rows: &[LevelEntry]) -> Result<()> {
     let several = rows.iter().any(|r| r.workload.is_none());
-    writeln!(
-        out,
-        "\n{level:<34} {:>24} {:>24} {:>8}",
-        "reference median [p10-p90]", "candidate median [p10-p90]", "ratio"
-    )?;
-    if rows.is_empty() {
-        writeln!(out, "  (none on either side)")?;
+    let over_pairs = rows.iter().any(|r| r.ratio_spread.is_some());
+    let mut lines = vec![vec![
+        level.to_string(),
+        "reference median [p10-p90]".into(),
+        "candidate median [p10-p90]".into(),
+        "ratio".into(),
+    ]];
+    if over_pairs {
+        lines[0].push("over the pairs".into());
     }
     for r in rows {
+        let key = if level == "collectives" {
+            size_label(&r.key)
+        } else {
+            r.key.clone()
+        };
         let name = match &r.workload {
             Some(w) if several => format!("  {w}"),
-            _ => r.key.clone(),
+            _ => key,
         };
-        let over = r.ratio_spread.map_or(String::new(), |s| {
-            format!(
-                "  geometric mean of {} pairs [p10 {:.3} - p90 {:.3}]",
-                s.n, s.p10, s.p90
-            )
-        });
-        writeln!(
-            out,
-            "  {:<32} {:>24} {:>24} {:>8}{over}",
+        let mut line = vec![
             name,
             spread_text(r.reference.as_ref()),
             spread_text(r.candidate.as_ref()),
-            num(r.ratio, 3)
-        )?;
+            num(r.ratio, 3),
+        ];
+        if over_pairs {
+            line.push(r.ratio_spread.map_or(String::new(), |s| {
+                format!(
+                    "geometric mean of {} pairs [p10 {:.3} - p90 {:.3}]",
+                    s.n, s.p10, s.p90
+                )
+            }));
+        }
+        lines.push(line);
+    }
+    writeln!(out)?;
+    let mut align = vec![Align::Cut(24), Align::Right, Align::Right, Align::Right];
+    if over_pairs {
+        align.push(Align::Left);
+    }
+    let text = text_table::render(&lines, &align, Some(text_table::WIDTH));
+    out.write_all(text.as_bytes())?;
+    if rows.is_empty() {
+        writeln!(out, "  (none on either side)")?;
     }
     Ok(())
+}
+
+/// A collective key (`all_gather 268476416 B BFloat16 x2`, summary.json's exact text) with
+/// its message size in binary units, as the pages show it: `all_gather 256.04 MiB BFloat16 x2`.
+fn size_label(key: &str) -> String {
+    let words: Vec<&str> = key.split(' ').collect();
+    let mut out: Vec<String> = Vec::with_capacity(words.len());
+    let mut i = 0;
+    while i < words.len() {
+        match (words[i].parse::<i64>(), words.get(i + 1)) {
+            (Ok(n), Some(&"B")) => {
+                out.push(fmt::bytes(n));
+                i += 2;
+            }
+            _ => {
+                out.push(words[i].to_string());
+                i += 1;
+            }
+        }
+    }
+    out.join(" ")
 }
 
 fn print_pairs(out: &mut impl Write, p: &compare::PairsSummary) -> Result<()> {
@@ -171,6 +212,13 @@ fn print_pairs(out: &mut impl Write, p: &compare::PairsSummary) -> Result<()> {
             )?;
         }
     }
+    if !p.not_checked.is_empty() {
+        writeln!(
+            out,
+            "  mix NOT CHECKED (no CPU operators and no GPU category time on a side): {}",
+            p.not_checked.join(", ")
+        )?;
+    }
     if !p.comparable {
         let what = if p.forced {
             "ratios computed anyway (--force)"
@@ -185,31 +233,62 @@ fn print_pairs(out: &mut impl Write, p: &compare::PairsSummary) -> Result<()> {
 fn print_ops(out: &mut impl Write, ops: &OperatorsSummary, top: usize) -> Result<()> {
     writeln!(
         out,
-        "\noperators: {} matched, {} reference only, {} candidate only (GPU ms per step window; TFLOP/s and % of each side's own peak; kernels per call)",
+        "\noperators: {} matched, {} reference only, {} candidate only (GPU ms per step window; rate: TFLOP/s and % of each side's own peak; k/call: kernels per call)",
         ops.matched, ops.reference_only, ops.candidate_only
     )?;
     let several = ops.top.windows(2).any(|w| w[0].workload != w[1].workload);
+    let mut header = vec![
+        "operator",
+        "ref_ms",
+        "cand_ms",
+        "ratio",
+        "ref_rate",
+        "cand_rate",
+        "ref_k/call",
+        "cand_k/call",
+        "status",
+    ];
+    // The operator and its shapes are cut to fit, down to 24 characters; a pair's name to 12.
+    let mut align = vec![Align::Cut(24)];
+    align.extend([Align::Right; 7]);
+    align.push(Align::Left);
+    if several {
+        header.insert(0, "pair");
+        align.insert(0, Align::Cut(text_table::MIN_CUT));
+    }
+    let mut lines = vec![header.iter().map(|h| h.to_string()).collect::<Vec<_>>()];
     for pair in ops.top.chunk_by(|a, b| a.workload == b.workload) {
-        if several {
-            writeln!(out, "  {}", pair[0].workload)?;
-        }
         for r in pair.iter().take(top) {
-            print_op(out, r)?;
+            let mut line = op_line(r);
+            if several {
+                line.insert(0, r.workload.clone());
+            }
+            lines.push(line);
         }
+    }
+    if lines.len() > 1 {
+        let text = text_table::render(&lines, &align, Some(text_table::WIDTH));
+        out.write_all(text.as_bytes())?;
     }
     Ok(())
 }
 
-fn print_op(out: &mut impl Write, r: &OperatorEntry) -> Result<()> {
+/// One operator's cells: `op input_dims` (cut to fit by the table; summary.json and
+/// compare_operators.parquet keep it whole), both sides' ms, the ratio, rates and kernels per
+/// call, the status.
+fn op_line(r: &OperatorEntry) -> Vec<String> {
     let rate = |t: Option<f64>, p: Option<f64>| match (t, p) {
         (None, _) => "-".to_string(),
         (Some(_), None) => format!("{} TF", num(t, 1)),
         (Some(_), Some(_)) => format!("{} TF {}%", num(t, 1), num(p, 1)),
     };
-    writeln!(
-        out,
-        "  {:<40} {:>10} {:>10} {:>8}  {:>16} {:>16}  {:>5} {:>5}  {}",
-        format!("{} {}", r.op, truncate(&r.input_dims, 30)),
+    let name = if r.input_dims.is_empty() {
+        r.op.clone()
+    } else {
+        format!("{} {}", r.op, r.input_dims)
+    };
+    vec![
+        name,
         num(r.reference_ms, 3),
         num(r.candidate_ms, 3),
         num(r.ratio, 2),
@@ -217,17 +296,8 @@ fn print_op(out: &mut impl Write, r: &OperatorEntry) -> Result<()> {
         rate(r.candidate_tflops, r.candidate_peak_pct),
         num(r.reference_kernels_per_call, 1),
         num(r.candidate_kernels_per_call, 1),
-        r.status
-    )?;
-    Ok(())
-}
-
-fn truncate(s: &str, n: usize) -> String {
-    if s.chars().count() <= n {
-        s.to_string()
-    } else {
-        format!("{}…", s.chars().take(n).collect::<String>())
-    }
+        r.status.clone(),
+    ]
 }
 
 fn num(v: Option<f64>, digits: usize) -> String {

@@ -44,6 +44,8 @@ pub(crate) struct BreakdownArgs {
     #[arg(long, value_enum, default_value_t = IdleBy::Rank)]
     pub by: IdleBy,
     /// Gaps shorter than this (ns), with the next activity already launched, are kernel-wait.
+    /// The default, 30 µs, is HTA's `consecutive_kernel_delay` as HTA applies it (its docs say
+    /// 30 ns, but it reads µs timestamps); `--kernel-wait-ns 30` takes the literal 30 ns.
     #[arg(long, value_name = "NS", default_value_t = aorta_transform::idle::breakdown::KERNEL_WAIT_NS)]
     pub kernel_wait_ns: i64,
     /// Also HTA's idle split per stream (with --format csv: that table instead of the rows).

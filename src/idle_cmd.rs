@@ -91,8 +91,8 @@ pub(crate) fn run_breakdown(args: BreakdownArgs) -> Result<ExitCode> {
             for run in &runs {
                 writeln!(
                     out,
-                    "run {run} (times in ms; % of the window; kernel-wait: gaps under {} ns)",
-                    args.kernel_wait_ns
+                    "run {run} (times in ms; % of the window; kernel-wait: gaps under {})",
+                    aorta_transform::idle::breakdown::threshold_text(args.kernel_wait_ns)
                 )?;
                 table(&mut out, &b.rows, run, args.by, &[], BREAKDOWN)?;
                 if args.streams {

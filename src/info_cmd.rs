@@ -6,6 +6,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
+use aorta_reports::fmt;
 use aorta_transform::info::{self, CodeSummary, RunSummary};
 use serde_json::{json, Value};
 
@@ -63,9 +64,16 @@ fn list<T: ToString>(v: &[T]) -> String {
     v.iter().map(T::to_string).collect::<Vec<_>>().join(", ")
 }
 
+/// The rows' time span as people read it: its length, and its start as a UTC date-time (or,
+/// for a trace clock that starts at its own zero, as a time on that clock). The raw
+/// nanoseconds are in `--format json` and `csv`.
 fn span_text(r: &RunSummary) -> String {
     match (r.first_ns, r.last_ns) {
-        (Some(a), Some(b)) => format!("{:.3} s ({a} to {b} ns)", (b - a) as f64 * 1e-9),
+        (Some(a), Some(b)) => {
+            let from = fmt::utc_ns(a)
+                .unwrap_or_else(|| format!("{} on the trace's own clock", fmt::duration_ns(a)));
+            format!("{} from {from}", fmt::duration_ns(b - a))
+        }
         _ => "-".into(),
     }
 }

@@ -18,8 +18,10 @@ mod overlap_cmd;
 mod overlap_table;
 mod perf_cmd;
 mod report_cmd;
+mod row_filter;
 mod run_cmd;
 mod sql_cmd;
+mod text_table;
 mod toolbox_cli;
 
 use std::process::ExitCode;

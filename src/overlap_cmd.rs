@@ -15,13 +15,24 @@ use serde_json::{json, Map, Value};
 
 use crate::frame_out::frame_json;
 use crate::overlap_table;
+use crate::row_filter::RowFilter;
 
 use crate::cli::{By, Format, OverlapArgs};
 
 pub(crate) fn run(args: OverlapArgs) -> Result<ExitCode> {
     let root = args.dataset.as_path();
     let access = crate::dataset_lock::for_write(root, "aorta overlap")?;
-    let runs = select_runs(root, args.run.as_deref())?;
+    let runs = select_run_list(root, &args.run)?;
+    let filter = RowFilter {
+        ranks: args.rank.clone(),
+        steps: args.step.clone(),
+    };
+    if !filter.is_empty() && args.by == By::Size {
+        bail!("--rank and --step pick rows of --by step, rank or collective; --by size sums every rank's calls");
+    }
+    if !filter.steps.is_empty() && args.by == By::Rank {
+        bail!("--step picks step rows: --by step or --by collective (--by rank rows are whole windows)");
+    }
     // The collectives matched once: for the wait/transfer split and for `--by size`.
     let jobs = overlap::analyze(root, &runs)?;
     let tables = if access.writable() {
@@ -32,7 +43,7 @@ pub(crate) fn run(args: OverlapArgs) -> Result<ExitCode> {
     };
     crate::notes::print_job_notes(root, &runs)?;
     let format = if args.json { Format::Json } else { args.format };
-    print_with(root, &tables, &jobs, args.by, format)?;
+    print_with(root, &tables, &jobs, args.by, format, &filter)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -44,11 +55,12 @@ pub(crate) fn print(
     by: By,
     format: Format,
 ) -> Result<()> {
+    let every = RowFilter::default();
     let views = runs
         .iter()
-        .map(|r| RunView::new(root, tables, r, None, by))
+        .map(|r| RunView::new(root, tables, r, None, by, &every))
         .collect::<Result<Vec<_>>>()?;
-    write_views(root, &views, by, format)
+    write_views(root, &views, by, format, &every)
 }
 
 /// `print` for the runs of `jobs`, whose matched collectives `--by collective|size` reuses.
@@ -58,15 +70,39 @@ fn print_with(
     jobs: &[Job],
     by: By,
     format: Format,
+    filter: &RowFilter,
 ) -> Result<()> {
     let views = jobs
         .iter()
-        .map(|j| RunView::new(root, tables, &j.run, Some(j), by))
+        .map(|j| RunView::new(root, tables, &j.run, Some(j), by, filter))
         .collect::<Result<Vec<_>>>()?;
-    write_views(root, &views, by, format)
+    if !filter.is_empty() {
+        let whole: Vec<&DataFrame> = tables_of(tables, by);
+        let runs: Vec<&str> = jobs.iter().map(|j| j.run.as_str()).collect();
+        filter.check(
+            &whole,
+            &format!("{}: runs {}", root.display(), runs.join(", ")),
+        )?;
+    }
+    write_views(root, &views, by, format, filter)
 }
 
-fn write_views(root: &Path, views: &[RunView], by: By, format: Format) -> Result<()> {
+/// The tables `--rank` and `--step` pick rows from, under `by` (every run selected).
+fn tables_of(t: &OverlapTables, by: By) -> Vec<&DataFrame> {
+    match by {
+        By::Collective => vec![&t.collectives],
+        By::Rank => vec![&t.ranks],
+        By::Step | By::Size => vec![&t.steps],
+    }
+}
+
+fn write_views(
+    root: &Path,
+    views: &[RunView],
+    by: By,
+    format: Format,
+    filter: &RowFilter,
+) -> Result<()> {
     let mut out = std::io::stdout().lock();
     match format {
         Format::Table => views.iter().try_for_each(|v| v.print_table(&mut out))?,
@@ -75,6 +111,8 @@ fn write_views(root: &Path, views: &[RunView], by: By, format: Format) -> Result
             let doc = json!({
                 "dataset": root.display().to_string(),
                 "by": by_name(by),
+                "ranks": (!filter.ranks.is_empty()).then_some(&filter.ranks),
+                "steps": (!filter.steps.is_empty()).then_some(&filter.steps),
                 "runs": views.iter().map(RunView::json).collect::<Vec<_>>(),
             });
             serde_json::to_writer_pretty(&mut out, &doc)?;
@@ -86,11 +124,19 @@ fn write_views(root: &Path, views: &[RunView], by: By, format: Format) -> Result
 
 /// Every run of the dataset, or the one asked for (one-line error when it is not there).
 pub(crate) fn select_runs(root: &Path, run: Option<&str>) -> Result<Vec<String>> {
+    let asked: Vec<String> = run.map(str::to_string).into_iter().collect();
+    select_run_list(root, &asked)
+}
+
+/// Every run of the dataset, or those asked for, in the dataset's order (one-line error
+/// naming the first that is not there).
+pub(crate) fn select_run_list(root: &Path, asked: &[String]) -> Result<Vec<String>> {
     let all = overlap::dataset_runs(root)?;
-    match run {
-        None => Ok(all),
-        Some(r) if all.iter().any(|x| x == r) => Ok(vec![r.to_string()]),
-        Some(r) => bail!(
+    if asked.is_empty() {
+        return Ok(all);
+    }
+    if let Some(r) = asked.iter().find(|r| !all.contains(r)) {
+        bail!(
             "{}: unknown run `{r}` (runs: {})",
             root.display(),
             if all.is_empty() {
@@ -98,8 +144,9 @@ pub(crate) fn select_runs(root: &Path, run: Option<&str>) -> Result<Vec<String>>
             } else {
                 all.join(", ")
             }
-        ),
+        );
     }
+    Ok(all.into_iter().filter(|r| asked.contains(r)).collect())
 }
 
 fn by_name(by: By) -> &'static str {
@@ -139,8 +186,11 @@ impl RunView {
         run: &str,
         job: Option<&Job>,
         by: By,
+        filter: &RowFilter,
     ) -> Result<RunView> {
-        let (steps, ranks) = (only_run(&t.steps, run)?, only_run(&t.ranks, run)?);
+        // The rows asked for; the summary's spreads are over them too.
+        let steps = filter.apply(&only_run(&t.steps, run)?)?;
+        let ranks = filter.apply(&only_run(&t.ranks, run)?)?;
         let sizes = matches!(by, By::Collective | By::Size)
             .then(|| {
                 let calls = match job {
@@ -153,7 +203,7 @@ impl RunView {
         let (rows, totals) = match by {
             By::Step => (steps.clone(), Some(ranks.clone())),
             By::Rank => (ranks.clone(), None),
-            By::Collective => (only_run(&t.collectives, run)?, None),
+            By::Collective => (filter.apply(&only_run(&t.collectives, run)?)?, None),
             By::Size => (sizes.clone().unwrap_or_default(), None),
         };
         Ok(RunView {

@@ -6,6 +6,8 @@ use anyhow::Result;
 use aorta_reports::fmt;
 use polars::prelude::*;
 
+use crate::text_table::{self, Align};
+
 /// How a column is shown.
 #[derive(Clone, Copy)]
 pub(crate) enum Show {
@@ -100,8 +102,18 @@ fn cell(df: &DataFrame, name: &str, i: usize, show: Show) -> String {
     }
 }
 
+/// How a key column is shown: as written, except a message size (`bytes`, `--by size`),
+/// which reads in binary units as the pages show it (`256 MiB`; CSV and JSON keep the count).
+fn key_show(key: &str) -> Show {
+    if key == "bytes" {
+        Show::Bytes
+    } else {
+        Show::Plain
+    }
+}
+
 fn row(df: &DataFrame, i: usize, keys: &[&str], cols: &[Col]) -> Vec<String> {
-    let k = keys.iter().map(|&k| cell(df, k, i, Show::Plain));
+    let k = keys.iter().map(|&k| cell(df, k, i, key_show(k)));
     k.chain(cols.iter().map(|&(_, c, s)| cell(df, c, i, s)))
         .collect()
 }
@@ -121,6 +133,18 @@ pub(crate) fn render(
     keys: &[&str],
     cols: &[Col],
 ) -> Result<String> {
+    render_within(rows, totals, keys, cols, None)
+}
+
+/// `render`, fitted into a width where given (`fit`: the width, and per key column the
+/// fewest characters it is cut down to, with an ellipsis; `text_table`).
+pub(crate) fn render_within(
+    rows: &DataFrame,
+    totals: Option<&DataFrame>,
+    keys: &[&str],
+    cols: &[Col],
+    fit: Option<(usize, &[usize])>,
+) -> Result<String> {
     let mut lines: Vec<Vec<String>> = vec![keys
         .iter()
         .map(|k| k.to_string())
@@ -137,37 +161,15 @@ pub(crate) fn render(
             }
         }
     }
-    Ok(align(&lines, keys.len()))
-}
-
-/// Left-aligns the key columns, right-aligns the numbers.
-fn align(lines: &[Vec<String>], keys: usize) -> String {
-    let n = lines.first().map_or(0, Vec::len);
-    let widths: Vec<usize> = (0..n)
-        .map(|c| {
-            lines
-                .iter()
-                .map(|l| l[c].chars().count())
-                .max()
-                .unwrap_or(0)
+    // Keys flush left (and cut to fit), numbers flush right.
+    let align: Vec<Align> = (0..keys.len() + cols.len())
+        .map(|c| match (c < keys.len(), fit) {
+            (false, _) => Align::Right,
+            (true, None) => Align::Left,
+            (true, Some((_, floors))) => {
+                Align::Cut(floors.get(c).copied().unwrap_or(text_table::MIN_CUT))
+            }
         })
         .collect();
-    let mut s = String::new();
-    for l in lines {
-        let cells: Vec<String> = l
-            .iter()
-            .enumerate()
-            .map(|(c, v)| {
-                if c < keys {
-                    format!("{v:<w$}", w = widths[c])
-                } else {
-                    format!("{v:>w$}", w = widths[c])
-                }
-            })
-            .collect();
-        s.push_str("  ");
-        s.push_str(cells.join("  ").trim_end());
-        s.push('\n');
-    }
-    s
+    Ok(text_table::render(&lines, &align, fit.map(|f| f.0)))
 }

@@ -14,7 +14,8 @@ use serde_json::{json, Value};
 
 use crate::cli::{Format, PerfArgs, PerfBy};
 use crate::frame_out::{frame_json, write_csv};
-use crate::overlap_table::{render, Col, Show};
+use crate::overlap_table::{render_within, Col, Show};
+use crate::text_table::WIDTH;
 
 pub(crate) fn run(args: PerfArgs) -> Result<ExitCode> {
     let root = args.dataset.as_path();
@@ -82,7 +83,6 @@ const GROUP_COLUMNS: &[Col] = &[
     ("FLOP/B", "intensity", Show::Tflops),
     ("bound", "bound", Show::Plain),
     ("roof_%", "roof_pct", Show::Pct),
-    ("note", "note", Show::Plain),
 ];
 
 const STEP_COLUMNS: &[Col] = &[
@@ -94,7 +94,6 @@ const STEP_COLUMNS: &[Col] = &[
     ("GEMM_TFLOP/s", "gemm_tflops", Show::Tflops),
     ("unmodelled", "unmodelled_count", Show::Plain),
     ("unmodelled_ms", "unmodelled_ns", Show::Ms),
-    ("note", "note", Show::Plain),
 ];
 
 fn spread_text(s: &Option<Spread>, f: fn(f64) -> String) -> String {
@@ -171,17 +170,55 @@ fn print_run(out: &mut impl Write, p: &PerfRun, rows: &DataFrame, args: &PerfArg
     for n in &p.notes {
         writeln!(out, "  note: {n}")?;
     }
-    let (keys, cols): (&[&str], &[Col]) = match args.by {
-        PerfBy::Op => (&["op"], GROUP_COLUMNS),
-        PerfBy::Shape => (&["op", "input_dims", "input_types"], GROUP_COLUMNS),
-        PerfBy::Step => (&["rank", "level", "step"], STEP_COLUMNS),
+    // The fewest characters a cut key keeps (`text_table`): a shape more than its dtypes.
+    let (keys, cols, floors): (&[&str], &[Col], &[usize]) = match args.by {
+        PerfBy::Op => (&["op"], GROUP_COLUMNS, &[40]),
+        PerfBy::Shape => (
+            &["op", "input_dims", "input_types"],
+            GROUP_COLUMNS,
+            &[20, 32, 12],
+        ),
+        PerfBy::Step => (&["rank", "level", "step"], STEP_COLUMNS, &[]),
     };
     match args.by {
         PerfBy::Step => writeln!(out, "by step (times in ms):")?,
         _ => writeln!(out, "top {} by GPU time (times in ms):", args.top)?,
     }
-    out.write_all(render(rows, None, keys, cols)?.as_bytes())?;
+    // Shapes and operator names are cut to fit (`--format json` and `csv` keep them whole).
+    let text = render_within(rows, None, keys, cols, Some((WIDTH, floors)))?;
+    out.write_all(text.as_bytes())?;
+    print_notes(out, rows, keys)?;
     writeln!(out)?;
+    Ok(())
+}
+
+/// Each row's note (why it has no FLOPs or no % of peak), whole, under the table that
+/// must fit the terminal: `notes:`, then one line per row that has one, named by its keys.
+fn print_notes(out: &mut impl Write, rows: &DataFrame, keys: &[&str]) -> Result<()> {
+    let Ok(notes) = rows.column("note").and_then(|c| c.str().cloned()) else {
+        return Ok(());
+    };
+    let mut first = true;
+    for i in 0..rows.height() {
+        let Some(note) = notes.get(i) else { continue };
+        if first {
+            writeln!(out, "notes:")?;
+            first = false;
+        }
+        let key: Vec<String> = keys
+            .iter()
+            .filter_map(|k| {
+                let v = rows.column(k).ok()?.get(i).ok()?;
+                match v {
+                    AnyValue::Null => None,
+                    AnyValue::String(s) => Some(s.to_string()),
+                    AnyValue::StringOwned(s) => Some(s.to_string()),
+                    v => Some(v.to_string()),
+                }
+            })
+            .collect();
+        writeln!(out, "  {}: {note}", key.join(" "))?;
+    }
     Ok(())
 }
 

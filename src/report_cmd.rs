@@ -25,9 +25,14 @@ pub(crate) fn run(args: ReportArgs) -> Result<ExitCode> {
     println!("steps:    {} (rank × step rows)", r.step_rows);
     match &r.timeline {
         Some(t) => println!(
-            "timeline: run {} rank {} {}, {} of {} kernels drawn",
+            "timeline: run {} {} {}, {} of {} kernels drawn",
             t.run,
-            t.rank,
+            if t.ranks.len() > 1 {
+                let r: Vec<String> = t.ranks.iter().map(i64::to_string).collect();
+                format!("ranks {}", r.join(", "))
+            } else {
+                format!("rank {}", t.rank)
+            },
             match (t.whole_capture, t.step) {
                 (true, _) => "the whole capture (no steps)".to_string(),
                 (false, s) => format!(

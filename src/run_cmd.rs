@@ -74,7 +74,11 @@ pub(crate) fn run(a: RunArgs) -> Result<ExitCode> {
         (existing.to_path_buf(), a.label.clone())
     } else {
         let traces = a.out.join("traces");
-        launch(&a, &traces)?;
+        let made = Made::before(&[traces.clone(), a.out.join("workload"), a.out.clone()]);
+        if let Err(e) = launch(&a, &traces) {
+            made.undo();
+            return Err(e);
+        }
         (traces, a.label.clone().or(Some(a.workload.clone())))
     };
     let data = a.out.join("data");
@@ -107,6 +111,31 @@ pub(crate) fn run(a: RunArgs) -> Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// The directories a launch may create (traces, the torch script's folder, the output
+/// directory) that did not exist before it: a launch that fails (no GPU, no PyTorch) takes
+/// them back, so that it leaves nothing behind. What a workload wrote before failing stays.
+struct Made(Vec<PathBuf>);
+
+impl Made {
+    /// Of `dirs` (innermost first), those not there yet.
+    fn before(dirs: &[PathBuf]) -> Made {
+        Made(dirs.iter().filter(|d| !d.exists()).cloned().collect())
+    }
+
+    /// Removes them again, innermost first: the torch scripts aorta wrote, then each
+    /// directory if it is empty.
+    fn undo(&self) {
+        for d in &self.0 {
+            if d.file_name().is_some_and(|n| n == "workload") {
+                for (name, _) in TORCH_FILES {
+                    let _ = std::fs::remove_file(d.join(name));
+                }
+            }
+            let _ = std::fs::remove_dir(d);
+        }
+    }
 }
 
 /// Starts the named workload writing into `traces` and waits for it.

@@ -14,10 +14,11 @@ Examples:
   aorta info ds --run cuda --diagnostics   # every finding of that run, with its example
   aorta info --format json > info.json
 
-Per run: workload (the label's last component, what `aorta compare` pairs by), platforms,
-formats, devices, ranks, world size, steps (real ProfilerStep numbers; GPU activity outside
-every step is counted on its own, never as a step), source files, and the time span of its
-rows. Findings per diagnostic code with a severity: `trouble` (worth a look, e.g.
+Per run: workload (the label's last component, what `aorta compare` pairs by), platforms (of
+its traces: a JSONL log has none), formats, devices, ranks, world size, steps (real
+ProfilerStep numbers; GPU activity outside every step is counted on its own, never as a
+step), source files, and the time span of its rows: its length and its start as a UTC
+date-time (first_ns and last_ns, raw, in --format json and csv). Findings per diagnostic code with a severity: `trouble` (worth a look, e.g.
 same_stream_overlap, kernel_without_launch) or `noise` (expected in healthy traces:
 outside_steps, jsonl_non_numeric, skipped_category, rank_default), and the first example of
 each. docs/TOOLBOX.md.";

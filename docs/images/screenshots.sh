@@ -1,39 +1,65 @@
 #!/usr/bin/env bash
-# Regenerates docs/images/{report,compare,idle}.png with the commands README.md documents: the
-# bundled traces ingested, the report of the 2-rank FSDP2 job and the page of
-# `aorta compare --reference cuda --candidate rocm`, as headless Chromium draws them.
+# Regenerates docs/images/{report,idle,memory,compare}.png from the pages the current aorta
+# writes, as headless Chromium draws them at 1280 px wide:
+#   report.png  the first screen of `aorta report` of the corpus's 2-rank H200 FSDP2 job
+#               (the headline, then the timeline of both ranks);
+#   idle.png    that page's "Compute, non-compute and idle per rank" section alone;
+#   memory.png  the "Device memory over time" section of the MI300X qwen1.5-0.5b-chat report;
+#   compare.png `aorta compare` of BERT-small inference, H100 (reference) vs MI300X.
+# Every command runs inside a scratch folder with relative paths, so no temporary path shows
+# on the pages.
+#
+# Usage: docs/images/screenshots.sh [CORPUS]
+#   CORPUS: the trace corpus (kineto/cuda/h200_fsdp2, kineto/cuda/h100_models,
+#   kineto/rocm/mi300x_models); default ../shared/data beside the checkout. It is not part
+#   of the repository, so a clone passes its own copy.
+# Needs chromium; pngquant, when present, keeps each image small.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+corpus=$(cd "${1:-$repo/../shared/data}" && pwd)
+cd "$repo"
+cargo build -q -p aorta
+aorta="$repo/${CARGO_TARGET_DIR:-target}/debug/aorta"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cargo build -q
-aorta=${CARGO_TARGET_DIR:-target}/debug/aorta
-$aorta ingest workloads/traces workloads/samples -o "$work/data" -q
-$aorta report "$work/data" --run fsdp/fsdp_default -o "$work/report.html" >/dev/null
-$aorta compare "$work/data" --reference cuda --candidate rocm -o "$work/cmp" >/dev/null
-cp "$work/cmp/report.html" "$work/compare.html"
-for page in report compare; do
+cd "$work"
+
+# Only the section whose heading starts with $2 (and the page title): the rest hidden.
+only_section() {
+  local hide="<script>window.addEventListener('load',()=>{let keep=false;for(const el of [...document.body.children]){if(el.tagName==='H2'){keep=el.textContent.startsWith('$2');}if(!keep\&\&el.tagName!=='SCRIPT'\&\&el.tagName!=='H1'){el.style.display='none';}}});</script></body>"
+  sed "s|</body>|$hide|" "$1"
+}
+
+# shot PAGE.html OUT.png HEIGHT: the top HEIGHT px of the page at 1280 px wide.
+shot() {
   chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --user-data-dir="$work/profile" \
     --disable-background-networking --disable-component-update --disable-sync --no-first-run \
-    --virtual-time-budget=20000 --window-size=1400,2000 \
-    --screenshot="$work/$page.png" "file://$work/$page.html" 2>/dev/null
-  # Palette PNG keeps each image well under 500 kB.
+    --virtual-time-budget=20000 --window-size="1280,$3" \
+    --screenshot="$work/$2" "file://$work/$1" 2>/dev/null
   if command -v pngquant >/dev/null; then
-    pngquant --force --quality=60-90 --output "docs/images/$page.png" "$work/$page.png"
+    pngquant --force --quality=60-90 --output "$repo/docs/images/$2" "$work/$2"
   else
-    cp "$work/$page.png" "docs/images/$page.png"
+    cp "$work/$2" "$repo/docs/images/$2"
   fi
-  ls -l "docs/images/$page.png"
-done
+  ls -l "$repo/docs/images/$2"
+}
 
-# The compute / non-compute / idle section of the report of the corpus's H200 FSDP2 job
-# (docs/REPORTS.md): the page with every other section hidden.
-$aorta ingest ../shared/data/kineto/cuda/h200_fsdp2 -o "$work/fsdp2" -q
-$aorta report "$work/fsdp2" -o "$work/fsdp2.html" >/dev/null
-hide="<script>window.addEventListener('load',()=>{let keep=false;for(const el of [...document.body.querySelectorAll('h2')[0].parentElement.children]){if(el.tagName==='H2'){keep=el.textContent.startsWith('Compute, non-compute and idle');}if(!keep\&\&el.tagName!=='SCRIPT'\&\&el.tagName!=='H1'){el.style.display='none';}}});</script></body>"
-sed "s|</body>|$hide|" "$work/fsdp2.html" > "$work/idle.html"
-chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --user-data-dir="$work/profile" \
-  --no-first-run --virtual-time-budget=20000 --window-size=1400,720 \
-  --screenshot="$work/idle.png" "file://$work/idle.html" 2>/dev/null
-cp "$work/idle.png" docs/images/idle.png
-ls -l docs/images/idle.png
+ln -s "$corpus" corpus
+$aorta ingest corpus/kineto/cuda/h200_fsdp2 -o fsdp2 -q
+$aorta collectives fsdp2 >/dev/null
+$aorta overlap fsdp2 >/dev/null
+$aorta report fsdp2 -o report.html >/dev/null
+shot report.html report.png 1400
+only_section report.html 'Compute, non-compute and idle' > idle.html
+shot idle.html idle.png 720
+
+$aorta ingest corpus/kineto/rocm/mi300x_models/qwen1.5-0.5b-chat.json.gz -o qwen -q
+$aorta report qwen -o qwen.html >/dev/null
+only_section qwen.html 'Device memory over time' > memory.html
+shot memory.html memory.png 560
+
+$aorta ingest corpus/kineto/cuda/h100_models/bert-small.json.gz -o models --label h100/bert-small -q
+$aorta ingest corpus/kineto/rocm/mi300x_models/bert-small.json.gz -o models --label mi300x/bert-small -q
+$aorta compare models --reference cuda --candidate rocm -o cmp >/dev/null
+cp cmp/report.html compare.html
+shot compare.html compare.png 1800

@@ -55,6 +55,34 @@ impl Journal {
         }
     }
 
+    /// The journal also removing every derived table part (`schema::DERIVED_TABLES`) of the
+    /// `runs` given: runs that no longer exist after this commit, whose `overlap_*`,
+    /// `collectives` or `op_perf` rows would otherwise stay readable by SQL and polars.
+    pub fn dropping_derived(mut self, out: &Path, runs: &[String]) -> Result<Journal> {
+        for run in runs {
+            for t in crate::schema::DERIVED_TABLES {
+                let dir = crate::schema::run_dir(t.name, run);
+                let mut stack = vec![dir];
+                while let Some(d) = stack.pop() {
+                    let read = match std::fs::read_dir(out.join(&d)) {
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                        r => r.map_err(|e| IngestError::io(&out.join(&d), e))?,
+                    };
+                    for entry in read {
+                        let entry = entry.map_err(|e| IngestError::io(&out.join(&d), e))?;
+                        let rel = d.join(entry.file_name());
+                        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                            stack.push(rel);
+                        } else {
+                            self.removes.push(rel);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(self)
+    }
+
     /// Writes the journal, then applies it. A failure before the journal is written leaves
     /// the dataset as it was; one after, a journal that `recover` finishes.
     pub fn commit(self, out: &Path) -> Result<Manifest> {
@@ -90,6 +118,21 @@ impl Journal {
         std::fs::remove_file(&path).map_err(|e| IngestError::io(&path, e))?;
         Ok(self.manifest)
     }
+}
+
+/// The runs of `before` that `after` no longer has.
+pub fn vanished_runs(before: &Manifest, after: &Manifest) -> Vec<String> {
+    let now: std::collections::BTreeSet<&str> =
+        after.inputs.iter().map(|e| e.label.as_str()).collect();
+    let mut gone: Vec<String> = before
+        .inputs
+        .iter()
+        .map(|e| e.label.clone())
+        .filter(|l| !now.contains(l.as_str()))
+        .collect();
+    gone.sort();
+    gone.dedup();
+    gone
 }
 
 /// Finishes a commit a killed process left (its journal); true when there was one. Call it

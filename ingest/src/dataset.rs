@@ -62,7 +62,7 @@ fn is_candidate(p: &Path) -> bool {
 /// root of the directory that holds it (`cuda/h200_fsdp2` for
 /// `traces/cuda/h200_fsdp2/rank0.json` under `traces`), or the root's own name for files
 /// directly in it, unless `label` is given. A directory is one job until its files say
-/// otherwise (`job`).
+/// otherwise (`job`). A file reached more than once is one input.
 pub(crate) fn discover(roots: &[PathBuf], label: Option<&str>, skip: &Path) -> Result<Vec<Input>> {
     if label.is_some_and(|l| l.trim().is_empty()) {
         return Err(IngestError::Usage(
@@ -114,6 +114,10 @@ pub(crate) fn discover(roots: &[PathBuf], label: Option<&str>, skip: &Path) -> R
             });
         }
     }
+    // A file reached twice (`DIR DIR/file`, one path twice, a link to a file beside it) is
+    // read once, as it was first found: two readers of one file would write one part twice.
+    let mut seen = std::collections::HashSet::new();
+    out.retain(|i| seen.insert(std::fs::canonicalize(&i.path).unwrap_or_else(|_| i.path.clone())));
     group_csv(out)
 }
 

@@ -24,6 +24,11 @@ pub(crate) fn unreadable(path: &Path) -> Option<&'static str> {
 /// their tables are, one JSON object per line is JSONL, a trace with Kineto's markers is
 /// Kineto, any other Chrome trace is generic Chrome.
 pub fn detect(path: &Path) -> Result<Format> {
+    // Before any reader: an empty input is said to be one, whatever its name or format,
+    // not reported as a trace cut off at byte 0.
+    if std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() == 0) {
+        return Err(IngestError::file(path, EMPTY));
+    }
     let name = path.to_string_lossy().to_ascii_lowercase();
     if name.contains(".jsonl") {
         return Ok(Format::Jsonl);
@@ -41,6 +46,11 @@ pub fn detect(path: &Path) -> Result<Format> {
         // Corrupt compressed data: the trace reader reports it, with the offset where it broke.
         return Ok(Format::Kineto);
     }
+    if head.len() < 1 << 16 && head.iter().all(u8::is_ascii_whitespace) {
+        // The whole file is nothing but blanks (or a compressed file of nothing). A longer
+        // run of blanks is a trace's business: its reader says where it stops being one.
+        return Err(IngestError::file(path, EMPTY));
+    }
     if head.starts_with(SQLITE_MAGIC) {
         return detect_sqlite(path);
     }
@@ -55,8 +65,7 @@ pub fn detect(path: &Path) -> Result<Format> {
         return Ok(Format::RocprofJson);
     }
     // A whole small JSON document without events is not a trace (summary.json, configs).
-    // An empty (or blank) file is a trace cut off at byte 0: the reader reports it so.
-    let whole = head.len() < 1 << 16 && !head.iter().all(u8::is_ascii_whitespace);
+    let whole = head.len() < 1 << 16;
     let trace = memchr::memmem::find(&head, b"\"traceEvents\"").is_some()
         || memchr::memmem::find(&head, b"\"ph\"").is_some();
     Ok(if whole && !trace {
@@ -67,6 +76,9 @@ pub fn detect(path: &Path) -> Result<Format> {
         Format::Kineto
     })
 }
+
+/// What an input with no content (no bytes, only blanks, or compressed nothing) is called.
+const EMPTY: &str = "empty file";
 
 /// The first 16 bytes of every SQLite 3 database.
 pub(crate) const SQLITE_MAGIC: &[u8] = b"SQLite format 3\0";

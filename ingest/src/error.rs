@@ -59,6 +59,29 @@ pub enum IngestError {
     /// An option the user gave that cannot work, before any file is read.
     #[error("{0}")]
     Usage(String),
+    /// A file failed without `keep_going`, so none of the inputs landed: the file's own
+    /// error, then how many other inputs were left out and the way to land them.
+    #[error("{first} ({})", left_out(*others, *broken))]
+    Stopped {
+        /// The first failure, in input order.
+        first: Box<IngestError>,
+        /// The other inputs of the ingest (read or not), none of which was written.
+        others: usize,
+        /// How many of those failed too.
+        broken: usize,
+    },
+}
+
+/// `Stopped`'s note: `2 other inputs not ingested, 1 of them broken too; --keep-going …`.
+fn left_out(others: usize, broken: usize) -> String {
+    let inputs = if others == 1 { "input" } else { "inputs" };
+    let broken = match broken {
+        0 => String::new(),
+        n => format!(", {n} of them broken too"),
+    };
+    format!(
+        "{others} other {inputs} not ingested{broken}; --keep-going ingests the readable ones and lists the broken ones"
+    )
 }
 
 impl IngestError {
@@ -73,6 +96,19 @@ impl IngestError {
         IngestError::File {
             path: path.display().to_string(),
             msg: msg.into(),
+        }
+    }
+
+    /// `self`, the first failure of an ingest without `keep_going` that had `others` more
+    /// inputs (`broken` of them failing too): said so when there were any.
+    pub(crate) fn stopped(self, others: usize, broken: usize) -> Self {
+        if others == 0 {
+            return self;
+        }
+        IngestError::Stopped {
+            first: Box::new(self),
+            others,
+            broken,
         }
     }
 }

@@ -10,7 +10,9 @@
 //! named by the file name with its rank token removed (`exp1`), else by the whole file stem.
 //!
 //! JSONL logs do not take part in the check (they carry no device or trace clock); when a
-//! label is split, a log joins the workload its name points to, else it stays under the label.
+//! label is split, a log joins the workload its name points to (its name without the rank
+//! token, or what comes before the rank token: `<job>_rank<N>_metrics.jsonl`), else it stays
+//! under the label.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -71,13 +73,17 @@ pub(crate) fn decide(members: &[Member]) -> Verdict {
     } else {
         unique_stems(members)
     };
+    let is_workload = |n: &str| traces.iter().any(|&t| names[t].as_deref() == Some(n));
     let workloads = (0..members.len())
         .map(|i| {
-            let name = names[i].clone()?;
-            // A log joins a workload of the traces, else stays under the label.
-            let joins =
-                members[i].id.trace || traces.iter().any(|&t| names[t] == Some(name.clone()));
-            joins.then_some(name)
+            if members[i].id.trace {
+                return names[i].clone();
+            }
+            // A log joins the workload its name points to: its whole name without the rank
+            // (`b_rank_00.jsonl` → `b`), or what comes before the rank (the Python tool's
+            // `<job>_rank<N>_metrics.jsonl` → `<job>`); else it stays under the label.
+            let whole = names[i].clone().filter(|n| is_workload(n));
+            whole.or_else(|| job_prefix(members[i].path).filter(|n| is_workload(n)))
         })
         .collect();
     Verdict {
@@ -201,10 +207,21 @@ pub(crate) fn stem(path: &Path) -> String {
     }
 }
 
-/// The stem without its rank token (`rank0`, `rank_01`, `worker3`) and the separators left
-/// around it: `exp1` for `exp1_rank0.json`; empty for `rank0.json`.
-pub(crate) fn workload_name(path: &Path) -> String {
+/// What comes before the stem's rank token, without the separators: `fsdp2_bf16` for
+/// `fsdp2_bf16_rank0_metrics.jsonl`; `None` without a rank token or with nothing before it
+/// (`rank_00_metrics.jsonl`).
+pub(crate) fn job_prefix(path: &Path) -> Option<String> {
     let stem = stem(path);
+    let (i, _) = rank_token(&stem)?;
+    let parts: Vec<&str> = stem[..i]
+        .split(['_', '-', '.'])
+        .filter(|p| !p.is_empty())
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("_"))
+}
+
+/// Where the stem's rank token (`rank0`, `rank_01`, `worker3`) starts and ends.
+fn rank_token(stem: &str) -> Option<(usize, usize)> {
     let lower = stem.to_ascii_lowercase();
     for key in ["rank", "worker"] {
         let Some(i) = lower.find(key) else { continue };
@@ -214,15 +231,24 @@ pub(crate) fn workload_name(path: &Path) -> String {
         if digits == 0 {
             continue;
         }
-        let end = i + key.len() + sep + digits;
-        let joined = format!("{}_{}", &stem[..i], &stem[end..]);
-        let parts: Vec<&str> = joined
-            .split(['_', '-', '.'])
-            .filter(|p| !p.is_empty())
-            .collect();
-        return parts.join("_");
+        return Some((i, i + key.len() + sep + digits));
     }
-    stem
+    None
+}
+
+/// The stem without its rank token (`rank0`, `rank_01`, `worker3`) and the separators left
+/// around it: `exp1` for `exp1_rank0.json`; empty for `rank0.json`.
+pub(crate) fn workload_name(path: &Path) -> String {
+    let stem = stem(path);
+    let Some((i, end)) = rank_token(&stem) else {
+        return stem;
+    };
+    let joined = format!("{}_{}", &stem[..i], &stem[end..]);
+    let parts: Vec<&str> = joined
+        .split(['_', '-', '.'])
+        .filter(|p| !p.is_empty())
+        .collect();
+    parts.join("_")
 }
 
 #[cfg(test)]
@@ -310,6 +336,35 @@ mod tests {
         assert_eq!(
             w,
             [Some("a"), Some("a"), Some("b"), Some("b"), Some("b"), None]
+        );
+    }
+
+    #[test]
+    fn a_log_joins_the_job_before_its_rank_token() {
+        // Two jobs side by side, each with the Python tool's per-rank logs named after it.
+        let v = verdict(&[
+            (
+                "fsdp2_bf16_rank0.pt.trace.json.gz",
+                id(0, true, Some(2), (0, S)),
+            ),
+            (
+                "fsdp2_bf16_rank1.pt.trace.json.gz",
+                id(1, true, Some(2), (0, S)),
+            ),
+            ("fsdp2_bf16_rank0_metrics.jsonl", Identity::default()),
+            ("fsdp2_bf16_rank1_metrics.jsonl", Identity::default()),
+            ("tp_rank0.pt.trace.json.gz", id(0, true, Some(2), (0, S))),
+            ("tp_rank1.pt.trace.json.gz", id(1, true, Some(2), (0, S))),
+            ("rank_00_metrics.jsonl", Identity::default()),
+        ]);
+        assert_eq!(v.reason.as_deref(), Some("2 traces are rank 0"));
+        let w: Vec<Option<&str>> = v.workloads.iter().map(Option::as_deref).collect();
+        let f = Some("fsdp2_bf16");
+        assert_eq!(w, [f, f, f, f, Some("tp"), Some("tp"), None]);
+        assert_eq!(job_prefix(Path::new("rank_00_metrics.jsonl")), None);
+        assert_eq!(
+            job_prefix(Path::new("a-b_worker3.json")).as_deref(),
+            Some("a_b")
         );
     }
 

@@ -298,16 +298,17 @@ fn commit_results(
     summary: &mut Summary,
 ) -> Result<()> {
     let mut ok = Vec::new();
+    let (inputs, failures) = (todo.len(), results.iter().filter(|r| r.is_err()).count());
     for (p, r) in todo.into_iter().zip(results) {
         match r {
             Ok(o) => ok.push((p, o)),
             Err(e) if opts.keep_going => summary.failed.push(e),
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.stopped(inputs - 1, failures - 1)),
         }
     }
-    let notes = settle_jobs(&mut ok, manifest, &opts.out, staging)?;
+    let notes = settle_jobs(&mut ok, manifest, staging)?;
     for (note, _) in notes.values() {
-        if !summary.job_notes.contains(note) {
+        if !note.is_empty() && !summary.job_notes.contains(note) {
             summary.job_notes.push(note.clone());
         }
     }
@@ -368,26 +369,25 @@ fn commit_results(
         summary.bytes += p.bytes;
         summary.ingested.push((p.input.path, outcome));
     }
-    *manifest = commit::Journal::new(staging, manifest, &entries).commit(&opts.out)?;
+    let journal = commit::Journal::new(staging, manifest, &entries);
+    // A run none of whose files is left (they moved to another run) goes with its derived
+    // tables, in the same commit.
+    let gone = commit::vanished_runs(manifest, &journal.manifest);
+    *manifest = journal
+        .dropping_derived(&opts.out, &gone)?
+        .commit(&opts.out)?;
     Ok(())
 }
 
-/// One file of a run label being settled: read now (index into `ok`) or already in the
-/// manifest (index into its inputs).
-#[derive(Clone, Copy)]
-enum Who {
-    Fresh(usize),
-    Kept(usize),
-}
-
 /// Decides, per run label read now, whether its files (with those of the label already in the
-/// dataset) can be one job (`job::decide`); files that cannot become runs `<label>/<workload>`:
-/// their staged parts (or, for kept files, their committed parts) move to that run. Returns
-/// per split file (by manifest key) the ingest's note and the reason.
+/// dataset) can be one job (`job::decide`); files that cannot become runs `<label>/<workload>`,
+/// their staged parts moved to that run. A run's identity is fixed at its first ingest: files
+/// already in the dataset keep their run whatever comes later, so new files that cannot join
+/// them become a run (or runs) of their own, named apart from the existing ones. Returns per
+/// new file that made a new run (by manifest key) the ingest's note and the reason.
 fn settle_jobs(
     ok: &mut [(Planned, (Format, FileOutcome))],
-    manifest: &mut Manifest,
-    out: &std::path::Path,
+    manifest: &Manifest,
     staging: &std::path::Path,
 ) -> Result<BTreeMap<String, (String, String)>> {
     let fresh: std::collections::HashSet<String> = ok.iter().map(|(p, _)| p.key.clone()).collect();
@@ -395,68 +395,121 @@ fn settle_jobs(
         ok.iter().map(|(p, _)| p.input.label.clone()).collect();
     let mut notes = BTreeMap::new();
     for base in bases {
-        let mut who = Vec::new();
+        let mut new_files = Vec::new();
         let mut members: Vec<(PathBuf, crate::job::Identity)> = Vec::new();
         for (i, (p, (format, o))) in ok.iter().enumerate() {
             if p.input.label == base && *format != Format::NotATrace {
-                who.push(Who::Fresh(i));
+                new_files.push(i);
                 members.push((p.input.path.clone(), o.identity.clone()));
             }
         }
-        for (j, e) in manifest.inputs.iter().enumerate() {
+        // The runs of this label already in the dataset, and their files' labels.
+        let mut kept_labels = Vec::new();
+        for e in &manifest.inputs {
             if let (true, false, Some(id)) =
                 (e.base() == base, fresh.contains(&e.source), &e.identity)
             {
-                who.push(Who::Kept(j));
+                kept_labels.push(e.label.clone());
                 members.push((PathBuf::from(&e.source), id.clone()));
             }
         }
-        let m: Vec<crate::job::Member> = members
-            .iter()
-            .map(|(path, id)| crate::job::Member { path, id })
-            .collect();
-        let verdict = crate::job::decide(&m);
-        let Some(reason) = verdict.reason else {
+        let existing: std::collections::BTreeSet<String> = kept_labels.iter().cloned().collect();
+        let decide = |members: &[(PathBuf, crate::job::Identity)]| {
+            let m: Vec<crate::job::Member> = members
+                .iter()
+                .map(|(path, id)| crate::job::Member { path, id })
+                .collect();
+            let verdict = crate::job::decide(&m);
+            let labels: Vec<String> = verdict
+                .workloads
+                .iter()
+                .map(|w| w.as_ref().map_or(base.clone(), |w| format!("{base}/{w}")))
+                .collect();
+            (verdict.reason, labels)
+        };
+        let (reason, labels) = decide(&members);
+        let n = new_files.len();
+        let kept_stay = labels[n..].iter().zip(&kept_labels).all(|(a, b)| a == b);
+        let (reason, fresh_labels, joined_none) = if kept_stay {
+            (reason, labels[..n].to_vec(), false)
+        } else {
+            // The new files would rename runs already there: they are decided among
+            // themselves instead, and their runs named apart from the existing ones.
+            let (own_reason, own) = decide(&members[..n]);
+            let one_job = own_reason.is_none();
+            let labels = own
+                .iter()
+                .enumerate()
+                .map(|(k, l)| {
+                    let name = if one_job {
+                        let path = &members[k].0;
+                        let w = crate::job::workload_name(path);
+                        let w = if w.is_empty() {
+                            crate::job::stem(path)
+                        } else {
+                            w
+                        };
+                        format!("{base}/{w}")
+                    } else {
+                        l.clone()
+                    };
+                    unique_label(&name, &existing)
+                })
+                .collect();
+            (reason, labels, true)
+        };
+        let Some(reason) = reason else {
             continue;
         };
-        let labels: Vec<String> = verdict
-            .workloads
+        let mut made: Vec<&String> = fresh_labels
             .iter()
-            .map(|w| w.as_ref().map_or(base.clone(), |w| format!("{base}/{w}")))
+            .filter(|l| !existing.contains(*l) && (joined_none || **l != base))
             .collect();
-        let mut runs: Vec<&String> = labels.iter().collect();
-        runs.sort();
-        runs.dedup();
-        let names: Vec<&str> = runs.iter().map(|r| r.as_str()).collect();
-        let note = format!(
-            "run `{base}`: its files cannot be one job: {reason}. Each became a run of its own: {}",
-            names.join(", ")
-        );
-        for (w, label) in who.iter().zip(&labels) {
-            match *w {
-                Who::Fresh(i) => {
-                    let o = &mut ok[i].1 .1;
-                    move_parts(&mut o.parts, label, staging)?;
-                    o.run = label.clone();
-                    notes.insert(ok[i].0.key.clone(), (note.clone(), reason.clone()));
-                }
-                Who::Kept(j) => {
-                    let e = &mut manifest.inputs[j];
-                    if e.label != *label {
-                        for (old, new) in move_parts(&mut e.parts, label, out)? {
-                            if let Some(sum) = e.checksums.remove(&old) {
-                                e.checksums.insert(new, sum);
-                            }
-                        }
-                        e.base_label = base.clone();
-                        e.label = label.clone();
-                    }
-                    e.job_note = Some(reason.clone());
-                }
+        made.sort();
+        made.dedup();
+        let note = if existing.is_empty() {
+            let mut runs: Vec<&String> = fresh_labels.iter().collect();
+            runs.sort();
+            runs.dedup();
+            let names: Vec<&str> = runs.iter().map(|r| r.as_str()).collect();
+            format!(
+                "run `{base}`: its files cannot be one job: {reason}. Each became a run of its own: {}",
+                names.join(", ")
+            )
+        } else {
+            let names: Vec<&str> = made.iter().map(|r| r.as_str()).collect();
+            let had: Vec<&str> = existing.iter().map(String::as_str).collect();
+            format!(
+                "run `{base}`: the new files cannot join the run(s) already there ({}): {reason}. They became run(s) of their own: {}; the existing runs keep their names",
+                had.join(", "),
+                names.join(", ")
+            )
+        };
+        for (&i, label) in new_files.iter().zip(&fresh_labels) {
+            let o = &mut ok[i].1 .1;
+            if o.run != *label {
+                move_parts(&mut o.parts, label, staging)?;
+                o.run = label.clone();
             }
+            // The note goes with the files whose run this ingest made; files that joined an
+            // existing run of a past split carry its reason, said when that split was made.
+            let said = !made.is_empty() && made.contains(&label);
+            let text = if said { note.clone() } else { String::new() };
+            notes.insert(ok[i].0.key.clone(), (text, reason.clone()));
         }
     }
     Ok(notes)
+}
+
+/// `name`, or `name-2`, `name-3`, … when a run of the dataset is already called that.
+fn unique_label(name: &str, existing: &std::collections::BTreeSet<String>) -> String {
+    if !existing.contains(name) {
+        return name.to_string();
+    }
+    (2..)
+        .map(|n| format!("{name}-{n}"))
+        .find(|l| !existing.contains(l))
+        .expect("a free name")
 }
 
 /// Moves the part files under `root` to run `label` (`schema::relabel_part`); the (old, new)

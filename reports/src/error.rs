@@ -55,6 +55,19 @@ pub enum ReportError {
     /// so there is no timeline to draw it on. Holds the dataset's root.
     #[error("{0}: no GPU activities in the reported ranks, so no step to draw")]
     NoActivities(PathBuf),
+    /// `--from/--to` covers no activity of any timeline; says where the activity lies, in
+    /// the flags' units (ms from the step's first activity).
+    #[error("{dataset}: no GPU activity between --from {from} and --to {to} ms; {lies}")]
+    EmptyWindow {
+        /// The dataset's root directory.
+        dataset: PathBuf,
+        /// `--from`, ms.
+        from: f64,
+        /// `--to`, ms.
+        to: f64,
+        /// Per timeline, where its activity lies.
+        lies: String,
+    },
     /// A comparison directory, or one of its tables, does not exist: the compare page reads
     /// what `aorta compare -o DIR` wrote. Holds the missing path.
     #[error("{0}: missing (written by `aorta compare -o DIR`)")]

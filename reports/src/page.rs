@@ -75,13 +75,23 @@ fn plotly_js() -> String {
 }
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:24px auto;max-width:1300px;\
-color:#222}h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ddd}\
+padding:0 16px;box-sizing:border-box;color:#222}h1{font-size:1.5em}h2{font-size:1.2em;\
+margin-top:2em;border-bottom:1px solid #ddd}h3{font-size:1.05em;margin:1em 0 .3em}\
 table{border-collapse:collapse;font-size:13px;margin:8px 0;display:block;max-width:100%;\
 overflow-x:auto}td,th{border:1px solid #ddd;\
 padding:3px 8px}td.n{text-align:right;font-variant-numeric:tabular-nums}th{background:#f4f4f4}\
 p.note{color:#555;font-size:13px}p.bad{color:#b00000;font-weight:600;font-size:15px}\
 p.good{color:#1a7f37;font-weight:600;font-size:15px}.chart{margin:8px 0}\
-.row{display:grid;grid-template-columns:1fr 1fr;gap:16px}.row>.chart{min-width:0}";
+.row{display:grid;grid-template-columns:1fr 1fr;gap:16px}.row>.chart{min-width:0}\
+details>summary{cursor:pointer;font-size:13px;color:#333;margin:6px 0}\
+.headline{background:#f7f9fc;border:1px solid #d8e0ec;border-radius:6px;padding:4px 16px;\
+margin:12px 0}.headline ul{margin:4px 0 8px;padding-left:20px}.headline li{margin:4px 0;\
+font-size:15px;line-height:1.4}.headline a{font-size:13px;margin-left:4px}";
+
+/// Tables with more rows than this collapse behind a summary line (`<details>`), so a long
+/// table (84 JSONL iterations, 8 ranks × 50 steps) does not push the charts below it off the
+/// first screens.
+pub(crate) const OPEN_ROWS: usize = 20;
 
 #[derive(Default)]
 pub(crate) struct Page {
@@ -102,6 +112,21 @@ impl Page {
 
     pub(crate) fn section(&mut self, heading: &str) {
         let _ = writeln!(self.body, "<h2>{}</h2>", esc(heading));
+    }
+
+    /// A section heading the headline links to (`#id`).
+    pub(crate) fn section_id(&mut self, heading: &str, id: &str) {
+        let _ = writeln!(self.body, "<h2 id=\"{}\">{}</h2>", esc(id), esc(heading));
+    }
+
+    /// A sub-heading (one run's part of a section) the headline links to (`#id`).
+    pub(crate) fn subsection_id(&mut self, heading: &str, id: &str) {
+        let _ = writeln!(self.body, "<h3 id=\"{}\">{}</h3>", esc(id), esc(heading));
+    }
+
+    /// HTML the caller built and escaped itself (the headline's linked verdicts).
+    pub(crate) fn raw(&mut self, html: &str) {
+        self.body.push_str(html);
     }
 
     /// A paragraph of explanatory text.
@@ -158,8 +183,19 @@ impl Page {
         self.body.push_str("</div>\n");
     }
 
-    /// A table; cells that parse as numbers (or are `-`) are right-aligned.
+    /// A table; cells that parse as numbers (or are `-`) are right-aligned. Over
+    /// [`OPEN_ROWS`] rows it is collapsed behind a summary line naming its row count and
+    /// columns; a table wider than the page scrolls inside it (the style's `overflow-x`).
     pub(crate) fn table(&mut self, header: &[&str], rows: &[Vec<String>]) {
+        let collapse = rows.len() > OPEN_ROWS;
+        if collapse {
+            let _ = writeln!(
+                self.body,
+                "<details><summary>Table: {} rows ({}); click to show</summary>",
+                rows.len(),
+                esc(&header.join(", "))
+            );
+        }
         let mut t = String::from("<table>\n<tr>");
         for h in header {
             let _ = write!(t, "<th>{}</th>", esc(h));
@@ -176,6 +212,9 @@ impl Page {
         }
         t.push_str("</table>\n");
         self.body.push_str(&t);
+        if collapse {
+            self.body.push_str("</details>\n");
+        }
     }
 
     /// The number of charts on the page.
@@ -193,8 +232,13 @@ impl Page {
         )
     }
 
-    /// Writes the page to `out` atomically (temporary file in the same directory, renamed).
+    /// Writes the page to `out` atomically (temporary file in the same directory, renamed),
+    /// creating its missing parent folders first (`-o newdir/sub/x.html`). Called last, once
+    /// every input has been read and checked, so bad input leaves no folder behind either.
     pub(crate) fn write(&self, out: &Path) -> Result<(), ReportError> {
+        if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(ReportError::io(parent))?;
+        }
         write_atomic(out, self.render().as_bytes())
     }
 }
@@ -222,6 +266,23 @@ mod tests {
             "only plotly.js is embedded, not MathJax"
         );
         assert!(html.contains("Plotly"));
+    }
+
+    #[test]
+    fn long_tables_collapse_behind_a_summary_line() {
+        let rows = |n: usize| (0..n).map(|i| vec![i.to_string()]).collect::<Vec<_>>();
+        let mut p = Page::new("t");
+        p.table(&["a"], &rows(OPEN_ROWS));
+        assert!(
+            !p.render().contains("<details>"),
+            "{OPEN_ROWS} rows stay open"
+        );
+        p.table(&["a", "b"], &rows(OPEN_ROWS + 1));
+        let html = p.render();
+        assert_eq!(html.matches("<details>").count(), 1);
+        let at = html.find("<details><summary>Table: 21 rows (a, b); click to show</summary>");
+        let table = html.rfind("<table>").unwrap();
+        assert!(at.is_some_and(|d| d < table) && html.ends_with("</details>\n</body>\n</html>\n"));
     }
 
     #[test]

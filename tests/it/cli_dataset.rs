@@ -241,8 +241,9 @@ fn files_that_cannot_be_one_job_become_runs_of_their_own() {
             ("models", 0)
         ])
     );
-    // A second rankless model arrives later: both models split, the one already in the
-    // dataset is moved (not read again), and the note is repeated.
+    // A second rankless model arrives later. A run's identity is fixed at its first ingest:
+    // `models` keeps its name and its file (not moved, not read again), the newcomer that
+    // cannot join it becomes `models/qwen`, and ingest says so.
     copy(
         "h100_models/qwen1.5-0.5b-chat.json.gz",
         "models/qwen.json.gz",
@@ -255,24 +256,29 @@ fn files_that_cannot_be_one_job_become_runs_of_their_own() {
         "{err}"
     );
     assert!(
-        err.contains("note: run `models`: its files cannot be one job: 2 traces name no rank"),
+        err.contains("note: run `models`: the new files cannot join the run(s) already there (models): 2 traces name no rank"),
         "{err}"
     );
+    assert!(
+        err.contains("They became run(s) of their own: models/qwen"),
+        "{err}"
+    );
+    assert!(!err.contains("moved"), "nothing already there moves: {err}");
     let got = runs(&ds);
     assert!(
-        got.contains(&("models/bert-small".into(), 0)) && got.contains(&("models/qwen".into(), 0)),
+        got.contains(&("models".into(), 0)) && got.contains(&("models/qwen".into(), 0)),
         "{got:?}"
     );
-    assert!(!got.iter().any(|(r, _)| r == "models"), "{got:?}");
+    // `--run models` still names the first model.
+    let o = aorta(&[
+        "overlap".as_ref(),
+        ds.as_os_str(),
+        "--run".as_ref(),
+        "models".as_ref(),
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
     // Commands that read the dataset repeat the note (the ingest's terminal may be long gone).
-    let note = |all: bool| {
-        let runs = if all {
-            "models/bert-small, models/qwen"
-        } else {
-            "models/qwen"
-        };
-        format!("note: `models` was split into runs {runs} (its files cannot be one job: 2 traces name no rank")
-    };
+    let note = "note: files that could not join run `models` became runs models/qwen (they cannot be one job with it: 2 traces name no rank";
     let html = tmp.path().join("r.html");
     for args in [
         vec!["overlap".as_ref(), ds.as_os_str()],
@@ -287,13 +293,7 @@ fn files_that_cannot_be_one_job_become_runs_of_their_own() {
     ] {
         let o = aorta(&args);
         assert_eq!(code(&o), 0, "{}", stderr(&o));
-        let all = args[0] == "overlap";
-        assert!(
-            stderr(&o).contains(&note(all)),
-            "{:?}: {}",
-            args,
-            stderr(&o)
-        );
+        assert!(stderr(&o).contains(note), "{:?}: {}", args, stderr(&o));
     }
     // Not for a run that was not split.
     let o = aorta(&[
@@ -313,8 +313,74 @@ fn files_that_cannot_be_one_job_become_runs_of_their_own() {
     assert_eq!(runs(&ds), got);
 }
 
+/// Every relabel says `moved … from run A to run B`, and the derived tables of a run that no
+/// longer exists go with it in the same commit: neither `aorta sql` nor a glob of the table
+/// directories finds a row of the gone run.
+#[test]
+fn a_relabelled_run_takes_its_derived_tables_with_it() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("workloads/traces/overlap-bench/allreduce_overlap");
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp.path().join("D");
+    ingest_ok(&[&dir], &ds, &["--label", "first", "-q"]);
+    let o = aorta(&["overlap".as_ref(), ds.as_os_str()]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(ds.join("overlap_steps").join("run=first").exists());
+    let o = ingest(&[&dir], &ds, &["--label", "second", "--force"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("from run `first` to run `second`") && stderr(&o).contains("moved"),
+        "{}",
+        stderr(&o)
+    );
+    for t in ["overlap_steps", "overlap_ranks"] {
+        assert!(
+            !ds.join(t).join("run=first").exists(),
+            "{t} of the gone run"
+        );
+    }
+    let o = aorta(&[
+        "sql".as_ref(),
+        "SELECT count(*) AS n FROM overlap_steps WHERE run = 'first'".as_ref(),
+        ds.as_os_str(),
+        "--format".as_ref(),
+        "csv".as_ref(),
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "n\n0");
+}
+
 /// The closing line sorts findings by severity: what to check (a kernel with an unreadable
 /// `ts`) before what is expected (no rank named anywhere).
+/// A file reached twice (`DIR DIR/file`, one path twice) is read once: the dataset has the
+/// same files and rows as from `DIR` alone (it failed naming a `.staging-…` part before).
+#[test]
+fn overlapping_inputs_are_read_once() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("workloads/traces/overlap-bench/allreduce_overlap");
+    let file = dir.join("rank0.trace.json.gz");
+    let tmp = tempfile::tempdir().unwrap();
+    let alone = tmp.path().join("alone");
+    ingest_ok(&[&dir], &alone, &["-q"]);
+    let rows = |ds: &Path| {
+        let acts = aorta_transform::dataset::read(ds, "gpu_activities").unwrap();
+        (manifest_sources(ds), acts.height())
+    };
+    for (name, inputs) in [
+        ("dir_and_file", vec![&dir, &file]),
+        ("twice", vec![&dir, &dir]),
+    ] {
+        let ds = tmp.path().join(name);
+        let o = ingest(
+            &inputs.iter().map(|p| p.as_path()).collect::<Vec<_>>(),
+            &ds,
+            &["-q"],
+        );
+        assert_eq!(code(&o), 0, "{name}: {}", stderr(&o));
+        assert_eq!(rows(&ds), rows(&alone), "{name}");
+    }
+}
+
 #[test]
 fn findings_are_summed_by_severity() {
     let tmp = tempfile::tempdir().unwrap();

@@ -381,15 +381,78 @@ fn wrongly_typed_timestamp_is_a_diagnostic_not_an_error() {
     assert_eq!(d.get("missing_timestamp"), Some(&1), "{d:?}");
 }
 
+/// An input with no content is said to be empty, in every format (by name or by content),
+/// plain, blank or gzipped: `<file>: empty file`, not a trace cut off at byte 0. (An empty
+/// rocprofv3 CSV is skipped before any reader, as `empty or one-column CSV`.)
 #[test]
-fn empty_file_fails_at_byte_zero() {
-    // Its length, the only place there is.
-    fails_alone(
-        "empty.pt.trace.json",
-        b"",
-        "byte 0",
-        "unexpected end of file",
+fn empty_inputs_say_so_in_every_format() {
+    let gz_nothing = gzip(b"", flate2::Compression::default());
+    let cases: [(&str, &[u8]); 5] = [
+        ("empty.pt.trace.json", b""),
+        ("empty.pt.trace.json.gz", &gz_nothing),
+        ("blank.json", b"  \n\n"),
+        ("rank_00_metrics.jsonl", b""),
+        ("job.sqlite", b""),
+    ];
+    for (name, bytes) in cases {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        let out = tmp.path().join("out");
+        let o = ingest(&[&path], &out, &[]);
+        assert_eq!(code(&o), 2, "{name}: {}", stderr(&o));
+        assert_eq!(
+            stderr(&o),
+            format!("aorta: error: {}: empty file\n", path.display()),
+            "{name}"
+        );
+        assert_nothing_written(&out);
+    }
+}
+
+/// Without --keep-going the first broken input stops the ingest and nothing lands: the
+/// line says how many other inputs were left out (and how many of them were broken too),
+/// and names --keep-going; with it, the readable ones land.
+#[test]
+fn a_stop_counts_the_inputs_left_out() {
+    let Some(data) = corpus() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("mixed");
+    std::fs::create_dir(&input).unwrap();
+    // Input order is path order: `a_empty` is the first failure, `b_broken` the second.
+    let empty = input.join("a_empty.pt.trace.json");
+    std::fs::write(&empty, b"").unwrap();
+    std::fs::copy(data.join(BROKEN_TMP), input.join("b_broken.pt.trace.json")).unwrap();
+    for n in ["c_good", "d_good"] {
+        std::fs::copy(data.join(SDMA), input.join(format!("{n}.pt.trace.json.gz"))).unwrap();
+    }
+    let out = tmp.path().join("out");
+    let o = ingest(&[&input], &out, &[]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o),
+        format!(
+            "aorta: error: {}: empty file (3 other inputs not ingested, 1 of them broken too; \
+             --keep-going ingests the readable ones and lists the broken ones)\n",
+            empty.display()
+        )
     );
+    assert_nothing_written(&out);
+    // One other input, readable: singular, no broken clause.
+    std::fs::remove_file(input.join("b_broken.pt.trace.json")).unwrap();
+    std::fs::remove_file(input.join("d_good.pt.trace.json.gz")).unwrap();
+    let o = ingest(&[&input], &out, &[]);
+    assert_eq!(
+        stderr(&o),
+        format!(
+            "aorta: error: {}: empty file (1 other input not ingested; \
+             --keep-going ingests the readable ones and lists the broken ones)\n",
+            empty.display()
+        )
+    );
+    let o = ingest(&[&input], &out, &["--keep-going", "-q"]);
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    assert_eq!(manifest_sources(&out).len(), 1);
 }
 
 #[test]

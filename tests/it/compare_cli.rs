@@ -277,6 +277,15 @@ fn fixture_operators_levels_and_collectives_match_the_hand_computed_answers() {
     }
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("aten::mm [[64, 32], [32, 16]]"), "{text}");
+    // The collective's size in binary units (4194304 B = 4 × 1024²), as the pages show it;
+    // summary.json keeps the exact key.
+    assert!(text.contains("  all_reduce 4 MiB Float x8 "), "{text}");
+    assert!(!text.contains("4194304"), "{text}");
+    assert!(doc
+        .levels
+        .collectives
+        .iter()
+        .any(|r| r.key == "all_reduce 4194304 B Float x8"));
     one_pair_one_row_per_key(&out);
 }
 
@@ -587,4 +596,74 @@ fn summary_json_is_a_superset_of_the_python_report() {
         assert!(ours["comparison"][k].is_number(), "{k}");
     }
     assert_eq!(ours["comparison"]["ratio_delta"], 0.0);
+}
+
+/// The terminal's operator list: a header, every line within `text_table::WIDTH` (160)
+/// characters, each column where its header is; an operator's shapes cut with `…` where
+/// they do not fit, and summary.json keeping them whole.
+#[test]
+fn operator_list_has_a_header_aligned_columns_and_whole_shapes_in_json() {
+    let Some(root) = corpus() else { return };
+    let (dir, ds, _) = models_dataset(&root, &[]);
+    let out = dir.path().join("cmp");
+    let o = compare(
+        &ds,
+        &out,
+        &["--reference", "cuda", "--candidate", "rocm", "--top", "25"],
+    );
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let text = String::from_utf8(o.stdout).unwrap();
+    let lines: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("operators:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .collect();
+    let (header, rows) = lines.split_first().expect("an operator list");
+    // Two models a side: two pairs, so the rows lead with their pair.
+    let names = [
+        "pair",
+        "operator",
+        "ref_ms",
+        "cand_ms",
+        "ratio",
+        "ref_rate",
+        "cand_rate",
+        "ref_k/call",
+        "cand_k/call",
+        "status",
+    ];
+    assert_eq!(
+        header.split_whitespace().collect::<Vec<_>>(),
+        names,
+        "{header}"
+    );
+    let mut left = [false; 10];
+    for c in [0, 1, 9] {
+        left[c] = true;
+    }
+    let cells = crate::common::text_table::aligned_cells(header, rows, &left, 160);
+    let doc: Value =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let top = doc["operators"]["top"].as_array().unwrap();
+    let full = |e: &Value| -> String {
+        let (op, dims) = (e["op"].as_str().unwrap(), e["input_dims"].as_str().unwrap());
+        if dims.is_empty() {
+            op.to_string()
+        } else {
+            format!("{op} {dims}")
+        }
+    };
+    let mut cut = 0;
+    for c in &cells {
+        let shown = top.iter().any(|e| {
+            e["workload"].as_str() == Some(c[0].as_str())
+                && crate::common::text_table::shows(&c[1], &full(e))
+                && e["status"].as_str() == Some(c[9].as_str())
+        });
+        assert!(shown, "{c:?} is no operator of summary.json");
+        cut += usize::from(c[1].ends_with('…'));
+    }
+    assert!(rows.len() >= 20, "{}", rows.len());
+    assert!(cut > 0, "no shape long enough to cut:\n{text}");
 }

@@ -44,6 +44,43 @@ fn step_span_and_gpu_idle_split() {
     }
 }
 
+/// A GPU running a step behind the CPU: step 1's kernel K1 (launched at 10 µs) runs 50–150 µs,
+/// into step 2's span [100, 200); step 2's own kernel runs 160–180. Idle around a step is time
+/// the GPU ran nothing at all: step 1 idles 0–50 before K1 and nothing after (K1 runs past
+/// its span); step 2 only 150–160 before its kernel (K1 fills 100–150), and 180–200 after.
+#[test]
+fn idle_around_a_step_is_time_the_gpu_ran_nothing() {
+    let trace = r#"{"schemaVersion":1,"baseTimeNanoseconds":1700000000000000000,"traceEvents":[
+{"ph":"X","cat":"user_annotation","name":"ProfilerStep#1","pid":1,"tid":1,"ts":0.0,"dur":100.0},
+{"ph":"X","cat":"user_annotation","name":"ProfilerStep#2","pid":1,"tid":1,"ts":100.0,"dur":100.0},
+{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":10.0,"dur":5.0,"args":{"correlation":1}},
+{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":110.0,"dur":5.0,"args":{"correlation":2}},
+{"ph":"X","cat":"kernel","name":"gemm_a","pid":0,"tid":7,"ts":50.0,"dur":100.0,"args":{"device":0,"stream":7,"correlation":1}},
+{"ph":"X","cat":"kernel","name":"gemm_b","pid":0,"tid":7,"ts":160.0,"dur":20.0,"args":{"device":0,"stream":7,"correlation":2}}
+]}"#;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("rank0.trace.json");
+    std::fs::write(&file, trace).unwrap();
+    let ds = dir.path().join("ds");
+    crate::common::cli::ingest_ok(&[&file], &ds, &["--label", "behind", "-q"]);
+    let doc = overlap_json(&ds, "step");
+    let rows = doc["runs"][0]["rows"].as_array().unwrap();
+    let at = |step: i64, k: &str| {
+        let r = rows.iter().find(|r| r["step"] == step).unwrap();
+        r[k].as_i64().unwrap()
+    };
+    assert_eq!(
+        (at(1, "idle_before_ns"), at(1, "idle_after_ns")),
+        (50_000, 0)
+    );
+    assert_eq!(
+        (at(2, "idle_before_ns"), at(2, "idle_after_ns")),
+        (10_000, 20_000)
+    );
+    let total = &doc["runs"][0]["totals"].as_array().unwrap()[0];
+    assert_eq!(total["idle_before_ns"], 60_000);
+}
+
 /// ProfilerStep#6 of each model trace, as the raw JSON says (CPU `user_annotation`), in ms.
 fn profiler_step_ms(path: &Path) -> f64 {
     let raw = raw_json(path);
@@ -190,4 +227,110 @@ fn models_pair_by_name_and_a_mismatched_pair_is_refused() {
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains(&format!("warning: {warning}")), "{text}");
     assert!(doc.regression.unwrap().warnings[0].starts_with(&warning));
+}
+
+/// A rule the user wrote that judges nothing fails as an unknown key does: the model traces
+/// run no collective, so `comm_ms` is 0 on both sides of both pairs and has no change.
+#[test]
+fn a_gate_rule_that_cannot_be_evaluated_is_exit_2_with_the_reason() {
+    let Some(root) = corpus() else { return };
+    let (dir, ds, _) = models_dataset(&root, &[]);
+    let out = dir.path().join("cmp");
+    let sel = ["--reference", "h100_models", "--candidate", "mi300x_models"];
+    let o = compare(
+        &ds,
+        &out,
+        &[&sel[..], &["--fail-if-regressed", "comm_ms=5"]].concat(),
+    );
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    let err = stderr(&o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains(
+            "`comm_ms` cannot be evaluated: its reference value is 0 in every pair (2 pair(s))"
+        ),
+        "{err}"
+    );
+    // A rule with something to judge still runs.
+    let o = compare(
+        &ds,
+        &out,
+        &[&sel[..], &["--fail-if-regressed", "step_ms=50", "--force"]].concat(),
+    );
+    assert!(matches!(code(&o), 0 | 1), "{}", stderr(&o));
+}
+
+/// Without CPU operators (GPU-only traces) the work mix is checked by the GPU time's category
+/// mix: 90 % GEMM against 10 % GEMM shares only 20 % of it and is not comparable; the same mix
+/// is, and says it was checked by categories.
+#[test]
+fn without_cpu_operators_the_category_mix_decides() {
+    let trace = |gemm_us: u32, other_us: u32| {
+        format!(
+            r#"{{"schemaVersion":1,"baseTimeNanoseconds":1700000000000000000,"traceEvents":[
+{{"ph":"X","cat":"kernel","name":"sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n","pid":0,"tid":7,"ts":0.0,"dur":{gemm_us}.0,"args":{{"device":0,"stream":7,"correlation":1}}}},
+{{"ph":"X","cat":"kernel","name":"void at::native::vectorized_elementwise_kernel<4>","pid":0,"tid":7,"ts":200.0,"dur":{other_us}.0,"args":{{"device":0,"stream":7,"correlation":2}}}}
+]}}"#
+        )
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for (name, g, o) in [("a", 90, 10), ("b", 10, 90), ("c", 90, 10)] {
+        let d = dir.path().join("in").join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("rank0.json"), trace(g, o)).unwrap();
+    }
+    let ds = dir.path().join("ds");
+    crate::common::cli::ingest_ok(&[&dir.path().join("in")], &ds, &["-q"]);
+    let verdict = |cand: &str| -> serde_json::Value {
+        let out = dir.path().join(format!("cmp-{cand}"));
+        let o = compare(
+            &ds,
+            &out,
+            &["--reference", "a", "--candidate", cand, "--force"],
+        );
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+        let s: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+        s["pairs"].clone()
+    };
+    let b = verdict("b");
+    assert_eq!(b["comparable"], false, "{b}");
+    assert_eq!(b["pairs"][0]["mix_checked_by"], "categories");
+    let why = b["reasons"][0].as_str().unwrap();
+    assert!(
+        why.contains("only 20% of the GPU time's category mix is common"),
+        "{why}"
+    );
+    let c = verdict("c");
+    assert_eq!(c["comparable"], true, "{c}");
+    assert_eq!(c["pairs"][0]["mix_checked_by"], "categories");
+    assert_eq!(c["not_checked"], serde_json::json!([]));
+}
+
+/// Two JSONL logs have neither CPU operators nor GPU categories: the pair's mix is "not
+/// checked", which the terminal and summary.json say, instead of "comparable".
+#[test]
+fn a_pair_with_nothing_to_check_says_not_checked() {
+    let Some(root) = corpus() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    for side in ["p", "q"] {
+        let d = dir.path().join("in").join(side);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::copy(
+            root.join("jsonl/rank_00_metrics.jsonl"),
+            d.join("rank_00_metrics.jsonl"),
+        )
+        .unwrap();
+    }
+    let ds = dir.path().join("ds");
+    crate::common::cli::ingest_ok(&[&dir.path().join("in")], &ds, &["-q"]);
+    let out = dir.path().join("cmp");
+    let o = compare(&ds, &out, &["--reference", "p", "--candidate", "q"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("mix NOT CHECKED"), "{text}");
+    let s: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(s["pairs"]["pairs"][0]["mix_checked_by"], "not checked");
+    assert_eq!(s["pairs"]["not_checked"], serde_json::json!(["p"]));
 }

@@ -27,6 +27,7 @@ mod reliability;
 mod report_browser;
 mod report_cli;
 mod report_compare;
+mod report_headline;
 mod report_pages;
 mod rocprof_corpus;
 mod run_cli;

@@ -208,7 +208,7 @@ fn assert_levels_match(check: &Value, summary: &Value) {
     for sel in ["cuda", "rocm"] {
         let want = &summary["datasets"][sel];
         assert_eq!(check["count"][sel], want["count"], "{sel} windows");
-        for k in ["mean_step_ms", "mean_compute_ms"] {
+        for k in ["mean_step_ms", "mean_gpu_window_ms", "mean_compute_ms"] {
             assert_close(&check[k][sel], &want[k], &format!("{sel} {k}"));
         }
     }
@@ -414,4 +414,44 @@ fn hostile_labels_read_back_in_pyarrow_duckdb_polars_and_spark() {
             .collect();
         assert_eq!(runs, want, "{reader}");
     }
+}
+
+/// The overlap notebook analyses the run it names or stops: asked for a run that has no
+/// `overlap_*` rows while another run has them (README's commands before `aorta overlap`
+/// joined them), it fails with the run's name and the command that writes the rows, instead
+/// of silently plotting the other run.
+#[test]
+fn overlap_notebook_fails_loudly_for_a_run_without_overlap_rows() {
+    let (Some(root), Some(py)) = (corpus(), python()) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dir.path().join("ds");
+    let (a, b) = (
+        root.join("kineto/cuda/h200_sdma"),
+        root.join("kineto/rocm/mi250_minitoy"),
+    );
+    ingest_ok(&[&a, &b], &ds, &["-q"]);
+    cli(&["overlap", ds.to_str().unwrap(), "--run", "h200_sdma"]);
+    let o = Command::new(&py)
+        .args(["notebooks/execute.py", "notebooks/overlap_analysis.ipynb"])
+        .current_dir(repo())
+        .env("AORTA_DATASET", &ds)
+        .env("AORTA_RUN", "mi250_minitoy")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success(),
+        "the notebook ran on another run:\n{err}"
+    );
+    assert!(
+        err.contains("run 'mi250_minitoy' has no rows")
+            && err.contains("runs with rows: h200_sdma")
+            && err.contains(&format!(
+                "aorta overlap {} --run mi250_minitoy",
+                ds.display()
+            )),
+        "{err}"
+    );
 }

@@ -161,8 +161,49 @@ fn activities(ds: &Path) -> DataFrame {
     .unwrap()
 }
 
+/// Each rank's clock offset (ns to subtract) as `aorta collectives` prints it.
+fn offsets(ds: &Path) -> BTreeMap<i64, i64> {
+    let doc = crate::common::cli::collectives_json(ds, "rank");
+    doc["runs"][0]["stragglers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["rank"].as_i64().unwrap(),
+                r["clock_offset_ns"].as_i64().unwrap_or(0),
+            )
+        })
+        .collect()
+}
+
+/// The activities of `step` on every rank, as (rank, start, end) on rank 0's clock.
+fn step_activities(ds: &Path, step: i64) -> Vec<(i64, i64, i64)> {
+    let off = offsets(ds);
+    let acts = activities(ds);
+    let rank = acts.column("rank").unwrap().cast(&DataType::Int64).unwrap();
+    let (rank, st) = (
+        rank.i64().unwrap(),
+        acts.column("step").unwrap().i64().unwrap(),
+    );
+    let (s, e) = (
+        acts.column("start_ns").unwrap().i64().unwrap(),
+        acts.column("end_ns").unwrap().i64().unwrap(),
+    );
+    (0..acts.height())
+        .filter(|&i| st.get(i) == Some(step))
+        .map(|i| {
+            let r = rank.get(i).unwrap();
+            let o = off.get(&r).copied().unwrap_or(0);
+            (r, s.get(i).unwrap() - o, e.get(i).unwrap() - o)
+        })
+        .collect()
+}
+
 /// `--from/--to`: only the activities overlapping the window (ms from the step's first
-/// activity) are drawn; the count is checked against the dataset's rows, filtered here.
+/// activity on any rank, clocks aligned) are drawn; the count is checked against the
+/// dataset's rows, filtered here. A window with nothing in it is an error that says where
+/// the activity lies.
 #[test]
 fn a_time_window_draws_the_activities_overlapping_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -172,24 +213,19 @@ fn a_time_window_draws_the_activities_overlapping_it() {
     let out = dir.path().join("w.html");
     let o = report(&ds, &out, &["--step", "4", "--from", "10", "--to", "12.5"]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
-    let acts = activities(&ds);
-    let rank = acts.column("rank").unwrap().cast(&DataType::Int64).unwrap();
-    let (rank, step) = (
-        rank.i64().unwrap(),
-        acts.column("step").unwrap().i64().unwrap(),
+    let mine = step_activities(&ds, 4);
+    assert_eq!(
+        mine.iter()
+            .map(|k| k.0)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len(),
+        2,
+        "both ranks"
     );
-    let (s, e) = (
-        acts.column("start_ns").unwrap().i64().unwrap(),
-        acts.column("end_ns").unwrap().i64().unwrap(),
-    );
-    let mine: Vec<(i64, i64)> = (0..acts.height())
-        .filter(|&i| rank.get(i) == Some(0) && step.get(i) == Some(4))
-        .map(|i| (s.get(i).unwrap(), e.get(i).unwrap()))
-        .collect();
-    let origin = mine.iter().map(|k| k.0).min().unwrap();
+    let origin = mine.iter().map(|k| k.1).min().unwrap();
     let within = mine
         .iter()
-        .filter(|(a, b)| *b >= origin + 10_000_000 && *a <= origin + 12_500_000)
+        .filter(|(_, a, b)| *b >= origin + 10_000_000 && *a <= origin + 12_500_000)
         .count();
     assert!(
         within > 0 && within < mine.len(),
@@ -214,6 +250,25 @@ fn a_time_window_draws_the_activities_overlapping_it() {
     // --from without --to is a usage error.
     let o = report(&ds, &out, &["--from", "10"]);
     assert_eq!(code(&o), 2, "{}", stderr(&o));
+    // A window past the step's end: one error line with where the activity lies, in ms from
+    // the step's first activity, and no page.
+    let span = mine.iter().map(|k| k.2).max().unwrap() - origin;
+    let empty = dir.path().join("empty.html");
+    let o = report(
+        &ds,
+        &empty,
+        &["--step", "4", "--from", "5000", "--to", "6000"],
+    );
+    assert_eq!(code(&o), 2);
+    let err = stderr(&o);
+    let want = format!(
+        "no GPU activity between --from 5000 and --to 6000 ms; run `h200_fsdp2` step 4 has \
+         activity from 0.000 to {:.3} ms",
+        span as f64 / 1e6
+    );
+    assert!(err.contains(&want), "want `{want}` in {err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(!empty.exists());
 }
 
 #[test]
@@ -284,11 +339,12 @@ fn category_time_is_the_sum_of_durations_and_the_timeline_step_is_the_median() {
         .filter(|((rk, st, _), _)| *rk == 0 && *st == Some(median))
         .count();
     assert!(n > 0);
+    // Every rank's activities of that step, both ranks drawn.
     let kernels = (0..acts.height())
-        .filter(|&i| rank.get(i) == Some(0) && step.get(i) == Some(median))
+        .filter(|&i| step.get(i) == Some(median))
         .count();
     let line = format!(
-        "rank 0 step {median} (median-duration step), {kernels} of {kernels} kernels drawn"
+        "ranks 0, 1 step {median} (median-duration step), {kernels} of {kernels} kernels drawn"
     );
     assert!(stdout.contains(&line), "want `{line}` in\n{stdout}");
 }
@@ -358,9 +414,19 @@ fn bad_input_is_one_error_line_and_no_html() {
             "no file left"
         );
     }
-    let o = report(&ds, &dir.path().join("missing/r.html"), &[]);
+    // Bad input into folders that do not exist: nothing is created.
+    let o = report(&ds, &dir.path().join("new/sub/r.html"), &["--rank", "7"]);
     assert_eq!(code(&o), 2);
-    assert!(stderr(&o).contains("missing/r.html"), "{}", stderr(&o));
+    assert!(!dir.path().join("new").exists(), "no folder left");
+    // Good input: the folders are created.
+    let o = report(&ds, &dir.path().join("new/sub/r.html"), &[]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(dir.path().join("new/sub/r.html").is_file());
+    // A parent that is a file: one error line naming it.
+    std::fs::write(dir.path().join("file"), "x").unwrap();
+    let o = report(&ds, &dir.path().join("file/r.html"), &[]);
+    assert_eq!(code(&o), 2);
+    assert!(stderr(&o).contains("file"), "{}", stderr(&o));
 }
 
 /// 5000 kernels in one (null) step, more than the timeline draws: 4000 of 1 µs and 1000 of

@@ -116,7 +116,12 @@ fn a_workload_without_a_gpu_fails_in_one_line() {
             err.contains(&format!("{exe} rank")) && err.contains("CUDA"),
             "{err}"
         );
-        assert!(!out.join("report.html").exists());
+        // Nothing left behind: no report, no empty `out/traces/`, no `out/`.
+        assert!(
+            !out.exists(),
+            "{:?}",
+            crate::common::cli::snapshot(&out).keys()
+        );
     }
 }
 
@@ -157,5 +162,29 @@ fn the_fsdp_workload_without_torch_fails_in_one_line() {
         err.contains("PyTorch not found") && err.contains("AORTA_PYTHON"),
         "{err}"
     );
-    assert!(!out.join("workload").exists() && !out.join("report.html").exists());
+    // Nothing left behind: no script, no empty `out/traces/`, no `out/` at all.
+    assert!(
+        !out.exists(),
+        "{:?}",
+        std::fs::read_dir(&out).map(|d| d.count())
+    );
+}
+
+/// A launch that fails in an output directory the user already had leaves that directory
+/// (and what was in it) as it was, and no `traces/` inside.
+#[test]
+fn a_failed_launch_leaves_an_existing_output_directory_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    std::fs::write(out.join("notes.txt"), "mine").unwrap();
+    let o = std::process::Command::new(crate::common::cli::AORTA)
+        .args(["run", "fsdp", "-o", out.to_str().unwrap()])
+        .env("AORTA_PYTHON", dir.path().join("no-such-python"))
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    let left: Vec<_> = crate::common::cli::snapshot(&out).into_keys().collect();
+    assert_eq!(left, [Path::new("notes.txt")]);
+    assert!(!out.join("traces").exists());
 }

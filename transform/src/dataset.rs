@@ -356,13 +356,23 @@ pub fn job_notes(root: &Path, runs: &[String]) -> Result<Vec<String>, DatasetErr
             entry.0.push(&e.label);
         }
     }
+    let runs_now: std::collections::BTreeSet<&str> =
+        manifest.inputs.iter().map(|e| e.label.as_str()).collect();
     Ok(split
         .into_iter()
         .map(|(base, (labels, why))| {
-            format!(
-                "`{base}` was split into runs {} (its files cannot be one job: {why})",
-                labels.join(", ")
-            )
+            if runs_now.contains(base) {
+                // The run kept its name; files added later that could not join it did not.
+                format!(
+                    "files that could not join run `{base}` became runs {} (they cannot be one job with it: {why})",
+                    labels.join(", ")
+                )
+            } else {
+                format!(
+                    "`{base}` was split into runs {} (its files cannot be one job: {why})",
+                    labels.join(", ")
+                )
+            }
         })
         .collect())
 }

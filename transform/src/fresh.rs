@@ -15,10 +15,13 @@ use crate::collectives::Job;
 use crate::dataset::{self, DatasetError};
 use crate::overlap;
 
-/// `overlap_steps` and `overlap_collectives` of `runs`.
+/// `overlap_steps`, `overlap_ranks` and `overlap_collectives` of `runs`.
 pub struct StepsAndCollectives {
     /// `overlap_steps` rows (the columns of `aorta_ingest::schema::OVERLAP_STEPS`).
     pub steps: DataFrame,
+    /// `overlap_ranks` rows: each rank's whole window, as `aorta overlap --by rank` prints
+    /// them (the report's headline quotes these).
+    pub ranks: DataFrame,
     /// `overlap_collectives` rows (the columns of `aorta_ingest::schema::OVERLAP_COLLECTIVES`).
     pub collectives: DataFrame,
     /// Read from the dataset (`false`: computed, the stored rows missing or stale).
@@ -50,6 +53,7 @@ pub fn load_or_compute(
     {
         return Ok(StepsAndCollectives {
             steps,
+            ranks: read("overlap_ranks")?,
             collectives: read("overlap_collectives")?,
             stored: true,
         });
@@ -57,6 +61,7 @@ pub fn load_or_compute(
     let t = overlap::from_dataset_with(root, runs, jobs)?;
     Ok(StepsAndCollectives {
         steps: t.steps,
+        ranks: t.ranks,
         collectives: t.collectives,
         stored: false,
     })
@@ -69,7 +74,7 @@ pub(crate) fn stale(root: &Path, run: &str) -> bool {
         .iter()
         .filter_map(|t| mtimes(&part(t)).into_iter().max())
         .max();
-    let oldest_derived = ["overlap_steps", "overlap_collectives"]
+    let oldest_derived = ["overlap_steps", "overlap_ranks", "overlap_collectives"]
         .iter()
         .filter_map(|t| mtimes(&part(t)).into_iter().min())
         .min();

@@ -22,7 +22,7 @@ pub struct RunSummary {
     pub run: String,
     /// The last component of the label: what `aorta compare` pairs runs by.
     pub workload: String,
-    /// Platforms of its files (`cuda`, `rocm`), sorted.
+    /// Platforms of its trace files (`cuda`, `rocm`; JSONL logs have none), sorted.
     pub platforms: Vec<String>,
     /// Formats of its files (`kineto`, `rocprofv3_csv`, …), sorted.
     pub formats: Vec<String>,
@@ -79,6 +79,13 @@ pub(crate) fn severity(code: &str) -> &'static str {
     } else {
         "noise"
     }
+}
+
+/// The platform a `runs` row stands for: none for a JSONL log, which records metrics and no
+/// GPU (ingest writes `unknown` there), so that a run of traces and their logs reads `cuda`,
+/// not `cuda, unknown`.
+pub fn platform_of<'a>(format: Option<&str>, platform: Option<&'a str>) -> Option<&'a str> {
+    platform.filter(|_| format != Some("jsonl"))
 }
 
 /// What `code` means (`diag::CODES`), empty for a code this aorta does not know.
@@ -163,7 +170,13 @@ pub fn summarize(root: &Path, runs: &[String]) -> Result<Vec<RunSummary>, Datase
             RunSummary {
                 run: run.clone(),
                 workload: run.rsplit('/').next().unwrap_or(run).to_string(),
-                platforms: text("platform"),
+                platforms: {
+                    let (format, platform) = (strs(&files, "format"), strs(&files, "platform"));
+                    let v: Vec<Option<String>> = (0..files.height())
+                        .map(|i| platform_of(format[i], platform[i]).map(str::to_string))
+                        .collect();
+                    distinct(&f, &v)
+                },
                 formats: text("format"),
                 devices: text("device_name"),
                 ranks: int("rank"),

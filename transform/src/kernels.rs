@@ -111,7 +111,7 @@ pub fn compute(root: &Path, runs: &[String], by: By, top: usize) -> Result<Kerne
     } else {
         let launching = col("category")
             .eq(lit("cpu_op"))
-            .or(col("category").eq(lit("runtime")));
+            .or(crate::launch::launch_calls());
         read("cpu_ops", wanted.and(launching), &LINK_COLUMNS)?
     };
     let launchers = Links::new(&cpu, &acts).launchers(&acts);

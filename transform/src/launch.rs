@@ -17,6 +17,29 @@ use crate::rows::{ints, strs, IntAt, StrAt};
 /// Activities no operator launched are grouped under this name.
 pub(crate) const NO_OP: &str = "(no CPU op)";
 
+/// What "a launch call" is, for every command that pairs a GPU activity with the host call
+/// that enqueued it (`launches`, `breakdown`, the report's idle split, `kernels`, `perf`,
+/// `compare`, `collectives`): a `cpu_ops` row of category `runtime` or `driver` whose
+/// correlation id an activity carries. Why both: on CUDA 12+ PyTorch launches its GEMMs
+/// (cuBLASLt) and NCCL kernels through the driver (`cuLaunchKernelEx`), and Triton through
+/// `cuLaunchKernel`, so counting runtime calls alone (`cudaLaunchKernel`, `hipLaunchKernel`,
+/// `cudaMemcpyAsync`, graph launches) misses most of a modern trace's kernels. Where a runtime
+/// and a driver call share one correlation id (a runtime call recorded with the driver call it
+/// made), the runtime call, the one the program made, is the launch.
+pub(crate) const LAUNCH_CATEGORIES: [&str; 2] = ["runtime", "driver"];
+
+/// The `cpu_ops` filter for launch calls ([`LAUNCH_CATEGORIES`]).
+pub(crate) fn launch_calls() -> Expr {
+    col("category")
+        .eq(lit(LAUNCH_CATEGORIES[0]))
+        .or(col("category").eq(lit(LAUNCH_CATEGORIES[1])))
+}
+
+/// Whether a `cpu_ops` category is a launch call's ([`LAUNCH_CATEGORIES`]).
+pub(crate) fn is_launch_category(category: Option<&str>) -> bool {
+    category.is_some_and(|c| LAUNCH_CATEGORIES.contains(&c))
+}
+
 /// JSON text in one canonical layout, `[[8192, 4096], ["float"]]`: traces pretty-print
 /// shapes or not, and the same shape must match across vendors.
 pub(crate) fn compact_json(s: &str) -> String {
@@ -158,13 +181,18 @@ impl<'a> Links<'a> {
         let mut wanted_ext: HashSet<(RankKey, i64)> =
             (0..n).filter_map(|i| Some((a.key(i), a.ext[i]?))).collect();
         let mut by_corr = HashMap::default();
-        for (i, key, corr) in c.ids("runtime", &c.corr) {
-            let k = (key, corr);
-            if wanted_corr.contains(&k) {
-                by_corr.insert(k, i);
-                if let Some(e) = c.ext.get(i) {
-                    wanted_ext.insert((k.0, e));
+        // Driver calls first, so that a runtime call with the same correlation replaces one.
+        for category in ["driver", "runtime"] {
+            for (i, key, corr) in c.ids(category, &c.corr) {
+                let k = (key, corr);
+                if wanted_corr.contains(&k) {
+                    by_corr.insert(k, i);
                 }
+            }
+        }
+        for (&(key, _), &i) in &by_corr {
+            if let Some(e) = c.ext.get(i) {
+                wanted_ext.insert((key, e));
             }
         }
         let dur = |i: usize| c.end.get(i).unwrap_or(0) - c.start.get(i).unwrap_or(0);

@@ -375,6 +375,7 @@ pub fn from_dataset_with(
         &mut trace.steps,
         &mut trace.ranks,
         &crate::steps::spans(&spans),
+        &acts,
     )
     .map_err(polars("overlap_steps"))?;
     let jsonl = crate::jsonl::overlap(&metrics).map_err(polars("metrics"))?;

@@ -67,17 +67,67 @@ pub(crate) fn spans(df: &DataFrame) -> Spans {
         .collect()
 }
 
+/// Each (run, rank)'s GPU busy time: the union of all its activities (any step, any stream),
+/// sorted, disjoint.
+type Busy = HashMap<(String, i64), Vec<(i64, i64)>>;
+
+/// The busy union of every rank of `acts` (`run`, `rank`, `start_ns`, `end_ns`).
+fn busy(acts: &DataFrame) -> Busy {
+    let (run, rank) = (strs(acts, "run"), ints(acts, "rank"));
+    let (start, end) = (ints(acts, "start_ns"), ints(acts, "end_ns"));
+    let mut by_rank: Busy = HashMap::new();
+    for i in 0..acts.height() {
+        if let (Some(r), Some(k), Some(s), Some(e)) = (run[i], rank[i], start[i], end[i]) {
+            by_rank
+                .entry((r.to_string(), k))
+                .or_default()
+                .push((s, e.max(s)));
+        }
+    }
+    for v in by_rank.values_mut() {
+        v.sort_unstable();
+        let mut merged: Vec<(i64, i64)> = Vec::with_capacity(v.len());
+        for &(s, e) in v.iter() {
+            match merged.last_mut() {
+                Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                _ => merged.push((s, e)),
+            }
+        }
+        *v = merged;
+    }
+    by_rank
+}
+
+/// Time in `[lo, hi)` in which the GPU ran nothing: its length less what `busy` covers.
+fn idle_within(busy: &[(i64, i64)], lo: i64, hi: i64) -> i64 {
+    if hi <= lo {
+        return 0;
+    }
+    let first = busy.partition_point(|&(_, e)| e <= lo);
+    let covered: i64 = busy[first..]
+        .iter()
+        .take_while(|&&(s, _)| s < hi)
+        .map(|&(s, e)| e.min(hi) - s.max(lo))
+        .sum();
+    hi - lo - covered
+}
+
 /// Fills `step_ns` and the GPU idle before the step's first activity and after its last
 /// (`idle_before_ns`, `idle_after_ns`) of every trace step row that has a `ProfilerStep` span,
-/// and their sums over the rank's steps in the rank rows. The GPU window stays `window_ns`;
-/// the idle between activities is `idle_ns`.
+/// and their sums over the rank's steps in the rank rows. Idle there is time in which the GPU
+/// ran nothing at all (`acts`: every activity of the rank, any step, any stream): when the GPU
+/// runs a step behind the CPU, the previous step's kernels fill the start of this step's span
+/// and that time is busy, not idle. The GPU window stays `window_ns`; the idle between
+/// activities is `idle_ns`.
 pub(crate) fn add_spans(
     steps: &mut DataFrame,
     ranks: &mut DataFrame,
     spans: &Spans,
+    acts: &DataFrame,
 ) -> PolarsResult<()> {
     let (run, rank, step) = (strs(steps, "run"), ints(steps, "rank"), ints(steps, "step"));
     let (ws, we) = (ints(steps, "window_start_ns"), ints(steps, "window_end_ns"));
+    let busy = busy(acts);
     let mut cols: [Vec<Option<i64>>; 3] = Default::default();
     let mut sums: HashMap<(String, i64), [i64; 3]> = HashMap::new();
     for i in 0..steps.height() {
@@ -85,9 +135,15 @@ pub(crate) fn add_spans(
             .zip(rank[i])
             .zip(step[i])
             .and_then(|((r, k), s)| spans.get(&(r.to_string(), k, s)));
+        let none = Vec::new();
+        let b_of = run[i]
+            .zip(rank[i])
+            .and_then(|(r, k)| busy.get(&(r.to_string(), k)))
+            .unwrap_or(&none);
         let v = span.map(|&(a, b)| {
-            let before = ws[i].map_or(b - a, |w| (w - a).clamp(0, b - a));
-            let after = we[i].map_or(0, |w| (b - w).clamp(0, b - a));
+            let first = ws[i].map_or(b, |w| w.clamp(a, b));
+            let before = idle_within(b_of, a, first);
+            let after = we[i].map_or(0, |w| idle_within(b_of, w.clamp(a, b), b));
             [b - a, before, after]
         });
         for (c, col) in cols.iter_mut().enumerate() {
@@ -125,6 +181,17 @@ pub fn outside(df: &DataFrame) -> PolarsResult<DataFrame> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn idle_within_counts_only_time_nothing_ran() {
+        let busy = [(50, 150), (160, 180)];
+        assert_eq!(idle_within(&busy, 0, 50), 50);
+        assert_eq!(idle_within(&busy, 100, 160), 10);
+        assert_eq!(idle_within(&busy, 180, 200), 20);
+        assert_eq!(idle_within(&busy, 120, 170), 10);
+        assert_eq!(idle_within(&busy, 200, 100), 0);
+        assert_eq!(idle_within(&[], 3, 10), 7);
+    }
 
     #[test]
     fn the_null_bucket_of_a_stepped_rank_is_outside_and_a_stepless_rank_keeps_its_capture() {

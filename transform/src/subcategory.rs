@@ -102,7 +102,7 @@ pub(crate) fn read_cpu(
     extra: &[&str],
 ) -> Result<DataFrame, DatasetError> {
     let is = |c: &str| col("category").eq(lit(c.to_string()));
-    let mut wanted = is("cpu_op").or(is("runtime"));
+    let mut wanted = is("cpu_op").or(crate::launch::launch_calls());
     if rules.any_within() {
         wanted = wanted.or(is("user_annotation")).or(is("python_function"));
     }

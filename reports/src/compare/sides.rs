@@ -93,10 +93,18 @@ fn files(sources: &[String], n: usize) -> String {
 pub(crate) fn verdict_and_pairs(page: &mut Page, p: Option<&PairsSummary>) {
     let Some(p) = p else { return };
     page.section("Pairs and verdict");
-    if p.comparable {
+    if p.comparable && !p.not_checked.is_empty() {
+        page.verdict(
+            false,
+            &format!(
+                "Not checked: the work mix of {} could not be checked (no CPU operators and no GPU category time on a side); same world size and step structure.",
+                p.not_checked.join(", ")
+            ),
+        );
+    } else if p.comparable {
         page.verdict(
             true,
-            "Comparable: same world size, step structure and operator mix.",
+            "Comparable: same world size, step structure and work mix (CPU operators, or the GPU time's category mix where there are none).",
         );
     } else if p.forced {
         page.verdict(

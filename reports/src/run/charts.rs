@@ -9,6 +9,7 @@ use plotly::{Bar, Plot, Scatter};
 use serde::Serialize;
 
 use super::data::{CategoryRow, CollectiveRow, StepKey, StepRow};
+pub(crate) use super::multiples::{per_run, small_title, SMALL_MULTIPLES_OVER};
 use crate::fmt;
 use crate::page::{category_color, Page};
 
@@ -87,7 +88,7 @@ fn ms(ns: Option<i64>) -> Option<f64> {
 /// iterations get a chart each, since a log's "step" is not a trace's. The table gives the
 /// same numbers as `aorta overlap`.
 pub(crate) fn overlap_per_step(page: &mut Page, rows: &[StepRow]) {
-    page.section("Overlap per step");
+    page.section_id("Overlap per step", super::headline::OVERLAP);
     page.note(
         "exposed comm = communication time when no compute kernel runs (what overlap failed to \
          hide); compute∩comm = communication time hidden under compute; stacked, they make the \
@@ -105,13 +106,39 @@ pub(crate) fn overlap_per_step(page: &mut Page, rows: &[StepRow]) {
             continue;
         }
         if of.iter().all(|r| r.comm_ns.unwrap_or(0) == 0) {
-            page.note(&format!(
-                "No overlap chart for the {what}: no communication time in any of them."
-            ));
+            if of
+                .iter()
+                .any(|r| r.compute_comm_overlap_ns.unwrap_or(0) > 0)
+            {
+                // The Python tool's logs: compute∩comm per iteration, no comm union.
+                page.note(&format!(
+                    "The {what}: compute∩comm only. These logs give the communication time \
+                     hidden under compute but not the communication time itself (no union of \
+                     comm), so exposed comm and comm_hidden_pct are missing; the table's \
+                     `-` cells are those."
+                ));
+                per_run(
+                    page,
+                    &of,
+                    |r| &r.run,
+                    |r| r.compute_comm_overlap_ns.unwrap_or(0) > 0,
+                    hidden_only_chart,
+                );
+            } else {
+                page.note(&format!(
+                    "No overlap chart for the {what}: no communication time in any of them."
+                ));
+            }
             continue;
         }
         page.note(&format!("The {what}: comm time, exposed and hidden."));
-        page.plot(&mut overlap_chart(&of));
+        per_run(
+            page,
+            &of,
+            |r| &r.run,
+            |r| r.comm_ns.unwrap_or(0) > 0,
+            overlap_chart,
+        );
     }
     page.table(
         &[
@@ -132,7 +159,36 @@ pub(crate) fn overlap_per_step(page: &mut Page, rows: &[StepRow]) {
     );
 }
 
-fn overlap_chart(rows: &[&StepRow]) -> Plot {
+/// compute∩comm per step, for logs without a comm union.
+fn hidden_only_chart(rows: &[&StepRow], title: Option<&str>) -> Plot {
+    let many = Many::of(rows.iter().map(|r| (r.run.as_str(), r.rank)));
+    let x: Vec<String> = rows
+        .iter()
+        .map(|r| step_label(&r.run, r.rank, r.step, many))
+        .collect();
+    let mut plot = Plot::new();
+    plot.add_trace(
+        Bar::new(
+            x.clone(),
+            rows.iter().map(|r| ms(r.compute_comm_overlap_ns)).collect(),
+        )
+        .name("compute∩comm")
+        .marker(Marker::new().color("#2ca02c")),
+    );
+    let mut layout = crate::page::layout(360)
+        .x_axis(category_axis(x.len()))
+        .y_axis(Axis::new().title("ms"));
+    if let Some(t) = title {
+        layout = layout
+            .height(320)
+            .margin(Margin::new().top(40).bottom(60).left(60).right(20))
+            .title(small_title(t));
+    }
+    plot.set_layout(layout);
+    plot
+}
+
+fn overlap_chart(rows: &[&StepRow], title: Option<&str>) -> Plot {
     let many = Many::of(rows.iter().map(|r| (r.run.as_str(), r.rank)));
     let x: Vec<String> = rows
         .iter()
@@ -159,7 +215,15 @@ fn overlap_chart(rows: &[&StepRow]) -> Plot {
         .zip(&x)
         .map(|(r, l)| (r.run.as_str(), r.rank, l.clone(), r.comm_hidden_pct))
         .collect();
-    with_share(&mut plot, points, many, "comm_hidden_pct", 400, x.len());
+    with_share(
+        &mut plot,
+        points,
+        many,
+        "comm_hidden_pct",
+        400,
+        x.len(),
+        title,
+    );
     plot
 }
 
@@ -173,11 +237,17 @@ pub(crate) fn with_share(
     share: &str,
     height: usize,
     x_len: usize,
+    title: Option<&str>,
 ) {
     let mut series: Vec<(&str, i64)> = points.iter().map(|p| (p.0, p.1)).collect();
     series.sort_unstable();
     series.dedup();
     let (legend, top) = crate::page::legend_on_top(series.len() + 2);
+    // A small multiple: shorter, its title above the legend.
+    let (height, top) = match title {
+        Some(_) => (height * 3 / 4, top + 24),
+        None => (height, top),
+    };
     for (i, (run, rank)) in series.into_iter().enumerate() {
         let (sx, sy): (Vec<String>, Vec<Option<f64>>) = points
             .iter()
@@ -196,8 +266,12 @@ pub(crate) fn with_share(
                 .y_axis("y2"),
         );
     }
+    let mut layout = crate::page::layout(height + top);
+    if let Some(t) = title {
+        layout = layout.title(small_title(t));
+    }
     plot.set_layout(
-        crate::page::layout(height + top)
+        layout
             .legend(legend)
             .margin(Margin::new().top(top).bottom(60).left(70).right(70))
             .bar_mode(BarMode::Stack)
@@ -278,18 +352,15 @@ pub(crate) fn categories_per_step(page: &mut Page, rows: &[CategoryRow]) {
     );
 }
 
-/// One stack of a per-step chart: its name, color, and ns per step.
-pub(crate) type StepSeries<'a> = (&'a str, &'a str, &'a BTreeMap<StepKey, i64>);
-
-/// A bar per step stacked by series (ms), then the table of the same numbers; `total` names
-/// a last column with each row's sum.
-pub(crate) fn stacked_per_step(
-    page: &mut Page,
+/// The stacked bars of `steps`: one chart, titled `title` (one run of small multiples), its
+/// legend above the plot when `legend`.
+fn stacked_bars(
     steps: &[StepKey],
     series: &[StepSeries],
     y_title: &str,
-    total: Option<&str>,
-) {
+    title: Option<&str>,
+    legend: bool,
+) -> Plot {
     let many = Many::of(steps.iter().map(|k| (k.0.as_str(), k.1)));
     let x: Vec<String> = steps
         .iter()
@@ -304,16 +375,62 @@ pub(crate) fn stacked_per_step(
         plot.add_trace(
             Bar::new(x.clone(), y)
                 .name(*name)
+                .show_legend(legend)
                 .marker(Marker::new().color(color.to_string())),
         );
     }
-    plot.set_layout(
-        crate::page::layout(420)
-            .bar_mode(BarMode::Stack)
-            .x_axis(category_axis(x.len()))
-            .y_axis(Axis::new().title(y_title)),
-    );
-    page.plot(&mut plot);
+    let mut layout = match title {
+        None => crate::page::layout(420),
+        Some(t) => {
+            let (l, top) = crate::page::legend_on_top(series.len());
+            let top = if legend { top + 24 } else { 54 };
+            crate::page::layout(300 + top)
+                .legend(l)
+                .margin(Margin::new().top(top).bottom(60).left(60).right(20))
+                .title(small_title(t))
+        }
+    };
+    layout = layout
+        .bar_mode(BarMode::Stack)
+        .x_axis(category_axis(x.len()))
+        .y_axis(Axis::new().title(y_title));
+    plot.set_layout(layout);
+    plot
+}
+
+/// One stack of a per-step chart: its name, color, and ns per step.
+pub(crate) type StepSeries<'a> = (&'a str, &'a str, &'a BTreeMap<StepKey, i64>);
+
+/// A bar per step stacked by series (ms), then the table of the same numbers; `total` names
+/// a last column with each row's sum.
+pub(crate) fn stacked_per_step(
+    page: &mut Page,
+    steps: &[StepKey],
+    series: &[StepSeries],
+    y_title: &str,
+    total: Option<&str>,
+) {
+    let mut runs: Vec<&str> = steps.iter().map(|k| k.0.as_str()).collect();
+    runs.dedup();
+    if runs.len() > 1 && steps.len() > SMALL_MULTIPLES_OVER {
+        page.note(&format!(
+            "One chart per run: {} bars of {} runs do not read on one axis. Each chart has its \
+             own scale; the colors are the same in all, the legend is on the first.",
+            steps.len(),
+            runs.len()
+        ));
+        let mut plots: Vec<Plot> = runs
+            .iter()
+            .enumerate()
+            .map(|(i, run)| {
+                let mine: Vec<StepKey> = steps.iter().filter(|k| k.0 == *run).cloned().collect();
+                stacked_bars(&mine, series, y_title, Some(run), i == 0)
+            })
+            .collect();
+        page.plot_row(&mut plots);
+    } else {
+        page.plot(&mut stacked_bars(steps, series, y_title, None, true));
+    }
     let mut header = vec!["run", "rank", "step"];
     header.extend(series.iter().map(|s| s.0));
     header.extend(total);
@@ -339,17 +456,8 @@ pub(crate) fn stacked_per_step(
     page.table(&header, &table);
 }
 
-/// Comm and exposed comm per collective kind over each rank's whole window.
-pub(crate) fn collectives(page: &mut Page, rows: &[CollectiveRow]) {
-    page.section("Exposed communication per collective kind");
-    page.note(
-        "Per collective kind, over each rank's whole window: comm = union of that kind's kernels; \
-         exposed = the part of it when no compute kernel runs.",
-    );
-    if rows.is_empty() {
-        page.note("No communication kernels in the reported ranks.");
-        return;
-    }
+/// Comm and exposed comm side by side per rank and collective kind.
+fn collectives_plot(rows: &[&CollectiveRow], title: Option<&str>) -> Plot {
     let many = Many::of(rows.iter().map(|r| (r.run.as_str(), r.rank)));
     let x: Vec<String> = rows
         .iter()
@@ -371,13 +479,35 @@ pub(crate) fn collectives(page: &mut Page, rows: &[CollectiveRow]) {
             .name("exposed comm")
             .marker(Marker::new().color("#ff9896")),
     );
+    let mut layout = crate::page::layout(380);
+    if let Some(t) = title {
+        layout = layout
+            .height(320)
+            .margin(Margin::new().top(40).bottom(60).left(60).right(20))
+            .title(small_title(t));
+    }
     plot.set_layout(
-        crate::page::layout(380)
+        layout
             .bar_mode(BarMode::Group)
             .x_axis(category_axis(rows.len()))
             .y_axis(Axis::new().title("ms")),
     );
-    page.plot(&mut plot);
+    plot
+}
+
+/// Comm and exposed comm per collective kind over each rank's whole window.
+pub(crate) fn collectives(page: &mut Page, rows: &[CollectiveRow]) {
+    page.section("Exposed communication per collective kind");
+    page.note(
+        "Per collective kind, over each rank's whole window: comm = union of that kind's kernels; \
+         exposed = the part of it when no compute kernel runs.",
+    );
+    if rows.is_empty() {
+        page.note("No communication kernels in the reported ranks.");
+        return;
+    }
+    let refs: Vec<&CollectiveRow> = rows.iter().collect();
+    per_run(page, &refs, |r| &r.run, |r| r.comm_ns > 0, collectives_plot);
     let table: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {

@@ -17,7 +17,7 @@ use plotly::common::Marker;
 use plotly::{Bar, Plot};
 use polars::prelude::*;
 
-use super::charts::{step_label, with_share, Many};
+use super::charts::{per_run, step_label, with_share, Many};
 use super::data::{keep, RunData};
 use crate::error::ReportError;
 use crate::fmt;
@@ -128,22 +128,8 @@ fn load(root: &Path, runs: &[String], rank: Option<i64>) -> Result<Vec<Act>, Rep
         .collect())
 }
 
-/// The copy-overlap chart and table, when the reported ranks copy at all.
-pub(crate) fn chart(page: &mut Page, root: &Path, d: &RunData) -> Result<(), ReportError> {
-    let rank = (d.ranks.len() == 1).then(|| d.ranks[0]);
-    let mut acts = load(root, &d.runs, rank)?;
-    acts.retain(|a| d.step_keys.contains(&a.0));
-    let rows = copy_rows(&acts);
-    if !copies_enough(&rows) {
-        return Ok(());
-    }
-    page.section("Copy overlap per step");
-    page.note(
-        "For runs that copy (memcpy: host↔device, device↔device, SDMA): copy = the time at \
-         least one copy runs (union over all streams); hidden = the part of it when a compute \
-         kernel (gemm, attention, other compute) runs; exposed = the rest. Markers: the hidden \
-         share, right axis, one series per run and rank.",
-    );
+/// Exposed copy and copy∩compute stacked per step, the hidden share as markers.
+fn copy_plot(rows: &[&CopyRow], title: Option<&str>) -> Plot {
     let many = Many::of(rows.iter().map(|r| (r.run.as_str(), r.rank)));
     let x: Vec<String> = rows
         .iter()
@@ -174,8 +160,28 @@ pub(crate) fn chart(page: &mut Page, root: &Path, d: &RunData) -> Result<(), Rep
         .zip(&x)
         .map(|(r, l)| (r.run.as_str(), r.rank, l.clone(), r.hidden_pct()))
         .collect();
-    with_share(&mut plot, points, many, "copy hidden", 380, x.len());
-    page.plot(&mut plot);
+    with_share(&mut plot, points, many, "copy hidden", 380, x.len(), title);
+    plot
+}
+
+/// The copy-overlap chart and table, when the reported ranks copy at all.
+pub(crate) fn chart(page: &mut Page, root: &Path, d: &RunData) -> Result<(), ReportError> {
+    let rank = (d.ranks.len() == 1).then(|| d.ranks[0]);
+    let mut acts = load(root, &d.runs, rank)?;
+    acts.retain(|a| d.step_keys.contains(&a.0));
+    let rows = copy_rows(&acts);
+    if !copies_enough(&rows) {
+        return Ok(());
+    }
+    page.section("Copy overlap per step");
+    page.note(
+        "For runs that copy (memcpy: host↔device, device↔device, SDMA): copy = the time at \
+         least one copy runs (union over all streams); hidden = the part of it when a compute \
+         kernel (gemm, attention, other compute) runs; exposed = the rest. Markers: the hidden \
+         share, right axis, one series per run and rank.",
+    );
+    let refs: Vec<&CopyRow> = rows.iter().collect();
+    per_run(page, &refs, |r| &r.run, |r| r.copy_ns > 0, copy_plot);
     let table: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {

@@ -31,6 +31,10 @@ pub(crate) fn charts(page: &mut Page, jobs: &[Job]) -> Result<(), PolarsError> {
          to arrive. Clocks aligned per rank from matched collective end times.",
     );
     for job in timed {
+        page.subsection_id(
+            &format!("Run {}", job.run),
+            &super::anchor("across-ranks", &job.run),
+        );
         lateness(page, job)?;
         wait_vs_transfer(page, job)?;
     }
@@ -79,7 +83,7 @@ fn lateness(page: &mut Page, job: &Job) -> Result<(), PolarsError> {
         })));
         plot.set_layout(
             crate::page::layout(240 + 24 * ranks.len().min(40))
-                .title(format!("{}: {title}", job.run)),
+                .title(super::charts::small_title(&format!("{}: {title}", job.run))),
         );
         plot
     };

@@ -50,13 +50,38 @@ pub(crate) struct CollectiveRow {
     pub exposed_comm_ns: i64,
 }
 
+/// One rank's whole window (`overlap_ranks`, as `aorta overlap --by rank` prints it): what
+/// the headline quotes for exposed communication.
+#[derive(Debug, Clone)]
+pub(crate) struct RankTotal {
+    pub run: String,
+    pub rank: i64,
+    pub source: String,
+    pub window_ns: Option<i64>,
+    pub comm_ns: Option<i64>,
+    pub exposed_comm_ns: Option<i64>,
+    pub compute_comm_overlap_ns: Option<i64>,
+    pub comm_hidden_pct: Option<f64>,
+    pub comm_wait_ns: Option<i64>,
+    pub exposed_transfer_ns: Option<i64>,
+}
+
+/// The most ranks one timeline draws; a larger job's ranks are sampled evenly (the first and
+/// the last always), and the page says so.
+pub(crate) const TIMELINE_RANKS: usize = 8;
+
 /// The step the timeline shows, and why that one.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TimelineTarget {
     /// The run the timeline is drawn from.
     pub run: String,
-    /// The rank the timeline is drawn from (`--rank`, else the run's first rank).
+    /// The rank the step was chosen on (`--rank`, else the run's first rank).
     pub rank: i64,
+    /// The ranks drawn, one lane group each: every reported rank that has the step, sampled
+    /// evenly down to 8.
+    pub ranks: Vec<i64>,
+    /// How many reported ranks have the step (more than `ranks.len()` when sampled).
+    pub ranks_with_step: usize,
     /// The step drawn; `None` when `whole_capture`.
     pub step: Option<i64>,
     /// `--step` or `median-duration step`.
@@ -78,6 +103,8 @@ pub(crate) struct RunData {
     pub runs: Vec<String>,
     pub ranks: Vec<i64>,
     pub steps: Vec<StepRow>,
+    /// Each reported rank's whole window (`overlap_ranks`).
+    pub totals: Vec<RankTotal>,
     pub categories: Vec<CategoryRow>,
     pub collectives: Vec<CollectiveRow>,
     /// Each run's collectives matched across its ranks.
@@ -106,6 +133,7 @@ impl RunData {
             .collect::<Result<Vec<_>, _>>()?;
         let fresh::StepsAndCollectives {
             steps,
+            ranks: rank_frame,
             collectives: colls,
             stored: from_dataset,
         } = fresh::load_or_compute(root, &runs, &jobs)?;
@@ -141,6 +169,10 @@ impl RunData {
                 in_rank(s.rank) && !(s.source == "trace" && is_outside(&s.run, s.rank, s.step))
             })
             .collect();
+        let totals = total_rows(&rank_frame, &root.join("overlap_ranks"))?
+            .into_iter()
+            .filter(|t| in_rank(t.rank))
+            .collect();
         let collectives = collective_rows(&colls, &root.join("overlap_collectives"))?
             .into_iter()
             .filter(|c| in_rank(c.rank))
@@ -168,6 +200,7 @@ impl RunData {
             runs,
             ranks,
             steps,
+            totals,
             categories,
             collectives,
             jobs,
@@ -200,6 +233,14 @@ impl RunData {
                 .copied()
                 .collect();
             let asked = step.filter(|n| mine.iter().any(|s| s.step == Some(*n)));
+            let chosen = asked.or_else(|| median_step(&mine));
+            let mut with_step: Vec<i64> = trace
+                .iter()
+                .filter(|s| &s.run == run && s.step == chosen)
+                .map(|s| s.rank)
+                .collect();
+            with_step.sort_unstable();
+            with_step.dedup();
             if let (Some(n), None, true) = (step, asked, out.is_empty()) {
                 return Err(ReportError::UnknownStep {
                     dataset: root.to_path_buf(),
@@ -212,7 +253,9 @@ impl RunData {
             out.push(TimelineTarget {
                 run: run.clone(),
                 rank,
-                step: asked.or_else(|| median_step(&mine)),
+                ranks: sample_evenly(&with_step, TIMELINE_RANKS),
+                ranks_with_step: with_step.len(),
+                step: chosen,
                 chosen_by: if asked.is_some() {
                     "--step"
                 } else {
@@ -223,6 +266,14 @@ impl RunData {
         }
         Ok(out)
     }
+}
+
+/// At most `k` of `v`, evenly spaced, the first and the last included.
+pub(crate) fn sample_evenly(v: &[i64], k: usize) -> Vec<i64> {
+    if v.len() <= k || k < 2 {
+        return v.iter().take(k).copied().collect();
+    }
+    (0..k).map(|i| v[i * (v.len() - 1) / (k - 1)]).collect()
 }
 
 /// The step whose window is the median (the lower one of an even count; ties by step).
@@ -285,6 +336,33 @@ fn step_rows(df: &DataFrame, path: &Path) -> Result<Vec<StepRow>, ReportError> {
         .collect())
 }
 
+fn total_rows(df: &DataFrame, path: &Path) -> Result<Vec<RankTotal>, ReportError> {
+    let s = |c| str_col(df, c, path);
+    let i = |c| i64_col(df, c, path);
+    let (run, source, rank, window) = (s("run")?, s("source")?, i("rank")?, i("window_ns")?);
+    let (comm, exposed, cc) = (
+        i("comm_ns")?,
+        i("exposed_comm_ns")?,
+        i("compute_comm_overlap_ns")?,
+    );
+    let (wait, et) = (i("comm_wait_ns")?, i("exposed_transfer_ns")?);
+    let pct = f64_col(df, "comm_hidden_pct", path)?;
+    Ok((0..df.height())
+        .map(|k| RankTotal {
+            run: run[k].clone(),
+            rank: rank[k].unwrap_or(0),
+            source: source[k].clone(),
+            window_ns: window[k],
+            comm_ns: comm[k],
+            exposed_comm_ns: exposed[k],
+            compute_comm_overlap_ns: cc[k],
+            comm_hidden_pct: pct[k],
+            comm_wait_ns: wait[k],
+            exposed_transfer_ns: et[k],
+        })
+        .collect())
+}
+
 fn collective_rows(df: &DataFrame, path: &Path) -> Result<Vec<CollectiveRow>, ReportError> {
     let (run, level, op) = (
         str_col(df, "run", path)?,
@@ -343,4 +421,18 @@ fn category_rows(
             gpu_ns: ns[k].unwrap_or(0),
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sample_evenly;
+
+    #[test]
+    fn ranks_are_sampled_evenly_with_both_ends() {
+        let all: Vec<i64> = (0..16).collect();
+        // i × 15 / 7 for i in 0..8: 0, 2, 4, 6, 8, 10, 12, 15.
+        assert_eq!(sample_evenly(&all, 8), vec![0, 2, 4, 6, 8, 10, 12, 15]);
+        assert_eq!(sample_evenly(&all[..5], 8), vec![0, 1, 2, 3, 4]);
+        assert_eq!(sample_evenly(&[3, 9, 27], 2), vec![3, 27]);
+    }
 }

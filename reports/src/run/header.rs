@@ -24,7 +24,7 @@ struct RunInfo {
 /// The table of the reported runs.
 pub(crate) fn runs_table(page: &mut Page, root: &Path, runs: &[String]) -> Result<(), ReportError> {
     let df = dataset::read(root, "runs")?;
-    let (run, platform) = (strs(&df, "run"), strs(&df, "platform"));
+    let (run, platform, format) = (strs(&df, "run"), strs(&df, "platform"), strs(&df, "format"));
     let (device, version) = (strs(&df, "device_name"), strs(&df, "runtime_version"));
     let world = ints(&df, "world_size");
     let mut by: BTreeMap<&str, RunInfo> = BTreeMap::new();
@@ -33,7 +33,9 @@ pub(crate) fn runs_table(page: &mut Page, root: &Path, runs: &[String]) -> Resul
             continue;
         };
         let e = by.entry(r).or_default();
-        e.platforms.extend(platform[i].map(str::to_string));
+        // A JSONL log's row has no platform (`unknown`): the run's is its traces'.
+        let p = aorta_transform::info::platform_of(format[i], platform[i]);
+        e.platforms.extend(p.map(str::to_string));
         e.devices.extend(device[i].map(str::to_string));
         e.world.extend(world[i]);
         e.versions.extend(version[i].map(str::to_string));

@@ -16,6 +16,9 @@ use crate::error::ReportError;
 use crate::fmt;
 use crate::page::Page;
 
+/// Up to this many bars, the two charts share the page's width.
+const SIDE_BY_SIDE: usize = 12;
+
 /// The stacked parts: name, color, value of a row.
 type Part = (&'static str, &'static str, fn(&Row) -> i64);
 
@@ -29,26 +32,40 @@ const PARTS: [Part; 5] = [
     ("idle: other", "#7f7f7f", |r| r.idle.other_ns),
 ];
 
-/// The chart and its table, one bar per reported rank.
-pub(crate) fn chart(page: &mut Page, root: &Path, d: &RunData) -> Result<(), ReportError> {
+/// The breakdown of every reported rank with a window (`aorta breakdown`'s rows), read once
+/// for the chart and the headline.
+pub(crate) fn rows(root: &Path, d: &RunData) -> Result<Vec<(Key, Row)>, ReportError> {
     let input = Input::load(root, &d.runs)?;
-    let rows: Vec<(Key, Row)> = breakdown::rows(&input, By::Rank, KERNEL_WAIT_NS)
+    Ok(breakdown::rows(&input, By::Rank, KERNEL_WAIT_NS)
         .into_iter()
         .filter(|(k, r)| d.ranks.contains(&k.rank) && r.window_ns > 0)
-        .collect();
+        .collect())
+}
+
+/// Idle as a share of the window, in percent (the table's `idle_%`).
+pub(crate) fn idle_pct(r: &Row) -> f64 {
+    100.0 * r.idle_ns as f64 / r.window_ns as f64
+}
+
+/// The chart and its table, one bar per reported rank.
+pub(crate) fn chart(page: &mut Page, rows: &[(Key, Row)]) {
     if rows.is_empty() {
-        return Ok(());
+        return;
     }
-    page.section("Compute, non-compute and idle per rank");
+    page.section_id(
+        "Compute, non-compute and idle per rank",
+        super::headline::IDLE,
+    );
     page.note(&format!(
         "As Holistic Trace Analysis's temporal breakdown, over each rank's window (first GPU \
          activity's start to the last one's end, all streams): compute = the time a gemm, \
          attention or other compute kernel runs; non-compute = busy without compute (comm, \
          memcpy, memset); idle = nothing runs. Idle is split gap by gap: host-wait when the \
          activity ending the gap was launched after the gap began (the CPU had queued \
-         nothing), kernel-wait when it was queued and the gap is under {KERNEL_WAIT_NS} ns \
-         (HTA's default), other when it was queued but waited longer (an event, another \
-         stream). Per step and per stream: `aorta breakdown --by step --streams`."
+         nothing), kernel-wait when it was queued and the gap is under {} (HTA's default \
+         as it applies it), other when it was queued but waited longer (an event, another \
+         stream). Per step and per stream: `aorta breakdown --by step --streams`.",
+        breakdown::threshold_text(KERNEL_WAIT_NS)
     ));
     let runs = rows.iter().any(|(k, _)| k.run != rows[0].0.run);
     let x: Vec<String> = rows
@@ -59,16 +76,21 @@ pub(crate) fn chart(page: &mut Page, root: &Path, d: &RunData) -> Result<(), Rep
         })
         .collect();
     let share = |r: &Row, v: i64| 100.0 * v as f64 / r.window_ns as f64;
-    let shares = stacked(&x, &rows, &PARTS, share, "% of the window");
+    let shares = stacked(&x, rows, &PARTS, share, "% of the window");
     let ms = |_: &Row, v: i64| v as f64 / 1e6;
+    let mut plots = vec![shares];
     if rows.iter().any(|(_, r)| r.idle_ns > 0) {
-        let idle = stacked(&x, &rows, &PARTS[2..], ms, "idle (ms)");
-        page.plot_row(&mut [shares, idle]);
+        plots.push(stacked(&x, rows, &PARTS[2..], ms, "idle (ms)"));
+    }
+    if rows.len() > SIDE_BY_SIDE {
+        // Many ranks or runs: each chart the page's width, so the labels have room.
+        for p in &mut plots {
+            page.plot(p);
+        }
     } else {
-        page.plot_row(&mut [shares]);
+        page.plot_row(&mut plots);
     }
     page.table(&HEADER, &rows.iter().map(cells).collect::<Vec<_>>());
-    Ok(())
 }
 
 /// One stacked bar per row of `parts`, each value through `y`.
@@ -115,7 +137,6 @@ const HEADER: [&str; 11] = [
 ];
 
 fn cells((k, r): &(Key, Row)) -> Vec<String> {
-    let idle_pct = 100.0 * r.idle_ns as f64 / r.window_ns as f64;
     vec![
         k.run.clone(),
         k.rank.to_string(),
@@ -123,7 +144,7 @@ fn cells((k, r): &(Key, Row)) -> Vec<String> {
         fmt::ms_ns(r.compute_ns),
         fmt::ms_ns(r.non_compute_ns),
         fmt::ms_ns(r.idle_ns),
-        fmt::pct(idle_pct),
+        fmt::pct(idle_pct(r)),
         fmt::ms_ns(r.idle.host_wait_ns),
         fmt::ms_ns(r.idle.kernel_wait_ns),
         fmt::ms_ns(r.idle.other_ns),

@@ -1,19 +1,27 @@
-//! The single-run report (`aorta report`): a step's per-stream timeline, overlap per step,
-//! GPU time per category per step and other_compute's subcategories, exposed
-//! communication per collective kind, and device memory over time when the trace recorded it.
+//! The single-run report (`aorta report`): the headline (each run's verdicts in words, with
+//! links), a step's per-stream timeline of every rank, overlap per step, GPU time per
+//! category per step and other_compute's subcategories, exposed communication per collective
+//! kind, who was late across ranks, device memory over time when the trace recorded it, the
+//! roofline and MFU, and the data-quality findings.
 
 mod charts;
 mod copies;
 mod cross_rank;
 mod data;
 mod header;
+mod headline;
 mod idle;
 mod memory;
+mod multiples;
 mod perf;
+mod quality;
 mod subcats;
 mod timeline;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+
+use aorta_transform::rows::ints;
 
 use crate::error::ReportError;
 use crate::page::Page;
@@ -73,9 +81,41 @@ pub fn run_report(
     let targets = d.timeline_targets(dataset, opts.step)?;
     let tls = targets
         .iter()
-        .map(|t| timeline::Timeline::load(dataset, t, opts.window))
+        .map(|t| timeline::Timeline::load(dataset, t, opts.window, &clock_offsets(&d, &t.run)))
         .collect::<Result<Vec<_>, _>>()?;
-    let mut page = Page::new(&format!("aorta report — {}", d.runs.join(", ")));
+    if let (Some((from, to)), false) = (opts.window, tls.is_empty()) {
+        if tls.iter().all(|t| t.in_window() == 0) {
+            return Err(ReportError::EmptyWindow {
+                dataset: dataset.to_path_buf(),
+                from,
+                to,
+                lies: tls
+                    .iter()
+                    .map(|t| t.where_activity_lies())
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            });
+        }
+    }
+    let idle_rows = idle::rows(dataset, &d)?;
+    let peaks = aorta_transform::perf::Peaks::load(opts.device_peaks.as_deref())?;
+    let perf = aorta_transform::perf::compute(dataset, &d.runs, &peaks)?;
+    let info = aorta_transform::info::summarize(dataset, &d.runs)?;
+    let title = if d.runs.len() > 3 {
+        format!("aorta report — {} runs", d.runs.len())
+    } else {
+        format!("aorta report — {}", d.runs.join(", "))
+    };
+    let mut page = Page::new(&title);
+    headline::render(
+        &mut page,
+        &headline::Inputs {
+            data: &d,
+            idle: &idle_rows,
+            perf: &perf,
+            info: &info,
+        },
+    );
     page.note(&format!(
         "Dataset {}; runs {}; ranks {}; {} step rows. Overlap tables {}.",
         dataset.display(),
@@ -116,14 +156,13 @@ pub fn run_report(
     charts::overlap_per_step(&mut page, &d.steps);
     charts::categories_per_step(&mut page, &d.categories);
     subcats::chart(&mut page, dataset, &d)?;
-    idle::chart(&mut page, dataset, &d)?;
+    idle::chart(&mut page, &idle_rows);
     copies::chart(&mut page, dataset, &d)?;
     charts::collectives(&mut page, &d.collectives);
     cross_rank::charts(&mut page, &d.jobs).map_err(ReportError::polars(dataset))?;
     memory::chart(&mut page, dataset, &d.runs, opts.rank)?;
-    let peaks = aorta_transform::perf::Peaks::load(opts.device_peaks.as_deref())?;
-    let perf = aorta_transform::perf::compute(dataset, &d.runs, &peaks)?;
     perf::charts(&mut page, &perf, opts.rank);
+    quality::section(&mut page, &info, &d.jobs);
     page.write(out)?;
     Ok(RunReport {
         out: out.to_path_buf(),
@@ -137,6 +176,39 @@ pub fn run_report(
         overlap_from_dataset: d.from_dataset,
         charts: page.plot_count(),
     })
+}
+
+/// Each rank's clock offset in `run` (ns to subtract to reach the reference rank's clock), as
+/// `aorta collectives` found it; empty when the run's collectives could not be matched.
+fn clock_offsets(d: &data::RunData, run: &str) -> HashMap<i64, i64> {
+    let Some(df) = d
+        .jobs
+        .iter()
+        .find(|j| j.run == run)
+        .and_then(|j| j.rank_view().ok())
+    else {
+        return HashMap::new();
+    };
+    let (rank, off) = (ints(&df, "rank"), ints(&df, "clock_offset_ns"));
+    (0..df.height())
+        .filter_map(|i| Some((rank[i]?, off[i]?)))
+        .collect()
+}
+
+/// A section anchor for one run: `prefix-` and the run label with every character but ASCII
+/// letters and digits replaced by `-`.
+pub(crate) fn anchor(prefix: &str, run: &str) -> String {
+    let slug: String = run
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    format!("{prefix}-{slug}")
 }
 
 pub(crate) fn join<T: ToString>(v: &[T]) -> String {

@@ -29,7 +29,7 @@ pub(crate) fn charts(page: &mut Page, runs: &[PerfRun], rank: Option<i64>) {
         let p = only_rank(p, rank);
         roofline(page, &p);
     }
-    page.section("MFU per step");
+    page.section_id("MFU per step", super::headline::MFU);
     page.note(
         "MFU = model FLOPs of the step (GEMM, attention, convolution) / (step GPU window × the \
          dense peak of the step's dominant GEMM dtype). GEMM TFLOP/s = GEMM FLOPs / the time at \

@@ -160,6 +160,23 @@ fn tp_groups_inside_a_dp_job_on_two_hosts() {
     assert_eq!(r3["times_last"], 2);
     assert_eq!(r3["caused_ns"], 60_000);
     assert_eq!(r3["straggler_rank"], 1);
+    // The one late arrival (DP {1,3}, its group's first collective: seq 0), as the summary
+    // lists it: the group labelled as one, not a bare number leading the line.
+    let late = coll["runs"][0]["late"].as_array().unwrap();
+    assert_eq!(late.len(), 1, "{late:?}");
+    let want =
+        "process group 4, seq 0 (all_reduce, step -): rank 3 arrived 0.050 ms after the others";
+    assert!(late[0].as_str().unwrap().starts_with(want), "{late:?}");
+    let o = aorta(&["collectives".as_ref(), out.path().as_os_str()]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    let listed: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("late arrivals"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .collect();
+    assert_eq!(listed.len(), 1, "{text}");
+    assert!(listed[0].starts_with(&format!("  {want}")), "{text}");
 }
 
 #[test]

@@ -179,6 +179,7 @@ pub(crate) mod browser;
 pub(crate) mod cli;
 pub(crate) mod compare_fixture;
 pub(crate) mod reference;
+pub(crate) mod text_table;
 
 /// Total length of the union of `[start, end)` intervals, by sort-and-merge: the tests'
 /// independent check of the overlap sweep.

@@ -153,3 +153,49 @@ fn views_are_sums_of_the_tables_written() {
         );
     }
 }
+
+/// `--by shape` in the terminal: every line within 160 characters (they reached 330), each
+/// column where its header is, long shapes cut with `…`; `--format json` keeps them whole,
+/// row for row.
+#[test]
+fn shapes_fit_the_terminal_and_stay_whole_in_json() {
+    let Some(data) = corpus() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp.path().join("ds");
+    let o = ingest(&[&data.join("kineto/cuda/h100_models")], &ds, &["-q"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let args = ["--by", "shape", "--top", "15"];
+    let text = perf(&ds, &args);
+    let doc: Value = serde_json::from_str(&perf(&ds, &[&args[..], &["--json"]].concat())).unwrap();
+    let mut cut = 0;
+    let mut blocks = 0;
+    for run in doc["runs"].as_array().unwrap() {
+        let name = run["run"].as_str().unwrap();
+        let lines: Vec<&str> = text
+            .lines()
+            .skip_while(|l| !l.starts_with(&format!("run {name}: ")))
+            .skip_while(|l| !l.starts_with("top "))
+            .skip(1)
+            .take_while(|l| l.starts_with("  "))
+            .collect();
+        let (header, rows) = lines.split_first().expect("a table");
+        let left: Vec<bool> = (0..13).map(|c| c < 3).collect();
+        let cells = crate::common::text_table::aligned_cells(header, rows, &left, 160);
+        let json = run["rows"].as_array().unwrap();
+        assert_eq!(cells.len(), json.len(), "{name}");
+        for (c, j) in cells.iter().zip(json) {
+            for (k, key) in ["op", "input_dims", "input_types"].iter().enumerate() {
+                let full = j[key].as_str().unwrap_or("-");
+                assert!(
+                    crate::common::text_table::shows(&c[k], full),
+                    "{name}: `{}` is not {key} `{full}`",
+                    c[k]
+                );
+                cut += usize::from(c[k].ends_with('…'));
+            }
+        }
+        blocks += 1;
+    }
+    assert!(blocks >= 2, "one table per model");
+    assert!(cut > 0, "no shape long enough to cut:\n{text}");
+}

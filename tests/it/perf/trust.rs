@@ -299,12 +299,18 @@ fn a_rate_above_its_roof_is_flagged_and_left_out_of_mfu() {
         .unwrap();
     assert!(fwd["candidate_tflops"].as_f64().unwrap() > 100.0, "{fwd}");
     assert_eq!(fwd["candidate_peak_pct"], Value::Null, "{fwd}");
-    // The note column is printed in the text table; a flagged group keeps its dtype.
+    // Every row's note is printed under the text table, whole; a flagged group keeps its
+    // dtype in the table.
     assert!(
         text.lines()
-            .any(|l| l.contains("aten::_cudnn_attention_forward")
-                && l.contains(" bf16 ")
-                && l.contains("peak assumption wrong")),
+            .any(|l| l.contains("aten::_cudnn_attention_forward") && l.contains(" bf16 ")),
+        "{text}"
+    );
+    let notes: Vec<&str> = text.lines().skip_while(|l| *l != "notes:").collect();
+    assert!(
+        notes.iter().any(|l| l
+            .starts_with("  aten::_cudnn_attention_forward: peak assumption wrong: ")
+            && l.ends_with("left out of MFU and every % of peak")),
         "{text}"
     );
 }

@@ -80,7 +80,18 @@ const BREAKDOWN: [&str; 11] = [
 fn breakdown_and_idle_split_of_the_hand_made_trace_are_the_hand_worked_values() {
     let (_dir, ds) = fixture();
     let ds = ds.to_str().unwrap();
-    let step = json(&["breakdown", ds, "--by", "step", "--format", "json"]);
+    // The literal 30 ns threshold (HTA's documented unit) for the hand-worked values; the
+    // default (30 µs, HTA's effective unit) is checked below.
+    let step = json(&[
+        "breakdown",
+        ds,
+        "--by",
+        "step",
+        "--kernel-wait-ns",
+        "30",
+        "--format",
+        "json",
+    ]);
     let rows = &step["rows"];
     // Step 1: window 20–340; busy 80 + 49.99 + 90 + 20 + 10; compute K1 K2 K3 K4; C1 alone
     // 200–260; M1 alone; gaps 0.01 kernel-wait, 20 host-wait, 40 + 10 other.
@@ -101,7 +112,15 @@ fn breakdown_and_idle_split_of_the_hand_made_trace_are_the_hand_worked_values() 
 
     // The whole rank: the steps' gaps, plus 340–420 (K5 launched at 410) and 600–870 (K9
     // launched at 850), both host-wait.
-    let rank = json(&["breakdown", ds, "--streams", "--format", "json"]);
+    let rank = json(&[
+        "breakdown",
+        ds,
+        "--streams",
+        "--kernel-wait-ns",
+        "30",
+        "--format",
+        "json",
+    ]);
     let whole = [
         900_000, 339_990, 70_000, 60_000, 10_000, 490_010, 420_000, 10, 70_000, 9, 12,
     ];
@@ -138,6 +157,17 @@ fn breakdown_and_idle_split_of_the_hand_made_trace_are_the_hand_worked_values() 
     ]);
     let cols = ["kernel_wait_ns", "other_idle_ns"];
     assert_eq!(ints(at_step(&five["rows"], Some(1)), &cols), [0, 50_010]);
+
+    // The default, 30 µs: step 1's 10 µs gap before M1 (queued since 60) becomes kernel-wait
+    // too; the 40 µs before K4 (queued since 50) stays other.
+    let default = json(&["breakdown", ds, "--by", "step", "--format", "json"]);
+    let s1_30us = [
+        320_000, 179_990, 70_000, 60_000, 10_000, 70_010, 20_000, 10_010, 40_000, 4, 6,
+    ];
+    assert_eq!(
+        ints(at_step(&default["rows"], Some(1)), &BREAKDOWN),
+        s1_30us
+    );
 }
 
 #[test]
@@ -277,14 +307,15 @@ fn brute_breakdown(acts: &[&Raw], kernel_wait: i64) -> [i64; 9] {
             (false, None) => gap_from = Some(t),
             (true, Some(g0)) => {
                 // The gap [g0, t) is host-wait when everything starting at t was launched
-                // after g0; else kernel-wait when short; else other.
+                // after g0; else kernel-wait when short and queued (a launch known); else
+                // other.
                 let next: Vec<&&Raw> = acts.iter().filter(|a| a.start == t).collect();
                 let host = next
                     .iter()
                     .all(|a| a.call.as_ref().is_some_and(|c| c.0 > g0));
                 let slot = if host {
                     5
-                } else if t - g0 < kernel_wait {
+                } else if t - g0 < kernel_wait && next.iter().any(|a| a.call.is_some()) {
                     6
                 } else {
                     7
@@ -358,7 +389,7 @@ fn breakdown_and_launches_equal_a_brute_force_over_the_raw_events() {
         let row = at_step(&b["rows"], step);
         assert_eq!(
             ints(row, &cols),
-            brute_breakdown(&group, 30),
+            brute_breakdown(&group, 30_000),
             "step {step:?}"
         );
         let lr = at_step(&l["rows"], step);
@@ -437,16 +468,26 @@ fn bad_input_is_one_error_line_and_the_formats_agree() {
 }
 
 /// `aorta report`'s compute / non-compute / idle table on the fixture: the rank's hand-worked
-/// numbers (module docs), in ms.
+/// numbers (module docs), in ms, at the default 30 µs kernel-wait threshold: the gaps before
+/// K2 (0.01 µs) and M1 (10 µs) are kernel-wait, those before K4 (40 µs) and K8 (no launch)
+/// other.
 #[test]
 fn the_report_section_shows_the_hand_worked_numbers() {
     let (dir, ds) = fixture();
     let html = dir.path().join("r.html");
     ok(&["report", ds.to_str().unwrap(), "-o", html.to_str().unwrap()]);
     let page = std::fs::read_to_string(&html).unwrap();
-    assert!(page.contains("<h2>Compute, non-compute and idle per rank</h2>"));
+    assert!(page.contains("<h2 id=\"idle\">Compute, non-compute and idle per rank</h2>"));
+    // The headline quotes the same hand-worked numbers: idle 0.490 of 0.900 ms, 0.420 of it
+    // host-wait.
+    assert!(
+        page.contains(
+            "Idle: 54.4 % of the window (0.490 ms of 0.900 ms), mostly host-wait (0.420 ms"
+        ),
+        "the headline's idle verdict"
+    );
     let cells = [
-        "0", "0.900", "0.340", "0.070", "0.490", "54.4", "0.420", "0.000", "0.070", "9",
+        "0", "0.900", "0.340", "0.070", "0.490", "54.4", "0.420", "0.010", "0.060", "9",
     ];
     let row: String = cells
         .iter()

@@ -23,7 +23,7 @@ fn key(r: &Value) -> (String, i64) {
 }
 
 /// Per (run, rank): the union of every activity, of the compute ones, the activity count and
-/// the activities with a runtime call of their correlation id.
+/// the activities with a runtime or driver call of their correlation id.
 type Truth = HashMap<(String, i64), (i64, i64, i64, i64)>;
 
 fn truth(root: &std::path::Path) -> Truth {
@@ -46,7 +46,7 @@ fn truth(root: &std::path::Path) -> Truth {
     );
     let ccorr = i64s(&cpu, "correlation");
     let calls: HashSet<(String, i64, i64)> = (0..cpu.height())
-        .filter(|&j| ccat[j].as_deref() == Some("runtime"))
+        .filter(|&j| matches!(ccat[j].as_deref(), Some("runtime" | "driver")))
         .filter_map(|j| Some((crun[j].clone()?, crank[j]?, ccorr[j]?)))
         .collect();
     type Spans = (Vec<(i64, i64)>, Vec<(i64, i64)>, i64, i64);
@@ -124,7 +124,8 @@ fn breakdown_parts_add_up_on_real_traces() {
     }
 }
 
-/// Launches: as many launched as activities with a runtime call of their correlation id;
+/// Launches: as many launched as activities with a runtime or driver API call of their
+/// correlation id (the H100 traces launch through `cuLaunchKernel` too);
 /// a launch's call start comes before its end, so call start → activity start is at least the
 /// delay; the gaps are positive, longest first, the longest in the row; a launched rank has a
 /// queue.

@@ -5,6 +5,7 @@
 
 mod compare_kernels;
 mod dataset_edit;
+mod driver_launches;
 mod idle;
 mod idle_corpus;
 mod info;

@@ -223,8 +223,13 @@ fn c10d_kinds(
     let cpu = dataset::read_partition(root, "cpu_ops", run, rank, &names)?;
     let classifier = Classifier::builtin();
     let c = CpuCols::of(&cpu);
-    let launches: HashMap<i64, usize> = (0..cpu.height())
-        .filter(|&i| c.cat[i] == Some("runtime"))
+    // Driver calls first: a runtime call with the same correlation replaces one (`launch`).
+    let mut order: Vec<usize> = (0..cpu.height())
+        .filter(|&i| crate::launch::is_launch_category(c.cat[i]))
+        .collect();
+    order.sort_by_key(|&i| c.cat[i] == Some("runtime"));
+    let launches: HashMap<i64, usize> = order
+        .into_iter()
         .filter_map(|i| Some((c.corr[i]?, i)))
         .collect();
     let ops: Vec<usize> = (0..cpu.height())

@@ -86,6 +86,14 @@ pub enum GateError {
         /// The keys of the rule's kind that both sides have, as the message lists them.
         known: String,
     },
+    /// An explicit rule's metric is there but no change can be computed from it.
+    #[error("--fail-if-regressed: `{key}` cannot be evaluated: {why}")]
+    Unevaluable {
+        /// The rule's key.
+        key: String,
+        /// Why no change can be computed.
+        why: String,
+    },
 }
 
 /// Parses SPEC (see the module docs).
@@ -183,12 +191,27 @@ pub struct Check {
 }
 
 /// Checks every rule against the comparison; an explicit rule whose metric is absent on
-/// either side of every pair is an error naming what could be gated.
+/// either side of every pair is an error naming what could be gated, and one whose metric
+/// gives no change (its reference is 0 in every pair and its candidate too) is an error
+/// saying so.
 pub fn regressions(c: &Comparison, rules: &[Rule]) -> Result<Regression, GateError> {
     let mut checks = Vec::new();
     for rule in rules {
         match values(c, &rule.metric) {
-            Some((unit, pairs)) => checks.push(check(rule, unit, &pairs)),
+            Some((unit, pairs)) => {
+                let ch = check(rule, unit, &pairs);
+                // A rule the user wrote that judges nothing must not pass in silence.
+                if rule.explicit && ch.change_pct.is_none() && !ch.regressed {
+                    return Err(GateError::Unevaluable {
+                        key: rule.key.clone(),
+                        why: format!(
+                            "its reference value is 0 in every pair ({} pair(s)), so it has no change to judge",
+                            pairs.len()
+                        ),
+                    });
+                }
+                checks.push(ch)
+            }
             None if rule.explicit => {
                 return Err(GateError::Absent {
                     key: rule.key.clone(),

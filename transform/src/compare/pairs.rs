@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::levels::{LevelRow, StepRows};
-use super::operators::OpRow;
+use super::operators::{OpRow, NO_OP};
 use super::overall::geomean;
 use super::select::Side;
 use super::summary_json::SpreadSummary;
@@ -120,6 +120,11 @@ pub struct PairEntry {
     pub step_ratio: Option<f64>,
     /// Why this pair is not comparable (empty: it is).
     pub problems: Vec<String>,
+    /// How its work mix was checked: `operators` (CPU operators by name and shapes),
+    /// `categories` (no operators: the GPU time's category mix) or `not checked` (neither
+    /// side has either), in which case the pair is never called comparable.
+    #[serde(default)]
+    pub mix_checked_by: String,
 }
 
 /// The pairs, the overall ratio, and the comparability verdict (summary.json `pairs`).
@@ -135,8 +140,13 @@ pub struct PairsSummary {
     pub step_ratio_geomean: Option<f64>,
     /// Spread of the pairs' step ratios.
     pub step_ratio_spread: Option<SpreadSummary>,
-    /// Whether the ratios can be trusted; when not, `reasons` says why.
+    /// Whether the ratios can be trusted; when not, `reasons` says why. A pair whose mix could
+    /// not be checked does not refuse the ratios, but is listed in `not_checked`, and the
+    /// verdict then never says "comparable".
     pub comparable: bool,
+    /// Pairs (by workload) whose work mix could not be checked.
+    #[serde(default)]
+    pub not_checked: Vec<String>,
     /// Why the sides are not comparable (different world sizes, step structures or operator
     /// mixes); empty when they are.
     pub reasons: Vec<String>,
@@ -168,7 +178,13 @@ pub(super) fn summarize(
         entries.iter_mut().for_each(|e| e.step_ratio = None);
     }
     let ratios: Vec<f64> = entries.iter().filter_map(|e| e.step_ratio).collect();
+    let not_checked = entries
+        .iter()
+        .filter(|e| e.mix_checked_by == "not checked")
+        .map(|e| e.workload.clone())
+        .collect();
     PairsSummary {
+        not_checked,
         pairs: entries,
         unpaired_reference: pairing.unpaired_reference.clone(),
         unpaired_candidate: pairing.unpaired_candidate.clone(),
@@ -198,7 +214,25 @@ fn pair_entry(
             .filter(move |x| x.0 .0 == s && x.0 .1 == p.runs[s])
     };
     let stepped = |s: usize| of(s).any(|x| x.0 .3.is_some());
-    let mut problems = operator_mix(ops.iter().filter(|o| o.workload == p.workload));
+    let pair_ops = ops.iter().filter(|o| o.workload == p.workload);
+    let has_ops = |s: usize| {
+        pair_ops
+            .clone()
+            .any(|o| o.key.0 != NO_OP && o.ms[s].is_some())
+    };
+    // The mix check: by CPU operators where both sides have them; else by the GPU time's
+    // category mix (kernels without operators, as in a GPU-only trace); else not checked.
+    let categories: Vec<&LevelRow> = levels
+        .iter()
+        .filter(|r| r.level == "categories" && r.workload.as_ref() == Some(&p.workload))
+        .collect();
+    let (mut problems, checked) = if has_ops(0) && has_ops(1) {
+        (operator_mix(pair_ops), "operators")
+    } else if let Some(problems) = category_mix(&categories) {
+        (problems, "categories")
+    } else {
+        (Vec::new(), "not checked")
+    };
     let world = |s: usize| sides[s].info.get(&p.runs[s]).and_then(|i| i.world_size);
     if let (Some(a), Some(b)) = (world(0), world(1)) {
         if a != b {
@@ -217,7 +251,37 @@ fn pair_entry(
         candidate_step_ms: median(1),
         step_ratio: step.and_then(LevelRow::pair_ratio),
         problems,
+        mix_checked_by: checked.to_string(),
     }
+}
+
+/// The category-mix check of one pair, where neither side's kernels have CPU operators: the
+/// share of GPU time per category (gemm, attention, comm, memcpy, other…) on each side, and the
+/// share both have in common (Σ min over the categories) at least [`MIN_MATCHED_SHARE`].
+/// `None` when a side has no category time at all (nothing to check).
+fn category_mix(rows: &[&LevelRow]) -> Option<Vec<String>> {
+    let total = |s: usize| -> f64 {
+        rows.iter()
+            .filter_map(|r| r.sides[s].as_ref().map(|x| x.median))
+            .sum()
+    };
+    let (a, b) = (total(0), total(1));
+    if a <= 0.0 || b <= 0.0 {
+        return None;
+    }
+    let share = |r: &LevelRow, s: usize, t: f64| r.sides[s].as_ref().map_or(0.0, |x| x.median / t);
+    let common: f64 = rows
+        .iter()
+        .map(|r| share(r, 0, a).min(share(r, 1, b)))
+        .sum();
+    Some(if common < MIN_MATCHED_SHARE {
+        vec![format!(
+            "no CPU operators to match, and only {:.0}% of the GPU time's category mix is common to both sides",
+            100.0 * common
+        )]
+    } else {
+        Vec::new()
+    })
 }
 
 /// The operator-mix check of one pair: each side's share of operator GPU time in matched

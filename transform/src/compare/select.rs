@@ -52,6 +52,9 @@ impl Side {
     }
 }
 
+/// A `runs` row's run label and platform (none for a JSONL log).
+type RunPlatform<'a> = (&'a str, Option<&'a str>);
+
 pub(super) fn select(root: &Path, selector: &str) -> Result<Side, CompareError> {
     let runs = dataset::read(root, "runs")?;
     let polars = |source| CompareError::Polars {
@@ -66,12 +69,18 @@ pub(super) fn select(root: &Path, selector: &str) -> Result<Side, CompareError> 
         .column("platform")
         .and_then(|c| c.str().cloned())
         .map_err(polars)?;
-    let pairs: Vec<(&str, &str)> = run
+    let format = strs(&runs, "format");
+    // A JSONL log has no platform: it neither selects its run nor names the run's platform.
+    let pairs: Vec<RunPlatform> = run
         .iter()
         .zip(platform.iter())
-        .map(|(r, p)| (r.unwrap_or(""), p.unwrap_or("unknown")))
+        .zip(format)
+        .map(|((r, p), f)| {
+            let p = crate::info::platform_of(f, Some(p.unwrap_or("unknown")));
+            (r.unwrap_or(""), p)
+        })
         .collect();
-    let by = |f: &dyn Fn(&(&str, &str)) -> bool| -> BTreeSet<String> {
+    let by = |f: &dyn Fn(&RunPlatform) -> bool| -> BTreeSet<String> {
         pairs
             .iter()
             .filter(|p| f(p))
@@ -84,11 +93,11 @@ pub(super) fn select(root: &Path, selector: &str) -> Result<Side, CompareError> 
         chosen = by(&|p| p.0.starts_with(&prefix));
     }
     if chosen.is_empty() {
-        chosen = by(&|p| p.1 == selector);
+        chosen = by(&|p| p.1 == Some(selector));
     }
     if chosen.is_empty() {
         let all: BTreeSet<&str> = pairs.iter().map(|p| p.0).collect();
-        let platforms: BTreeSet<&str> = pairs.iter().map(|p| p.1).collect();
+        let platforms: BTreeSet<&str> = pairs.iter().filter_map(|p| p.1).collect();
         let list = |s: BTreeSet<&str>| s.into_iter().collect::<Vec<_>>().join(", ");
         return Err(CompareError::Unknown {
             root: root.to_path_buf(),
@@ -106,12 +115,17 @@ pub(super) fn select(root: &Path, selector: &str) -> Result<Side, CompareError> 
         .filter(|(_, p)| chosen.contains(p.0))
     {
         let e = info.entry(p.0.to_string()).or_default();
-        e.platform = p.1.to_string();
+        if let Some(platform) = p.1 {
+            e.platform = platform.to_string();
+        }
         e.devices.extend(device[i].map(str::to_string));
         e.world_size = e.world_size.max(world[i]);
         e.versions.extend(version[i].map(str::to_string));
         e.sources.extend(source[i].map(str::to_string));
         e.files += 1;
+    }
+    for e in info.values_mut().filter(|e| e.platform.is_empty()) {
+        e.platform = "unknown".into();
     }
     Ok(Side {
         selector: selector.to_string(),

@@ -53,7 +53,14 @@ pub struct DatasetSummary {
     pub(crate) mean_reducescatter_overlap_ms: Option<f64>,
     /// mean overlap / mean compute (the Python report's `overlap_ratio`).
     pub(crate) overlap_ratio: Option<f64>,
+    /// The mean step: each row's `ProfilerStep` span, else its GPU window (a JSONL log's
+    /// iteration time).
     pub(crate) mean_step_ms: Option<f64>,
+    /// The mean GPU window: first start to last end of each step's activities (a JSONL log's
+    /// iteration time). Null when no row has one.
+    #[serde(default)]
+    pub(crate) mean_gpu_window_ms: Option<f64>,
+    /// Null when the source holds no comm union (a JSONL log), as the other means.
     pub(crate) mean_comm_ms: Option<f64>,
     pub(crate) mean_exposed_comm_ms: Option<f64>,
     /// The runs of this side.
@@ -262,12 +269,22 @@ fn dataset(d: &SideData, want: PythonSource) -> DatasetSummary {
     let rows: Vec<usize> = (0..steps.height())
         .filter(|&i| src[i] == Some(source))
         .collect();
+    // The values the rows hold, in ms: a value the source does not hold (a JSONL log has no
+    // comm union) is left out, so a mean over none is null, never 0.
     let col = |name: &str| -> Vec<f64> {
         let v = ints(steps, name);
         rows.iter()
-            .map(|&i| v[i].unwrap_or(0) as f64 * 1e-6)
+            .filter_map(|&i| v[i])
+            .map(|x| x as f64 * 1e-6)
             .collect()
     };
+    // A step is its ProfilerStep span, else its GPU window (the steps level's `step_ms`).
+    let (span, window) = (ints(steps, "step_ns"), ints(steps, "window_ns"));
+    let step_ms: Vec<f64> = rows
+        .iter()
+        .filter_map(|&i| span[i].or(window[i]))
+        .map(|x| x as f64 * 1e-6)
+        .collect();
     let n = rows.len();
     let per_iter = |total: f64| (n > 0).then(|| total / n as f64);
     let overlap = mean(&col("compute_comm_overlap_ns"));
@@ -284,7 +301,8 @@ fn dataset(d: &SideData, want: PythonSource) -> DatasetSummary {
             .zip(compute)
             .filter(|c| c.1 != 0.0)
             .map(|(o, c)| o / c),
-        mean_step_ms: mean(&col("window_ns")),
+        mean_step_ms: mean(&step_ms),
+        mean_gpu_window_ms: mean(&col("window_ns")),
         mean_comm_ms: mean(&col("comm_ns")),
         mean_exposed_comm_ms: mean(&col("exposed_comm_ns")),
         runs: d.side.runs.clone(),

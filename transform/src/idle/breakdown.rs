@@ -26,8 +26,19 @@ use crate::comm_split::union;
 use crate::dataset::DatasetError;
 use crate::sweep::{length, Class};
 
-/// HTA's `consecutive_kernel_delay` default: 30, in ns (its documentation's unit).
-pub const KERNEL_WAIT_NS: i64 = 30;
+/// HTA's `consecutive_kernel_delay` default as HTA applies it: 30 µs. Its docs say 30 ns, but
+/// HTA (0.5 included) reads Kineto's µs timestamps as they are, so its 30 is 30 µs in effect;
+/// this default makes `aorta breakdown` reproduce HTA's idle split (docs/TOOLBOX.md).
+pub const KERNEL_WAIT_NS: i64 = 30_000;
+
+/// A kernel-wait threshold in words: `30 µs`, `30 ns`.
+pub fn threshold_text(ns: i64) -> String {
+    if ns != 0 && ns % 1_000 == 0 {
+        format!("{} µs", ns / 1_000)
+    } else {
+        format!("{ns} ns")
+    }
+}
 
 /// The kinds of idle time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,7 +55,8 @@ pub(crate) enum Idle {
 pub(crate) fn classify(gap_start: i64, next: &Act, kernel_wait_ns: i64) -> Idle {
     if next.call.is_some_and(|c| c.start > gap_start) {
         Idle::HostWait
-    } else if next.start - gap_start < kernel_wait_ns {
+    } else if next.call.is_some() && next.start - gap_start < kernel_wait_ns {
+        // Queued (its launch known, before the gap); an unknown launch is no evidence of it.
         Idle::KernelWait
     } else {
         Idle::Other

@@ -1,8 +1,9 @@
 //! The CPU side of every launch (HTA's `get_cuda_kernel_launch_stats`) and the GPU's launch
 //! queue (`get_queue_length_time_series`), per rank or step.
 //!
-//! A launch is a GPU activity and the runtime call with its correlation id (any runtime call:
-//! `cudaLaunchKernel`, `cudaMemcpyAsync`, `hipExtModuleLaunchKernel`…, not a list of names).
+//! A launch is a GPU activity and the launch call with its correlation id (any runtime or
+//! driver API call, `crate::launch::LAUNCH_CATEGORIES`: `cudaLaunchKernel`, `cuLaunchKernelEx`,
+//! `cudaMemcpyAsync`, `cudaGraphLaunch`, `hipExtModuleLaunchKernel`…, not a list of names).
 //! Per launch: the call's CPU duration, the launch delay (activity start − call end, HTA's
 //! documented definition) and the time from the call's start to the activity's start. Per
 //! group: counts, p50 and p99 of those, the longest launch gaps (CPU time between one launch

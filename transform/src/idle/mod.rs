@@ -3,8 +3,9 @@
 //! (host-wait, kernel-wait, other) in [`breakdown`], the CPU side of every launch and the
 //! GPU's launch queue in [`launches`]. docs/TOOLBOX.md writes every definition down.
 //!
-//! Both read the same rows: `gpu_activities`, and the `runtime` rows of `cpu_ops` that launched
-//! them (by correlation id, as `crate::launch` links them). Grouped per rank or per step:
+//! Both read the same rows: `gpu_activities`, and the launch calls of `cpu_ops` (runtime or
+//! driver API, `crate::launch::LAUNCH_CATEGORIES`) that launched them (by correlation id, as
+//! `crate::launch` links them). Grouped per rank or per step:
 //! activity outside every `ProfilerStep` is its own group, step null (`-`), as in `aorta
 //! kernels --by step`, never a step.
 
@@ -18,7 +19,7 @@ use std::path::Path;
 use polars::prelude::*;
 
 use crate::dataset::{self, DatasetError};
-use crate::launch::{Links, LINK_COLUMNS};
+use crate::launch::{launch_calls, Links, LINK_COLUMNS};
 use crate::rows::{ints, strs, StrAt};
 use crate::sweep::Class;
 
@@ -51,11 +52,12 @@ pub(crate) struct Act {
     pub kernel: bool,
     pub start: i64,
     pub end: i64,
-    /// The runtime call that launched it (a row of `Input::calls`), with its start and end.
+    /// The launch call (runtime or driver API) that launched it (a row of `Input::calls`), with
+    /// its start and end.
     pub call: Option<Call>,
 }
 
-/// A launching runtime call.
+/// A launch call (runtime or driver API).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Call {
     pub row: usize,
@@ -90,12 +92,12 @@ const ACTS: [&str; 11] = [
 ];
 
 impl Input {
-    /// The activities of `runs` and their launching runtime calls.
+    /// The activities of `runs` and their launch calls.
     pub fn load(root: &Path, runs: &[String]) -> Result<Input, DatasetError> {
         let wanted = dataset::of_runs(runs);
         let acts = dataset::read_where(root, "gpu_activities", wanted.clone(), &ACTS)?;
-        let runtime = col("category").eq(lit("runtime"));
-        let calls = dataset::read_where(root, "cpu_ops", wanted.and(runtime), &LINK_COLUMNS)?;
+        let calls =
+            dataset::read_where(root, "cpu_ops", wanted.and(launch_calls()), &LINK_COLUMNS)?;
         let links = Links::new(&calls, &acts).calls(&acts);
         let ranks = group_ranks(&acts, &calls, &links);
         let steps = ints(&acts, "step");

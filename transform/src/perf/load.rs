@@ -81,7 +81,7 @@ impl RunData {
         let calls = dataset::scan(root, "cpu_ops")?
             .filter(
                 this.clone()
-                    .and(col("category").eq(lit("runtime")))
+                    .and(crate::launch::launch_calls())
                     .and(col("correlation").is_not_null()),
             )
             .select(CPU.map(|c| match c {
