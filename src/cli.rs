@@ -378,15 +378,19 @@ Examples:
   aorta perf --device-peaks my_gpus.toml  # a GPU the table lacks, or your own clocks
   aorta perf --json > perf.json
 
-An operator instance is the CPU operator that launched kernels together with its kernels.
+An operator instance is the CPU operator that launched kernels together with its kernels
+(an operator without a model hands them to the nearest enclosing one with a model).
 FLOPs come from its shapes (Input Dims, Concrete Inputs; a workload's m/n/k kernel args):
 GEMM 2*M*N*K x batch; attention 4*B*H*Sq*Sk*D forward, 2.5x backward, half when causal;
 convolution 2*N*K*(C/groups)*R*S*P*Q per pass; elementwise and reductions bytes only.
 TFLOP/s = FLOPs / GPU time of its kernels; % of peak against the dense peak of its dtype on
-the rank's GPU (a versioned table of datasheet figures; --device-peaks adds to it); bound =
-compute when FLOPs/byte >= peak / bandwidth, else memory. MFU of a step = model FLOPs /
-(step GPU window x peak of the step's dominant GEMM dtype). Missing shapes or an unknown GPU
-give null, with a note; never a guess. The table fits in 160 columns (long names, shapes and
+the rank's GPU (a versioned table of datasheet figures; --device-peaks adds to it); fp32
+work whose kernels ran TF32/xf32 is judged by the tf32 peak. bound = compute when
+FLOPs/byte >= peak / bandwidth, else memory. A rate above 100 % of its roof is no result: its
+% is null, its note says `peak assumption wrong`, and it is left out of MFU (the headline
+counts them). MFU of a step = model FLOPs / (step GPU window x peak of the step's dominant
+GEMM dtype). Missing shapes or an unknown GPU give null, with a note; never a guess. Every
+row's note is printed under the table. The table fits in 160 columns (long names, shapes and
 dtypes end in …; --json and --format csv keep them whole). Writes the op_perf and perf_steps
 tables (docs/PERF.md).";
 

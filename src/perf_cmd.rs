@@ -115,7 +115,7 @@ fn device_line(p: &PerfRun) -> String {
         .iter()
         .map(|(name, dev)| match dev {
             Some(d) => {
-                let peaks: Vec<String> = ["bf16", "fp16", "fp8", "fp32"]
+                let peaks: Vec<String> = ["bf16", "fp16", "fp8", "tf32", "fp32"]
                     .iter()
                     .filter_map(|k| d.tflops(k).map(|v| format!("{k} {v}")))
                     .collect();
@@ -154,6 +154,14 @@ fn print_run(out: &mut impl Write, p: &PerfRun, rows: &DataFrame, args: &PerfArg
         format_args!("{:.3}", h.model_flops as f64 * 1e-12),
     )?;
     writeln!(out, "  MFU % over steps: {}", spread_text(&h.mfu, fmt::pct))?;
+    if h.over_roof.0 > 0 {
+        writeln!(
+            out,
+            "  peak assumption wrong: {} instances ({} ms) ran above their roof; flagged, left out of MFU and every % of peak",
+            h.over_roof.0,
+            fmt::ms_ns(h.over_roof.1),
+        )?;
+    }
     writeln!(
         out,
         "  GEMM TFLOP/s while GEMMs run: {}",
@@ -179,7 +187,38 @@ fn print_run(out: &mut impl Write, p: &PerfRun, rows: &DataFrame, args: &PerfArg
     // Shapes and operator names are cut to fit (`--format json` and `csv` keep them whole).
     let text = render_within(rows, None, keys, cols, Some((WIDTH, floors)))?;
     out.write_all(text.as_bytes())?;
+    print_notes(out, rows, keys)?;
     writeln!(out)?;
+    Ok(())
+}
+
+/// Each row's note (why it has no FLOPs or no % of peak), whole, under the table that
+/// must fit the terminal: `notes:`, then one line per row that has one, named by its keys.
+fn print_notes(out: &mut impl Write, rows: &DataFrame, keys: &[&str]) -> Result<()> {
+    let Ok(notes) = rows.column("note").and_then(|c| c.str().cloned()) else {
+        return Ok(());
+    };
+    let mut first = true;
+    for i in 0..rows.height() {
+        let Some(note) = notes.get(i) else { continue };
+        if first {
+            writeln!(out, "notes:")?;
+            first = false;
+        }
+        let key: Vec<String> = keys
+            .iter()
+            .filter_map(|k| {
+                let v = rows.column(k).ok()?.get(i).ok()?;
+                match v {
+                    AnyValue::Null => None,
+                    AnyValue::String(s) => Some(s.to_string()),
+                    AnyValue::StringOwned(s) => Some(s.to_string()),
+                    v => Some(v.to_string()),
+                }
+            })
+            .collect();
+        writeln!(out, "  {}: {note}", key.join(" "))?;
+    }
     Ok(())
 }
 
@@ -212,6 +251,7 @@ fn run_json(p: &PerfRun, rows: &DataFrame) -> Value {
         "modelled_ns": h.modelled_ns,
         "model_flops": h.model_flops,
         "mfu_pct": spread_json(&h.mfu),
+        "over_roof": {"instances": h.over_roof.0, "gpu_ns": h.over_roof.1},
         "gemm_tflops": spread_json(&h.gemm_tflops),
         "notes": p.notes,
         "rows": frame_json(rows),

@@ -1,11 +1,13 @@
 //! `aorta perf` (issue 18), end to end: the workloads' own CUDA-event GEMM rates (`truth`),
 //! GEMM and attention FLOPs of the corpus's model traces recomputed here from the raw JSON
 //! (`models`), and the command's notes, overrides and tables (`cli`).
+//! Issue 31's trust rules on the H200 traces made for them (`trust`).
 //!
 //! A module of the `it` test binary (tests/it/main.rs).
 
 mod cli;
 mod models;
+mod trust;
 mod truth;
 
 use std::collections::HashMap;

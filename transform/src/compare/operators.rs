@@ -175,7 +175,8 @@ fn side_ops(d: &SideData) -> HashMap<String, RunOps> {
 
 /// Fills each row's TFLOP/s and % of peak from the operator instances of its pair's run on
 /// each side (`perf`): Σ FLOPs ÷ Σ GPU time of the instances of that operator and shape, and
-/// Σ FLOPs ÷ Σ (time × the instance's peak), so each side is judged against its own GPU.
+/// Σ FLOPs ÷ Σ (time × the instance's peak), so each side is judged against its own GPU;
+/// a key with an instance above its roof, or a % above 100, has none (`perf::rows::plausible`).
 pub(super) fn add_rates(rows: &mut [OpRow], perf: &[Vec<crate::perf::PerfRun>; 2], pairs: &[Pair]) {
     for (s, runs) in perf.iter().enumerate() {
         for p in pairs {
@@ -189,8 +190,9 @@ pub(super) fn add_rates(rows: &mut [OpRow], perf: &[Vec<crate::perf::PerfRun>; 2
                     continue;
                 };
                 row.tflops[s] = (ns > 0.0).then(|| f / ns / 1e3);
-                row.peak_pct[s] =
-                    (ns_with == ns && ns_peak > 0.0).then(|| 100.0 * f / (ns_peak * 1e3));
+                row.peak_pct[s] = (ns_with == ns && ns_peak > 0.0)
+                    .then(|| 100.0 * f / (ns_peak * 1e3))
+                    .filter(|p| crate::perf::rows::plausible(*p));
             }
         }
     }
@@ -210,7 +212,8 @@ fn rate_sums(run: &crate::perf::PerfRun) -> HashMap<OpKey, (f64, f64, f64, f64)>
         let ns = r.gpu_ns as f64;
         e.0 += f as f64;
         e.1 += ns;
-        if let Some(p) = r.peak_tflops {
+        // An instance above its roof (`Roof::over`) has no % of peak, so neither has its key.
+        if let (Some(p), None) = (r.peak_tflops, r.roof.over) {
             (e.2, e.3) = (e.2 + ns * p, e.3 + ns);
         }
     }

@@ -1,5 +1,6 @@
 //! The columns `aorta perf` reads for one run: compute kernels, the operators and runtime
-//! calls that launched them, the steps' GPU windows and each rank's device name.
+//! calls that launched them, the steps' GPU windows, each rank's device name and whether its
+//! run parameters record the TF32 setting on.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -19,6 +20,8 @@ pub(crate) struct RunData {
     pub windows: HashMap<(i64, Option<i64>), (i64, i64)>,
     /// rank → device name (the first the rank's files name).
     pub devices: HashMap<i64, String>,
+    /// Ranks whose run parameters record the TF32 matmul setting on (`allow_tf32`).
+    pub tf32_allowed: std::collections::HashSet<i64>,
 }
 
 const ACTS: [&str; 11] = [
@@ -97,13 +100,15 @@ impl RunData {
             .select(select(&["rank", "step", "gpu_start_ns", "gpu_end_ns"]));
         let runs = dataset::scan(root, "runs")?
             .filter(this)
-            .select(select(&["rank", "device_name", "source_path"]))
+            .select(select(&["rank", "device_name", "params", "source_path"]))
             .sort(["source_path"], SortMultipleOptions::default());
+        let runs = collect(root, "runs", runs)?;
         Ok(RunData {
             acts: collect(root, "gpu_activities", acts)?,
             cpu: collect(root, "cpu_ops", cpu)?,
             windows: windows(&collect(root, "steps", steps)?),
-            devices: devices(&collect(root, "runs", runs)?),
+            devices: devices(&runs),
+            tf32_allowed: tf32_allowed(&runs),
         })
     }
 }
@@ -132,4 +137,12 @@ fn devices(df: &DataFrame) -> HashMap<i64, String> {
         }
     }
     out
+}
+
+fn tf32_allowed(df: &DataFrame) -> std::collections::HashSet<i64> {
+    let (rank, params) = (ints(df, "rank"), strs(df, "params"));
+    (0..df.height())
+        .filter(|&i| params[i].is_some_and(super::precision::allows_tf32))
+        .filter_map(|i| rank[i])
+        .collect()
 }

@@ -18,6 +18,7 @@ mod instances;
 mod load;
 mod models;
 pub mod peaks;
+mod precision;
 pub mod rows;
 pub mod views;
 
@@ -28,7 +29,7 @@ use polars::prelude::*;
 use crate::dataset::{self, DatasetError};
 
 pub use peaks::{Peaks, PeaksError};
-pub use rows::{OpRow, Roof, StepRow};
+pub use rows::{OpRow, Over, Roof, StepRow};
 pub use views::{Group, Headline};
 
 /// One run's performance: every operator instance and every step.

@@ -175,6 +175,26 @@ mod tests {
         // The datasheet's 1,979 TFLOP/s with sparsity, halved.
         assert_eq!((h100.tflops("bf16"), h100.hbm_tbps), (Some(989.5), 3.35));
         assert_eq!(p.find("Tesla V100-SXM2-32GB").unwrap().tflops("bf16"), None);
+        // TF32 (issue 31): the datasheets' 989 TFLOP/s with sparsity, halved, on H100 SXM
+        // and H200; A100's 156 dense; MI300X's TF32 (xf32) matrix figure. Every TF32 peak is
+        // above its device's FP32 one (the tensor cores), and no CDNA2/CDNA4 part has one.
+        let tf32 = |n: &str| p.find(n).unwrap().tflops("tf32");
+        assert_eq!(tf32("NVIDIA H100 80GB HBM3"), Some(494.5));
+        assert_eq!(tf32("NVIDIA H200"), Some(494.5));
+        assert_eq!(tf32("NVIDIA A100-SXM4-80GB"), Some(156.0));
+        assert_eq!(tf32("AMD Instinct MI300X"), Some(653.7));
+        for n in [
+            "AMD Instinct MI210",
+            "AMD Instinct MI250X",
+            "AMD Instinct MI355X",
+        ] {
+            assert_eq!(tf32(n), None, "{n}");
+        }
+        for d in &p.devices {
+            if let (Some(t), Some(f)) = (d.tflops("tf32"), d.tflops("fp32")) {
+                assert!(t > f, "{}", d.name);
+            }
+        }
     }
 
     #[test]

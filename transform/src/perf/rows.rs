@@ -10,6 +10,7 @@ use super::instances::{Instance, Outcome};
 use super::load::RunData;
 use super::models::Kind;
 use super::peaks::{Device, Peaks};
+use super::precision::fp32_key;
 use crate::launch::{compact_json, NO_OP};
 use crate::rows::{ints, StrAt};
 
@@ -54,6 +55,28 @@ pub struct Roof {
     pub roof_pct: Option<f64>,
     /// Achieved TFLOP/s ÷ the dtype's peak.
     pub peak_pct: Option<f64>,
+    /// Set when the achieved rate is above its roof, which no GPU does: the % (then
+    /// `roof_pct` and `peak_pct` are null), the roof's unit and value. See [`Roof::flag`].
+    pub over: Option<Over>,
+}
+
+/// A rate above 100 % of its roof: the peak (or the model) it is judged by is wrong for this
+/// run, e.g. an fp32 GEMM that ran as TF32 judged by the FP32 peak, or an elementwise op
+/// whose bytes the cache served.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Over {
+    /// Achieved ÷ roof, %.
+    pub pct: f64,
+    /// `TFLOP/s` or `TB/s`.
+    pub unit: &'static str,
+    /// The roof.
+    pub roof: f64,
+}
+
+/// Whether a share of a roof or peak can be a result: at most 100 % (the one check every
+/// printed % of peak, row, group or step, goes through).
+pub(crate) fn plausible(pct: f64) -> bool {
+    pct <= 100.0
 }
 
 impl Roof {
@@ -83,14 +106,36 @@ impl Roof {
             Some(_) => pct(tbps, bw),
             None => None,
         };
+        let peak_pct = pct(tflops, peak);
+        // The worse of the two shares: compute against the peak, bytes against HBM.
+        let over = [
+            (peak_pct, "TFLOP/s", peak),
+            (roof_pct.filter(|_| bound == Some("memory")), "TB/s", bw),
+        ]
+        .into_iter()
+        .filter_map(|(p, unit, roof)| Some((p?, unit, roof?)))
+        .filter(|(p, ..)| !plausible(*p))
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(pct, unit, roof)| Over { pct, unit, roof });
         Roof {
             tflops,
             tbps,
             intensity,
             bound,
-            roof_pct,
-            peak_pct: pct(tflops, peak),
+            roof_pct: roof_pct.filter(|_| over.is_none()),
+            peak_pct: peak_pct.filter(|_| over.is_none()),
+            over,
         }
+    }
+
+    /// The row's note when its rate is above its roof: `peak assumption wrong: …`.
+    pub fn flag(&self) -> Option<String> {
+        self.over.map(|o| {
+            format!(
+                "peak assumption wrong: {:.1} % of its {} {} roof; left out of MFU and every % of peak",
+                o.pct, o.roof, o.unit
+            )
+        })
     }
 }
 
@@ -146,11 +191,21 @@ pub(crate) fn op_rows<'a>(
             .clone();
         let est = x.estimate();
         let dtype = est.and_then(|e| e.dtype);
-        let key = dtype.and_then(Dtype::peak_key);
+        // fp32 work whose kernels ran TF32 (or xf32) is judged by the TF32 peak.
+        let key = match dtype {
+            Some(Dtype::Fp32) => Some(fp32_key(
+                x.kernels.iter().filter_map(|&k| kname.get(k)),
+                est.is_some_and(|e| e.kind == Kind::Gemm),
+                d.tf32_allowed.contains(&x.rank),
+            )),
+            d => d.and_then(Dtype::peak_key),
+        };
         let peak = dev.zip(key).and_then(|(d, k)| d.tflops(k));
         let bw = dev.map(|d| d.hbm_tbps);
         let (flops, bytes) = (est.and_then(|e| e.flops), est.and_then(|e| e.bytes));
+        let roof = Roof::of(flops, bytes, ns, peak, bw);
         let note = match &x.outcome {
+            Outcome::Modelled(..) if roof.over.is_some() => roof.flag(),
             Outcome::Modelled(e, _) if e.flops.is_some() && dev.is_some() && peak.is_none() => key
                 .map(|k| {
                     format!(
@@ -177,7 +232,7 @@ pub(crate) fn op_rows<'a>(
             dtype: key,
             flops,
             bytes,
-            roof: Roof::of(flops, bytes, ns, peak, bw),
+            roof,
             device: dev.map(|d| d.name.clone()),
             peak_tflops: peak,
             peak_tbps: bw,
@@ -224,6 +279,9 @@ pub struct StepRow {
     pub(crate) unmodelled_count: i64,
     /// GPU time of the instances with neither FLOPs nor bytes (no model, or shapes missing).
     pub unmodelled_ns: i64,
+    /// Instances above their roof (`Roof::over`), left out of `model_flops` and MFU: count
+    /// and GPU ns.
+    pub over_roof: (i64, i64),
     pub(crate) note: Option<String>,
 }
 
@@ -238,6 +296,8 @@ struct Acc {
     all_by_dtype: BTreeMap<&'static str, i64>,
     gemm_spans: Vec<(i64, i64)>,
     unmodelled: (i64, i64),
+    /// Instances above their roof (count, GPU ns): their FLOPs are left out.
+    over: (i64, i64),
 }
 
 impl Acc {
@@ -248,6 +308,10 @@ impl Acc {
             self.unmodelled = (self.unmodelled.0 + 1, self.unmodelled.1 + r.gpu_ns);
             return;
         };
+        if r.roof.over.is_some() {
+            self.over = (self.over.0 + 1, self.over.1 + r.gpu_ns);
+            return;
+        }
         let Some(f) = r.flops else {
             if r.bytes.is_none() {
                 self.unmodelled = (self.unmodelled.0 + 1, self.unmodelled.1 + r.gpu_ns);
@@ -293,6 +357,7 @@ impl Acc {
             self.unmodelled.0 + o.unmodelled.0,
             self.unmodelled.1 + o.unmodelled.1,
         );
+        self.over = (self.over.0 + o.over.0, self.over.1 + o.over.1);
     }
 }
 
@@ -379,10 +444,27 @@ fn step_row(
         note = Some(format!("{} has no {k} peak in the table", dv.name));
     }
     let model_flops: i64 = acc.by_kind.iter().sum();
-    let mfu_pct = match (peak, window_ns) {
+    let mut mfu_pct = match (peak, window_ns) {
         (Some(p), Some(w)) if w > 0 => Some(100.0 * model_flops as f64 / (w as f64 * p * 1e3)),
         _ => None,
     };
+    if let Some(m) = mfu_pct.filter(|m| !plausible(*m)) {
+        mfu_pct = None;
+        note = Some(format!(
+            "peak assumption wrong: MFU would be {m:.1} % of the {} peak",
+            dtype.unwrap_or("")
+        ));
+    } else if acc.over.0 > 0 {
+        let why = format!(
+            "{} instances above their roof ({:.3} ms) left out of MFU",
+            acc.over.0,
+            acc.over.1 as f64 / 1e6
+        );
+        note = Some(match note {
+            Some(n) => format!("{n}; {why}"),
+            None => why,
+        });
+    }
     StepRow {
         run: run.to_string(),
         rank,
@@ -403,6 +485,48 @@ fn step_row(
         gemm_tflops: (gemm_busy_ns > 0).then(|| acc.by_kind[0] as f64 / gemm_busy_ns as f64 / 1e3),
         unmodelled_count: acc.unmodelled.0,
         unmodelled_ns: acc.unmodelled.1,
+        over_roof: acc.over,
         note,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rate_above_its_roof_is_flagged_and_no_percent_is_given() {
+        // 1 ms of a GEMM: 1e12 FLOPs is 1,000 TFLOP/s; the 67 TFLOP/s FP32 peak is wrong.
+        let (f, b) = (Some(1_000_000_000_000i64), Some(1_000_000_000i64));
+        let r = Roof::of(f, b, 1_000_000, Some(67.0), Some(4.8));
+        assert_eq!(r.bound, Some("compute"));
+        assert_eq!((r.peak_pct, r.roof_pct), (None, None));
+        assert_eq!(r.tflops, Some(1000.0), "the measured rate stays");
+        let o = r.over.unwrap();
+        assert!((o.pct - 100_000.0 / 67.0).abs() < 1e-9);
+        assert_eq!((o.unit, o.roof), ("TFLOP/s", 67.0));
+        let flag = r.flag().unwrap();
+        assert!(
+            flag.starts_with("peak assumption wrong: 1492.5 % of its 67 TFLOP/s roof"),
+            "{flag}"
+        );
+        // The same work judged by the TF32 peak: 1,000 of 494.5 is still over; at 2 ms not.
+        assert!(Roof::of(f, b, 2_000_000, Some(494.5), Some(4.8))
+            .over
+            .is_some());
+        let ok = Roof::of(f, b, 4_000_000, Some(494.5), Some(4.8));
+        assert_eq!(ok.over, None);
+        assert!((ok.peak_pct.unwrap() - 25_000.0 / 494.5).abs() < 1e-9);
+        // Bytes only: 6.24 GB in 1 ms is 6.24 TB/s, 130 % of a 4.8 TB/s HBM roof.
+        let m = Roof::of(None, Some(6_240_000_000), 1_000_000, None, Some(4.8));
+        assert_eq!((m.bound, m.roof_pct), (Some("memory"), None));
+        let o = m.over.unwrap();
+        assert!((o.pct - 130.0).abs() < 1e-9 && o.unit == "TB/s", "{o:?}");
+        // Exactly at the roof is a result.
+        let at = Roof::of(None, Some(4_800_000_000), 1_000_000, None, Some(4.8));
+        assert_eq!(
+            (at.over, at.roof_pct.map(|p| p.round())),
+            (None, Some(100.0))
+        );
     }
 }

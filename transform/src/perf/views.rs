@@ -32,12 +32,22 @@ pub struct Group {
     /// Achieved rates over the summed time, and the roofline where the instances share a peak.
     pub roof: Roof,
     pub(crate) note: Option<String>,
+    /// Instances left out of the sums for running above their roof.
+    pub over: i64,
 }
 
 impl Group {
     fn add(&mut self, r: &OpRow, flops_ns: &mut i64, bytes_ns: &mut i64) {
         self.instances += 1;
         self.gpu_ns += r.gpu_ns;
+        self.dtype = self.dtype.or(r.dtype);
+        self.model = self.model.or(r.model);
+        if r.roof.over.is_some() {
+            // Above its roof: its rate is no result, so no sum of rates takes it in.
+            self.over += 1;
+            self.note = self.note.take().or_else(|| r.note.clone());
+            return;
+        }
         if let Some(f) = r.flops {
             self.flops = Some(self.flops.unwrap_or(0) + f);
             *flops_ns += r.gpu_ns;
@@ -55,8 +65,6 @@ impl Group {
                 self.peak = Some((None, r.peak_tbps));
             }
         }
-        self.dtype = self.dtype.or(r.dtype);
-        self.model = self.model.or(r.model);
         if self.note.is_none() {
             self.note.clone_from(&r.note);
         }
@@ -107,6 +115,14 @@ pub(crate) fn groups(rows: &[OpRow], shape: bool) -> Vec<Group> {
                 g.roof.tbps = g
                     .bytes
                     .and_then(|b| (b_ns > 0).then(|| b as f64 / b_ns as f64 / 1e3));
+            }
+            if g.roof.over.is_some() {
+                g.note = g.roof.flag();
+            } else if g.over > 0 && g.over < g.instances {
+                g.note = Some(format!(
+                    "{} of {} instances above their roof left out (peak assumption wrong)",
+                    g.over, g.instances
+                ));
             }
             g
         })
@@ -191,6 +207,9 @@ pub struct Headline {
     pub mfu: Option<Spread>,
     /// Over the step rows, as `mfu`.
     pub gemm_tflops: Option<Spread>,
+    /// Instances whose rate is above their roof (count, GPU ns): flagged `peak assumption
+    /// wrong`, left out of MFU and every % of peak.
+    pub over_roof: (usize, i64),
 }
 
 pub(crate) fn headline(ops: &[OpRow], steps: &[StepRow]) -> Headline {
@@ -209,6 +228,10 @@ pub(crate) fn headline(ops: &[OpRow], steps: &[StepRow]) -> Headline {
             .filter(|s| s.level == "rank")
             .map(|s| s.model_flops)
             .sum(),
+        over_roof: ops
+            .iter()
+            .filter(|r| r.roof.over.is_some())
+            .fold((0, 0), |(n, ns), r| (n + 1, ns + r.gpu_ns)),
         mfu: per_step(|s| s.mfu_pct),
         gemm_tflops: per_step(|s| s.gemm_tflops),
     }

@@ -5,8 +5,11 @@
 //! flash kernels recompute QKᵀ, then four more products). A causal mask halves both. Grouped
 //! -query attention counts the query heads: every query head does the whole product.
 //!
-//! The public op and the `_scaled_dot_product_*` ops take [B, H, S, D]; the flash and
-//! efficient kernels' own ops take [B, S, H, D]. `is_causal` is read from `Concrete Inputs`
+//! The public op, the `_scaled_dot_product_*` ops and the cuDNN kernels' own ops
+//! (`_cudnn_attention_forward`/`_backward`, which launch the cuDNN kernels under
+//! `_scaled_dot_product_cudnn_attention` in PyTorch 2.11) take [B, H, S, D]; the flash and efficient kernels' own ops take [B, S, H, D].
+//! ROCm runs the same ops (aotriton or CK kernels under `_flash_attention_*` and
+//! `_efficient_attention_*`), so one table serves both vendors. `is_causal` is read from `Concrete Inputs`
 //! at its position in each signature (the efficient kernels say `custom_mask_type`, where
 //! any nonzero value is a causal mask). Variable-length batches (`cum_seq_q` given) have
 //! sequence lengths the trace does not record: no estimate.
@@ -59,11 +62,13 @@ fn spec_of(op: &str) -> Option<Spec> {
         "aten::_scaled_dot_product_cudnn_attention" => spec(0, Bhsd, Flag(6), None),
         "aten::_flash_attention_forward" => spec(0, Bshd, Flag(8), Some(3)),
         "aten::_efficient_attention_forward" => spec(0, Bshd, MaskType(9), Some(4)),
+        "aten::_cudnn_attention_forward" => spec(0, Bhsd, Flag(10), Some(4)),
         "aten::_scaled_dot_product_flash_attention_backward" => spec(1, Bhsd, Flag(11), None),
         "aten::_scaled_dot_product_efficient_attention_backward" => spec(1, Bhsd, Flag(11), None),
         "aten::_scaled_dot_product_cudnn_attention_backward" => spec(1, Bhsd, Flag(14), None),
         "aten::_flash_attention_backward" => spec(1, Bshd, Flag(11), Some(6)),
         "aten::_efficient_attention_backward" => spec(1, Bshd, MaskType(14), Some(6)),
+        "aten::_cudnn_attention_backward" => spec(1, Bhsd, Flag(14), Some(9)),
         _ => return None,
     })
 }

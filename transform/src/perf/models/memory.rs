@@ -4,7 +4,9 @@
 //! Elementwise: every tensor argument read once, plus the output written once, with the
 //! broadcast shape of the inputs in the first input's dtype (booleans for comparisons, the
 //! target dtype for `_to_copy`). In-place ops (`add_`) read and write their first argument,
-//! which counts it twice, as the memory sees it. Ops that only write their first argument
+//! which counts it twice, as the memory sees it. An `out=` variant of `add`, `sub`, `mul`,
+//! `div` (one tensor argument more than the functional op) writes that tensor without
+//! reading it. Ops that only write their first argument
 //! (`copy_`, `fill_`, `zero_`) count it once. Norms and softmax write an output of their
 //! input's shape, so they are elementwise here too. Reductions read their input and write
 //! the reduced shape (`dim` from `Concrete Inputs`; none given: everything, one element).
@@ -150,18 +152,30 @@ fn bytes_only(kind: Kind, bytes: i128, dt: Dtype) -> Result<Estimate, Missing> {
     })
 }
 
+/// The functional arity of binary arithmetic ops whose `out=` variant Kineto records under
+/// the same name with one more argument, the output tensor (`mul.out(self, other, *, out)`:
+/// DDP's gradient scaling, `reducer::mul_out`).
+const OUT_VARIANTS: &[(&str, usize)] = &[("add", 3), ("sub", 3), ("mul", 2), ("div", 2)];
+
+/// The position of an `out=` tensor: written, not read.
+fn out_arg(name: &str, a: &OpArgs) -> Option<usize> {
+    let &(_, n) = OUT_VARIANTS.iter().find(|(op, _)| *op == name)?;
+    (a.dims.len() == n + 1 && a.is_tensor(n)).then_some(n)
+}
+
 fn elementwise(name: &str, a: &OpArgs) -> Result<Estimate, Missing> {
     let (_, dt) = first_tensor(a)?;
     if WRITE_ONLY.contains(&name) {
         return bytes_only(Kind::Elementwise, input_bytes(a), dt);
     }
+    let out = out_arg(name, a);
     let mut shape: Vec<i64> = vec![];
-    for i in 0..a.dims.len() {
+    for i in (0..a.dims.len()).filter(|&i| Some(i) != out) {
         if let Some(t) = a.tensor(i) {
             shape = broadcast(&shape, t)?;
         }
     }
-    let out = if COMPARISONS.contains(&name) {
+    let out_dt = if COMPARISONS.contains(&name) {
         Dtype::Int(1)
     } else if name == "_to_copy" {
         // `_to_copy(self, dtype, ...)`: the target dtype as a ScalarType code, else unchanged.
@@ -169,8 +183,9 @@ fn elementwise(name: &str, a: &OpArgs) -> Result<Estimate, Missing> {
     } else {
         dt
     };
-    let written = numel(&shape) * i128::from(out.size());
-    bytes_only(Kind::Elementwise, input_bytes(a) + written, dt)
+    let written = numel(&shape) * i128::from(out_dt.size());
+    let read = input_bytes(a) - out.and_then(|i| a.bytes(i)).unwrap_or(0);
+    bytes_only(Kind::Elementwise, read + written, dt)
 }
 
 fn reduction(name: &str, a: &OpArgs) -> Result<Estimate, Missing> {

@@ -279,6 +279,61 @@ fn attention_flops_by_hand() {
     );
 }
 
+/// The ops that launch cuDNN's SDPA kernels in PyTorch 2.11 (under
+/// `_scaled_dot_product_cudnn_attention{,_backward}`), with the arguments exactly as the
+/// H200 trace records them (tests/golden/device/trust/sdpa_cudnn_attention): [B, H, S, D],
+/// `is_causal` at 10 forward and 14 backward, `cum_seq_q` at 4 and 9.
+#[test]
+fn cudnn_kernel_ops_are_attention_by_hand() {
+    let (b, h, s, d) = (4i64, 16i64, 2048i64, 128i64);
+    let fwd = 4 * b * h * s * s * d;
+    let q = "[4, 16, 2048, 128]";
+    let f_dims = format!("[{q}, {q}, {q}, [], [], [], [], [], [], [], [], [], []]");
+    let f_types = [
+        BF16, BF16, BF16, "", "", "", "Scalar", "Scalar", "Scalar", "Scalar", "Scalar", "Scalar",
+        "",
+    ];
+    let mut f_conc = [
+        "", "", "", "", "", "", "2048", "2048", "True", "0.", "False", "False", "",
+    ];
+    let a = args(&f_dims, &f_types, &f_conc);
+    assert_eq!(flops("aten::_cudnn_attention_forward", &a), fwd);
+    assert_eq!(
+        est("aten::_cudnn_attention_forward", &a).kind,
+        Kind::Attention
+    );
+    f_conc[10] = "True";
+    let a = args(&f_dims, &f_types, &f_conc);
+    assert_eq!(flops("aten::_cudnn_attention_forward", &a), fwd / 2);
+    let b_dims = format!(
+        "[{q}, {q}, {q}, {q}, {q}, [4, 16, 2048, 1], [], [], [], [], [], [], [], [], [], []]"
+    );
+    let b_types = [
+        BF16, BF16, BF16, BF16, BF16, "float", "long int", "long int", "", "", "", "Scalar",
+        "Scalar", "Scalar", "Scalar", "",
+    ];
+    let mut b_conc = [
+        "", "", "", "", "", "", "", "", "", "", "", "2048", "2048", "0.", "False", "",
+    ];
+    let a = args(&b_dims, &b_types, &b_conc);
+    assert_eq!(flops("aten::_cudnn_attention_backward", &a), fwd * 5 / 2);
+    assert_eq!(
+        est("aten::_cudnn_attention_backward", &a).kind,
+        Kind::AttentionBwd
+    );
+    b_conc[14] = "True";
+    let a = args(&b_dims, &b_types, &b_conc);
+    assert_eq!(flops("aten::_cudnn_attention_backward", &a), fwd * 5 / 4);
+    // A variable-length batch (cum_seq_q given) has no estimate.
+    let v_dims = format!("[{q}, {q}, {q}, [], [5], [5], [], [], [], [], [], [], []]");
+    let mut v_types = f_types;
+    (v_types[4], v_types[5]) = ("int", "int");
+    let a = args(&v_dims, &v_types, &f_conc);
+    assert!(estimate("aten::_cudnn_attention_forward", &a)
+        .unwrap()
+        .is_err());
+}
+
 #[test]
 fn attention_with_grouped_query_heads_and_unequal_lengths() {
     // GQA: 32 query heads, 8 KV heads; Sq = 128 against Sk = 4096 (decode-like), D = 128.
@@ -455,6 +510,22 @@ fn elementwise_and_reductions_count_bytes_only() {
         est("aten::mul", &a).bytes,
         Some((2 * 16 * 559 * 1024 + 16 * 559) * 4)
     );
+    // mul.out(grad[4096, 4096] fp32, factor (0-dim double), *, out[4096, 4096]) as DDP's
+    // `reducer::mul_out` records it (tests/golden/device/trust/ddp_tf32): grad and the
+    // factor read, out written once, not read (it showed 136 % of the HBM roof).
+    let a = args(
+        "[[4096, 4096], [], [4096, 4096]]",
+        &["float", "double", "float"],
+        &["", "", ""],
+    );
+    assert_eq!(est("aten::mul", &a).bytes, Some(2 * 4096 * 4096 * 4 + 8));
+    // add.out(x, y, alpha, *, out): the same; add(x, y, alpha) without out is unchanged.
+    let a = args(
+        "[[64], [64], [], [64]]",
+        &[BF16, BF16, "Scalar", BF16],
+        &["", "", "1", ""],
+    );
+    assert_eq!(est("aten::add", &a).bytes, Some(3 * 64 * 2));
     // copy_(dst bf16 [8944, 1024], src fp32): dst written once, src read once.
     let a = args(
         "[[8944, 1024], [8944, 1024], []]",
