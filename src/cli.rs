@@ -62,6 +62,8 @@ pub(crate) enum Command {
     /// Remove or relabel a run of a dataset (atomic).
     #[command(after_help = crate::toolbox_cli::DATASET_EXAMPLES)]
     Dataset(crate::toolbox_cli::DatasetArgs),
+    /// Which configuration wins: `aorta sweep tp` checks TP scaling from measured times.
+    Sweep(crate::sweep_cli::SweepArgs),
     /// Print the dataset schema (tables and columns).
     Schema(SchemaArgs),
 }

@@ -19,10 +19,10 @@ the last one's end, all streams), compute (the union of gemm, attention and othe
 activities), non-compute (busy but no compute: comm, or memcpy/memset only) and idle (window
 minus the union of every activity), each with its % of the window. Idle is split as HTA's
 get_idle_time_breakdown, gap by gap of the merged timeline (so the split sums to idle):
-host-wait when the activity ending the gap was launched (its runtime call started) after the
-gap began: nothing was queued; else kernel-wait when the gap is shorter than
---kernel-wait-ns (HTA's consecutive_kernel_delay, 30 ns); else other (queued but blocked:
-an event, another stream). --streams adds HTA's own per-stream split. docs/TOOLBOX.md.";
+host-wait when the activity ending the gap was launched (its launch call, runtime or driver
+API, started) after the gap began: nothing was queued; else kernel-wait when it was queued and
+the gap is shorter than --kernel-wait-ns (HTA's consecutive_kernel_delay: 30 µs as HTA applies
+it); else other (queued but blocked: an event, another stream; or its launch unknown). --streams adds HTA's own per-stream split. docs/TOOLBOX.md.";
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum IdleBy {

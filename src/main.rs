@@ -21,6 +21,8 @@ mod report_cmd;
 mod row_filter;
 mod run_cmd;
 mod sql_cmd;
+mod sweep_cli;
+mod sweep_cmd;
 mod text_table;
 mod toolbox_cli;
 
@@ -74,6 +76,7 @@ fn run(args: cli::Cli) -> anyhow::Result<ExitCode> {
         cli::Command::Export(a) => export_cmd::run(a),
         cli::Command::Dataset(a) => dataset_cmd::run(a),
         cli::Command::Sql(a) => sql_cmd::run(a),
+        cli::Command::Sweep(a) => sweep_cmd::run(a),
         cli::Command::Schema(a) => {
             use std::io::Write;
             let text = if a.markdown {

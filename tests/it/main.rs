@@ -34,4 +34,5 @@ mod run_cli;
 mod schema;
 mod step_marker;
 mod toolbox;
+mod tp_scaling;
 mod workloads;

@@ -29,3 +29,4 @@ pub mod sql;
 pub mod steps;
 pub mod subcategory;
 pub mod summary;
+pub mod tuning;

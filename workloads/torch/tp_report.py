@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The CUDA-event table of a set of tp_overlap.py runs, and their TP scaling.
 
-    python3 workloads/torch/tp_report.py OUTDIR
+    python3 workloads/torch/tp_report.py OUTDIR [--csv FILE]
 
 reads every `OUTDIR/*/tp_summary_rank*.json` (one folder per run, as
 workloads/scripts/tp_runs.sh writes them) and prints, per run, each window's time: the
@@ -9,7 +9,9 @@ slowest rank's median, since a tensor-parallel layer waits for its slowest rank.
 scaling of every run against one GPU, T(n) / (T(1) / n), T(1) being the TP 1 serial run (the
 unchunked GEMM, no collective): 1.0 is perfect scaling, and a ratio within 0.2 of it counts
 as efficient. These are the script's own event times, the reference a trace analysis of the
-same windows is held against. No torch needed.
+same windows is held against. No torch needed. `--csv FILE` also writes the operators' times
+as `tp,operator,e2e_us,method` rows, the input of `aorta sweep tp --times FILE` (which takes
+each operator's best method per TP size and applies the same rule).
 """
 
 import glob
@@ -81,13 +83,28 @@ def report(runs):
     return lines
 
 
+def csv_rows(runs):
+    """`tp,operator,e2e_us,method` lines: every run's operator windows, µs."""
+    lines = ["tp,operator,e2e_us,method"]
+    for name in sorted(runs, key=lambda n: (runs[n]["tp"], runs[n]["method"], n)):
+        r = runs[name]
+        lines += [f"{r['tp']},{op},{r['ms'][op] * 1e3:.3f},{r['method']}" for op in OPS]
+    return lines
+
+
 def main(argv):
+    csv_path = None
+    if len(argv) == 3 and argv[1] == "--csv":
+        csv_path, argv = argv[2], argv[:1]
     if len(argv) != 1:
-        raise SystemExit("usage: tp_report.py OUTDIR   (the folder holding one folder per run)")
+        raise SystemExit("usage: tp_report.py OUTDIR [--csv FILE]   (OUTDIR holds one folder per run)")
     runs = load_runs(argv[0])
     if not runs:
         raise SystemExit(f"tp_report.py: error: {argv[0]}: no */tp_summary_rank*.json")
     print("\n".join(report(runs)))
+    if csv_path:
+        with open(csv_path, "w") as f:
+            f.write("\n".join(csv_rows(runs)) + "\n")
 
 
 if __name__ == "__main__":
