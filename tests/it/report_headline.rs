@@ -70,6 +70,13 @@ fn pct(v: &Value) -> String {
 }
 
 /// The headline block of the page, as HTML.
+/// `aorta report DS -o PAGE`, which must succeed: the page.
+fn report_page(ds: &Path, page: &Path) -> String {
+    let o = aorta(&["report".as_ref(), ds.as_os_str(), "-o".as_ref(), page.as_os_str()]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    std::fs::read_to_string(page).unwrap()
+}
+
 fn headline(html: &str) -> &str {
     let start = html
         .find("<div class=\"headline\"")
@@ -91,14 +98,7 @@ fn the_headline_comes_first_with_the_cli_numbers() {
     };
     // Into folders that do not exist yet.
     let html_path = dir.path().join("new/sub/report.html");
-    let o = aorta(&[
-        "report".as_ref(),
-        ds.as_os_str(),
-        "-o".as_ref(),
-        html_path.as_os_str(),
-    ]);
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
-    let html = std::fs::read_to_string(&html_path).unwrap();
+    let html = report_page(&ds, &html_path);
     let block = headline(&html);
     let at = html.find(block).unwrap();
     let head = &text(block);
@@ -231,14 +231,7 @@ fn a_larger_job_draws_sampled_ranks_and_says_so() {
         return;
     };
     let html_path = dir.path().join("r.html");
-    let o = aorta(&[
-        "report".as_ref(),
-        ds.as_os_str(),
-        "-o".as_ref(),
-        html_path.as_os_str(),
-    ]);
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
-    let html = std::fs::read_to_string(&html_path).unwrap();
+    let html = report_page(&ds, &html_path);
     // i × 9 / 7 for i in 0..8.
     let drawn = [0, 1, 2, 3, 5, 6, 7, 9];
     let note = "8 of the 10 ranks with this step are drawn, sampled evenly (the first and the \
@@ -281,14 +274,7 @@ fn idle_and_mfu_verdicts_are_those_of_breakdown_and_perf() {
     let ds = dir.path().join("ds");
     ingest_ok(&[&root.join("kineto/cuda/h200_fsdp2")], &ds, &["-q"]);
     let html_path = dir.path().join("r.html");
-    let o = aorta(&[
-        "report".as_ref(),
-        ds.as_os_str(),
-        "-o".as_ref(),
-        html_path.as_os_str(),
-    ]);
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
-    let html = std::fs::read_to_string(&html_path).unwrap();
+    let html = report_page(&ds, &html_path);
     let head = text(headline(&html));
 
     let b = json(&["breakdown".as_ref(), ds.as_os_str()]);

@@ -14,6 +14,10 @@ Python aorta tool's (../../docs/WORKLOADS.md, FORMATS.md §5), the same ones
 * `per_stream_ms` lists busy streams only, `utilization` every stream in `STREAMS`.
 """
 
+import importlib
+import json
+import sys
+
 COMPUTE = "compute"
 # The streams the Python tool names (and lists in `utilization` even when idle).
 STREAMS = ("compute", "allreduce", "reducescatter", "aux")
@@ -35,6 +39,23 @@ def env_knobs(environ):
     """The GPU libraries' knobs set in `environ` (a mapping), sorted by name."""
     return {k: environ[k] for k in sorted(environ)
             if k in ENV_NAMES or k.startswith(ENV_PREFIXES)}
+
+
+def run_torch_half(script, args, knobs, module):
+    """What each workload script's main does once its knobs are checked: print them as JSON
+    (`--dry-run`, no torch needed), else import its torch-dependent half `module` (only now,
+    so that the knobs work without torch) and call its `run(args, knobs)`; one error line and
+    exit 1 without PyTorch."""
+    if args.dry_run:
+        print(json.dumps(knobs, indent=2))
+        return
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print(f"{script}: error: PyTorch is not installed in this Python (pip install torch)",
+              file=sys.stderr)
+        sys.exit(1)
+    importlib.import_module(module).run(args, knobs)
 
 
 def make_range(stream, tag, start_ms, end_ms, metadata=None):

@@ -24,11 +24,10 @@ rate limiter and no post-backward prefetch, so they map onto its explicit prefet
 """
 
 import argparse
-import json
 import os
 import sys
 
-from aorta_metrics import COLLECTIVE_STREAMS, env_knobs, make_range, metrics_line
+from aorta_metrics import env_knobs, run_torch_half
 
 PRECISIONS = ("bf16", "fp16", "none")
 
@@ -128,24 +127,10 @@ def knob_values(args, environ=None):
     return {**flags, **env_knobs(os.environ if environ is None else environ)}
 
 
-def die(msg):
-    print(f"fsdp_overlap.py: error: {msg}", file=sys.stderr)
-    sys.exit(1)
-
-
 def main():
     args = parse_args()
     knobs = knob_values(args)
-    if args.dry_run:
-        print(json.dumps(knobs, indent=2))
-        return
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        die("PyTorch is not installed in this Python (pip install torch)")
-    import fsdp_run  # torch-dependent half, imported only past this point
-
-    fsdp_run.run(args, knobs)
+    run_torch_half("fsdp_overlap.py", args, knobs, "fsdp_run")
 
 
 if __name__ == "__main__":

@@ -29,11 +29,10 @@ tested on a machine without it (`test_tp_overlap.py`); `tp_run.py` is the torch 
 """
 
 import argparse
-import json
 import os
 import sys
 
-from aorta_metrics import env_knobs
+from aorta_metrics import env_knobs, run_torch_half
 
 METHODS = ("serial", "overlap")
 DTYPES = ("bf16", "fp16", "fp32")
@@ -252,16 +251,7 @@ def main():
     if problems:
         die("; ".join(problems))
     knobs = knob_values(args, tp, os.environ)
-    if args.dry_run:
-        print(json.dumps(knobs, indent=2))
-        return
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        die("PyTorch is not installed in this Python (pip install torch)")
-    import tp_run  # torch-dependent half, imported only past this point
-
-    tp_run.run(args, knobs)
+    run_torch_half("tp_overlap.py", args, knobs, "tp_run")
 
 
 if __name__ == "__main__":
