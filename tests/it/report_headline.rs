@@ -69,14 +69,19 @@ fn pct(v: &Value) -> String {
     format!("{:.1}", v.as_f64().unwrap())
 }
 
-/// The headline block of the page, as HTML.
 /// `aorta report DS -o PAGE`, which must succeed: the page.
 fn report_page(ds: &Path, page: &Path) -> String {
-    let o = aorta(&["report".as_ref(), ds.as_os_str(), "-o".as_ref(), page.as_os_str()]);
+    let o = aorta(&[
+        "report".as_ref(),
+        ds.as_os_str(),
+        "-o".as_ref(),
+        page.as_os_str(),
+    ]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     std::fs::read_to_string(page).unwrap()
 }
 
+/// The headline block of the page, as HTML.
 fn headline(html: &str) -> &str {
     let start = html
         .find("<div class=\"headline\"")

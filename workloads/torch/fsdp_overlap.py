@@ -25,7 +25,6 @@ rate limiter and no post-backward prefetch, so they map onto its explicit prefet
 
 import argparse
 import os
-import sys
 
 from aorta_metrics import env_knobs, run_torch_half
 
