@@ -261,23 +261,33 @@ fn a_gate_rule_that_cannot_be_evaluated_is_exit_2_with_the_reason() {
 }
 
 /// Without CPU operators (GPU-only traces) the work mix is checked by the GPU time's category
-/// mix: 90 % GEMM against 10 % GEMM shares only 20 % of it and is not comparable; the same mix
-/// is, and says it was checked by categories.
+/// mix, and on one platform by its kernel names too: 90 % GEMM against 10 % GEMM shares only
+/// 20 % of the category mix; the same mix under other kernel names shares no kernel; the same
+/// kernels and mix are comparable, checked by kernel names and categories.
 #[test]
-fn without_cpu_operators_the_category_mix_decides() {
-    let trace = |gemm_us: u32, other_us: u32| {
+fn without_cpu_operators_the_kernel_and_category_mix_decide() {
+    let trace = |gemm: &str, gemm_us: u32, other_us: u32| {
         format!(
-            r#"{{"schemaVersion":1,"baseTimeNanoseconds":1700000000000000000,"traceEvents":[
-{{"ph":"X","cat":"kernel","name":"sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n","pid":0,"tid":7,"ts":0.0,"dur":{gemm_us}.0,"args":{{"device":0,"stream":7,"correlation":1}}}},
+            r#"{{"schemaVersion":1,"baseTimeNanoseconds":1700000000000000000,"deviceProperties":[{{"id":0,"name":"NVIDIA H100 80GB HBM3"}}],"traceEvents":[
+{{"ph":"X","cat":"kernel","name":"{gemm}","pid":0,"tid":7,"ts":0.0,"dur":{gemm_us}.0,"args":{{"device":0,"stream":7,"correlation":1}}}},
 {{"ph":"X","cat":"kernel","name":"void at::native::vectorized_elementwise_kernel<4>","pid":0,"tid":7,"ts":200.0,"dur":{other_us}.0,"args":{{"device":0,"stream":7,"correlation":2}}}}
 ]}}"#
         )
     };
+    let (g1, g2) = (
+        "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n",
+        "nvjet_hsh_256x128_64x4_2x1_v_bz_coopA_NTN",
+    );
     let dir = tempfile::tempdir().unwrap();
-    for (name, g, o) in [("a", 90, 10), ("b", 10, 90), ("c", 90, 10)] {
+    for (name, g, gu, ou) in [
+        ("a", g1, 90, 10),
+        ("b", g1, 10, 90),
+        ("c", g1, 90, 10),
+        ("d", g2, 90, 10),
+    ] {
         let d = dir.path().join("in").join(name);
         std::fs::create_dir_all(&d).unwrap();
-        std::fs::write(d.join("rank0.json"), trace(g, o)).unwrap();
+        std::fs::write(d.join("rank0.json"), trace(g, gu, ou)).unwrap();
     }
     let ds = dir.path().join("ds");
     crate::common::cli::ingest_ok(&[&dir.path().join("in")], &ds, &["-q"]);
@@ -293,17 +303,27 @@ fn without_cpu_operators_the_category_mix_decides() {
             serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
         s["pairs"].clone()
     };
+    let checked = "kernel names and categories";
     let b = verdict("b");
     assert_eq!(b["comparable"], false, "{b}");
-    assert_eq!(b["pairs"][0]["mix_checked_by"], "categories");
+    assert_eq!(b["pairs"][0]["mix_checked_by"], checked);
     let why = b["reasons"][0].as_str().unwrap();
     assert!(
         why.contains("only 20% of the GPU time's category mix is common"),
         "{why}"
     );
+    let d = verdict("d");
+    assert_eq!(d["comparable"], false, "{d}");
+    let why = d["reasons"][0].as_str().unwrap();
+    assert!(
+        why.contains(
+            "only 10% of the reference's GPU time is in kernels (by name) the other side ran too"
+        ),
+        "{why}"
+    );
     let c = verdict("c");
     assert_eq!(c["comparable"], true, "{c}");
-    assert_eq!(c["pairs"][0]["mix_checked_by"], "categories");
+    assert_eq!(c["pairs"][0]["mix_checked_by"], checked);
     assert_eq!(c["not_checked"], serde_json::json!([]));
 }
 

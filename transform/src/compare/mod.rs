@@ -208,12 +208,14 @@ pub fn compare_with(
     level_rows.extend(subcats::levels(&sides, paired));
     level_rows.extend(collectives::levels(&colls, paired));
     let mut level_rows = overall::with_overall(level_rows, paired.len());
+    let kernels = pairs::KernelTimes::of([&sides[0].acts, &sides[1].acts]);
     let verdict = pairs::summarize(
         [&reference, &candidate],
         &pairing,
         &step_rows,
         &level_rows,
         &ops,
+        &kernels,
         opts.force,
     );
     let refused = !verdict.comparable && !opts.force;

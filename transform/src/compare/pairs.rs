@@ -21,6 +21,7 @@ use super::operators::{OpRow, NO_OP};
 use super::overall::geomean;
 use super::select::Side;
 use super::summary_json::SpreadSummary;
+use crate::rows::{ints, strs};
 use crate::summary::spread;
 
 /// Below this share of a side's operator GPU time in matched operators, the two sides run
@@ -121,8 +122,10 @@ pub struct PairEntry {
     /// Why this pair is not comparable (empty: it is).
     pub problems: Vec<String>,
     /// How its work mix was checked: `operators` (CPU operators by name and shapes),
-    /// `categories` (no operators: the GPU time's category mix) or `not checked` (neither
-    /// side has either), in which case the pair is never called comparable.
+    /// `kernel names and categories` (no operators, one platform: the GPU time's kernel names
+    /// and category mix), `categories` (no operators, two platforms, whose kernel names never
+    /// match) or `not checked` (neither side has either), in which case the pair is never
+    /// called comparable.
     #[serde(default)]
     pub mix_checked_by: String,
 }
@@ -162,12 +165,13 @@ pub(super) fn summarize(
     steps: &StepRows,
     levels: &[LevelRow],
     ops: &[OpRow],
+    kernels: &KernelTimes,
     force: bool,
 ) -> PairsSummary {
     let mut entries: Vec<PairEntry> = pairing
         .pairs
         .iter()
-        .map(|p| pair_entry(sides, p, steps, levels, ops))
+        .map(|p| pair_entry(sides, p, steps, levels, ops, kernels))
         .collect();
     let reasons: Vec<String> = entries
         .iter()
@@ -202,6 +206,7 @@ fn pair_entry(
     steps: &StepRows,
     levels: &[LevelRow],
     ops: &[OpRow],
+    kernels: &KernelTimes,
 ) -> PairEntry {
     let step = levels.iter().find(|r| {
         r.level == "steps" && r.key == "step_ms" && r.workload.as_ref() == Some(&p.workload)
@@ -226,10 +231,20 @@ fn pair_entry(
         .iter()
         .filter(|r| r.level == "categories" && r.workload.as_ref() == Some(&p.workload))
         .collect();
+    // Kernel names mean the same thing on one platform only (cuBLAS and hipBLASLt never share
+    // one), so they are checked, beside the categories, where both runs are of one platform.
+    let platform = |s: usize| sides[s].info.get(&p.runs[s]).map(|i| i.platform.as_str());
+    let same_platform = platform(0).is_some() && platform(0) == platform(1);
     let (mut problems, checked) = if has_ops(0) && has_ops(1) {
         (operator_mix(pair_ops), "operators")
-    } else if let Some(problems) = category_mix(&categories) {
-        (problems, "categories")
+    } else if let Some(mut problems) = category_mix(&categories) {
+        match kernels.mix(&p.runs).filter(|_| same_platform) {
+            Some(by_name) => {
+                problems.extend(by_name);
+                (problems, "kernel names and categories")
+            }
+            None => (problems, "categories"),
+        }
     } else {
         (Vec::new(), "not checked")
     };
@@ -252,6 +267,62 @@ fn pair_entry(
         step_ratio: step.and_then(LevelRow::pair_ratio),
         problems,
         mix_checked_by: checked.to_string(),
+    }
+}
+
+/// Each run's GPU time per kernel name (ns), for the kernel-name mix check.
+pub(super) struct KernelTimes {
+    by_run: [BTreeMap<String, BTreeMap<String, i64>>; 2],
+}
+
+impl KernelTimes {
+    /// The kernel times of each side's activities (`run`, `name`, `start_ns`, `end_ns`).
+    pub(super) fn of(acts: [&polars::prelude::DataFrame; 2]) -> KernelTimes {
+        let side = |df: &polars::prelude::DataFrame| {
+            let (run, name) = (strs(df, "run"), strs(df, "name"));
+            let (start, end) = (ints(df, "start_ns"), ints(df, "end_ns"));
+            let mut m: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
+            for i in 0..df.height() {
+                if let (Some(r), Some(n), Some(a), Some(b)) = (run[i], name[i], start[i], end[i]) {
+                    *m.entry(r.to_string())
+                        .or_default()
+                        .entry(n.to_string())
+                        .or_default() += (b - a).max(0);
+                }
+            }
+            m
+        };
+        KernelTimes {
+            by_run: [side(acts[0]), side(acts[1])],
+        }
+    }
+
+    /// The kernel-name mix check of one pair of runs: each side's share of GPU time in
+    /// kernel names the other side ran too, at least [`MIN_MATCHED_SHARE`]; `None` when a
+    /// side has no kernel time.
+    fn mix(&self, runs: &[String; 2]) -> Option<Vec<String>> {
+        let [a, b] = [0, 1].map(|s| self.by_run[s].get(&runs[s]));
+        let (a, b) = (a?, b?);
+        let mut out = Vec::new();
+        for (name, mine, other) in [("reference", a, b), ("candidate", b, a)] {
+            let total: i64 = mine.values().sum();
+            if total <= 0 {
+                return None;
+            }
+            let matched: i64 = mine
+                .iter()
+                .filter(|(k, _)| other.contains_key(*k))
+                .map(|(_, v)| v)
+                .sum();
+            let share = matched as f64 / total as f64;
+            if share < MIN_MATCHED_SHARE {
+                out.push(format!(
+                    "no CPU operators to match, and only {:.0}% of the {name}'s GPU time is in kernels (by name) the other side ran too",
+                    100.0 * share
+                ));
+            }
+        }
+        Some(out)
     }
 }
 
