@@ -442,6 +442,7 @@ Examples:
   aorta ingest job.sqlite --step-marker 'train_step (\\d+)'  # steps from NVTX ranges
   aorta ingest rocprof/ --step-marker 'train_step (\\d+)'   # from roctx ranges (CSV, JSON, rocpd)
   aorta ingest trace.json --step-marker '^iter (\\d+)$'     # from a generic Chrome trace's ranges
+  aorta ingest runs/lr3e-4/ --label lr3e-4 --param lr=3e-4 --param tp=2   # the run's config
 
 Run labels: a run is a job. A file in ROOT/a/b/ belongs to run a/b (the directory that holds
 it); a file directly in ROOT to run ROOT. Files of one directory that cannot be one job (traces
@@ -450,7 +451,7 @@ rank) become runs of their own, <dir>/<name>, with a note (kept with -q). Rank: 
 the file name (rank3, rank-3, worker3), else --rank. A rank map has one `PID RANK` (or
 `PID=RANK`) pair per line, `#` comments; an Nsight Systems export of several processes
 without one numbers them in pid order (docs/INPUTS.md).
-Unchanged inputs (same content hash) are skipped; --force re-reads them. A failed run leaves
+Unchanged inputs (same content hash, same --param pairs) are skipped; --force re-reads them. A failed run leaves
 the previous dataset untouched. Files a directory walk passes over (other names, hidden
 files, Nsight reports, JSON without traceEvents) are counted; --verbose lists each with why.
 
@@ -492,6 +493,11 @@ pub(crate) struct IngestArgs {
     /// `--step-marker 'train_step (\d+)'`.
     #[arg(long, value_name = "REGEX", value_parser = aorta_ingest::step_span::StepMarker::parse)]
     pub step_marker: Option<aorta_ingest::step_span::StepMarker>,
+    /// A run parameter, stored in `runs.params` of every file read (repeatable): the
+    /// configuration a sweep compares runs by, for traces that do not record it themselves
+    /// (aorta's own workloads do, in `aorta_params`). `--param lr=3e-4 --param tp=2`.
+    #[arg(long = "param", value_name = "KEY=VALUE", value_parser = parse_param)]
+    pub params: Vec<(String, String)>,
     /// Worker threads (default: one per core).
     #[arg(short, long)]
     pub jobs: Option<usize>,
@@ -533,4 +539,20 @@ pub(crate) fn schema_summary() -> String {
         s.push_str(&format!("{:<15} {}\n", t.name, cols.join(", ")));
     }
     s
+}
+
+/// `KEY=VALUE` of `--param`: a key of letters, digits, `_`, `-` and `.`, and any value.
+fn parse_param(s: &str) -> Result<(String, String), String> {
+    let (k, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("`{s}`: expected KEY=VALUE"))?;
+    let ok = !k.is_empty()
+        && k.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if !ok {
+        return Err(format!(
+            "`{s}`: the key must be letters, digits, `_`, `-` or `.`"
+        ));
+    }
+    Ok((k.to_string(), v.to_string()))
 }

@@ -322,6 +322,10 @@ pub struct Entry {
     /// is read again, its steps may differ.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub(crate) step_marker: String,
+    /// The `--param` pairs it was ingested with ("" without any): a file ingested with other
+    /// params is read again.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub(crate) params: String,
     /// The Parquet parts written from the file, relative to the dataset root.
     pub parts: Vec<PathBuf>,
     pub(crate) rows: BTreeMap<String, u64>,

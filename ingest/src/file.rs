@@ -38,6 +38,8 @@ pub(crate) struct FileJob {
     pub step_marker: Arc<crate::step_span::StepMarker>,
     /// Bytes read from disk so far (both passes), for progress.
     pub progress: Arc<AtomicU64>,
+    /// `--param KEY=VALUE` pairs, added to the file's `runs.params`.
+    pub params: Arc<Vec<(String, String)>>,
 }
 
 impl FileJob {
@@ -302,6 +304,21 @@ pub(crate) fn steps_batch(rows: &[StepRow]) -> arrow_array::RecordBatch {
     b.finish()
 }
 
+/// The file's own params (a JSON object, or none) with the `--param` pairs added as top-level
+/// keys (the command line wins); none when both are empty.
+fn with_params(own: Option<&str>, extra: &[(String, String)]) -> Option<String> {
+    if extra.is_empty() {
+        return own.map(str::to_string);
+    }
+    let mut m: serde_json::Map<String, serde_json::Value> = own
+        .and_then(|t| serde_json::from_str(t).ok())
+        .unwrap_or_default();
+    for (k, v) in extra {
+        m.insert(k.clone(), serde_json::Value::String(v.clone()));
+    }
+    serde_json::to_string(&m).ok()
+}
+
 pub(crate) fn runs_batch(
     info: &RunInfo,
     job: &FileJob,
@@ -319,7 +336,8 @@ pub(crate) fn runs_batch(
     b.opt_i64("world_size", [info.world_size]);
     b.str("rank_source", [info.rank_source.as_str()]);
     b.opt_str("runtime_version", [info.runtime_version.as_deref()]);
-    b.opt_str("params", [info.params.as_deref()]);
+    let params = with_params(info.params.as_deref(), &job.params);
+    b.opt_str("params", [params.as_deref()]);
     b.opt_i64("base_time_ns", [info.base_time_ns]);
     // The clock columns belong to the job, not the file: `aorta collectives` fills them.
     b.opt_i64("clock_offset_ns", [None]);

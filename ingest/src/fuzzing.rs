@@ -144,6 +144,7 @@ pub fn read(scratch: &Scratch, reader: Reader, bytes: &[u8]) -> Result<FileOutco
         classifier: scratch.classifier.clone(),
         step_marker: Default::default(),
         progress: Default::default(),
+        params: Default::default(),
     };
     let res = reader.run(&job);
     let _ = std::fs::remove_dir_all(&staging);

@@ -39,6 +39,17 @@ pub struct Options {
     pub rank_map: Option<PathBuf>,
     /// `--step-marker`: which annotation ranges are steps.
     pub step_marker: crate::step_span::StepMarker,
+    /// `--param KEY=VALUE`: the run's parameters, stored in every file's `runs.params` (a
+    /// top-level key each, beside what the trace itself says; the command line wins).
+    pub params: Vec<(String, String)>,
+}
+
+/// The `--param` pairs as one string (sorted, "" without any): a file ingested with other
+/// params is read again, its `runs.params` differ.
+pub(crate) fn params_fingerprint(params: &[(String, String)]) -> String {
+    let mut v: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    v.sort();
+    v.join("\u{1f}")
 }
 
 /// Shared counters a front end can poll for a progress bar.
@@ -168,6 +179,7 @@ fn plan(
                 && e.rules_version == shared.classifier.version()
                 && e.rank_map == shared.rank_map.fingerprint()
                 && e.step_marker == opts.step_marker.fingerprint()
+                && e.params == params_fingerprint(&opts.params)
                 && e.parts.iter().all(|p| opts.out.join(p).exists())
         });
         // Same size and mtime: confirm with the content hash before skipping.
@@ -243,6 +255,7 @@ fn run_jobs(
                     staging: staging.to_path_buf(),
                     classifier: shared.classifier.clone(),
                     step_marker: Arc::new(opts.step_marker.clone()),
+                    params: Arc::new(opts.params.clone()),
                     progress: shared.progress.read.clone(),
                 };
                 let format = detect::detect(&job.path)?;
@@ -352,6 +365,7 @@ fn commit_results(
             rules_version: shared.classifier.version().to_string(),
             rank_map: shared.rank_map.fingerprint(),
             step_marker: opts.step_marker.fingerprint(),
+            params: params_fingerprint(&opts.params),
             parts: outcome.parts.clone(),
             rows: outcome
                 .rows

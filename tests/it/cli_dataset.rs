@@ -350,6 +350,63 @@ fn a_relabelled_run_takes_its_derived_tables_with_it() {
     assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "n\n0");
 }
 
+/// `--param KEY=VALUE` lands in `runs.params` of every file, beside what the trace says
+/// (`aorta_params`), and other params re-read unchanged files; a malformed one is a usage
+/// error.
+#[test]
+fn params_from_the_command_line_land_in_runs_params() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("workloads/traces/overlap-bench/allreduce_overlap");
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp.path().join("D");
+    ingest_ok(
+        &[&dir],
+        &ds,
+        &["-q", "--param", "lr=3e-4", "--param", "tp=2"],
+    );
+    let params = |ds: &Path| -> Vec<serde_json::Value> {
+        let df = aorta_transform::dataset::read(ds, "runs").unwrap();
+        strs(&df, "params")
+            .into_iter()
+            .map(|p| serde_json::from_str(&p.unwrap()).unwrap())
+            .collect()
+    };
+    let got = params(&ds);
+    assert_eq!(got.len(), 4, "two traces and two logs");
+    for p in &got {
+        assert_eq!(
+            (p["lr"].as_str(), p["tp"].as_str()),
+            (Some("3e-4"), Some("2")),
+            "{p}"
+        );
+    }
+    // The traces keep their own knobs beside them.
+    assert_eq!(
+        got.iter()
+            .filter(|p| p["aorta_params"]["bytes"] == 67108864)
+            .count(),
+        2
+    );
+    // Other params: the unchanged files are read again.
+    let o = ingest(&[&dir], &ds, &["--param", "lr=1e-3"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("ingested 4 of 4 files"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(params(&ds)
+        .iter()
+        .all(|p| p["lr"] == "1e-3" && p.get("tp").is_none()));
+    let o = ingest(&[&dir], &ds, &["--param", "=1"]);
+    assert_eq!(code(&o), 2);
+    assert!(
+        stderr(&o).contains("the key must be letters"),
+        "{}",
+        stderr(&o)
+    );
+}
+
 /// The closing line sorts findings by severity: what to check (a kernel with an unreadable
 /// `ts`) before what is expected (no rank named anywhere).
 /// A file reached twice (`DIR DIR/file`, one path twice) is read once: the dataset has the
