@@ -60,25 +60,7 @@ impl Journal {
     /// `collectives` or `op_perf` rows would otherwise stay readable by SQL and polars.
     pub fn dropping_derived(mut self, out: &Path, runs: &[String]) -> Result<Journal> {
         for run in runs {
-            for t in crate::schema::DERIVED_TABLES {
-                let dir = crate::schema::run_dir(t.name, run);
-                let mut stack = vec![dir];
-                while let Some(d) = stack.pop() {
-                    let read = match std::fs::read_dir(out.join(&d)) {
-                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                        r => r.map_err(|e| IngestError::io(&out.join(&d), e))?,
-                    };
-                    for entry in read {
-                        let entry = entry.map_err(|e| IngestError::io(&out.join(&d), e))?;
-                        let rel = d.join(entry.file_name());
-                        if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                            stack.push(rel);
-                        } else {
-                            self.removes.push(rel);
-                        }
-                    }
-                }
-            }
+            self.removes.extend(derived_parts(out, run)?);
         }
         Ok(self)
     }
@@ -118,6 +100,31 @@ impl Journal {
         std::fs::remove_file(&path).map_err(|e| IngestError::io(&path, e))?;
         Ok(self.manifest)
     }
+}
+
+/// The files of run `run` in the derived tables (`schema::DERIVED_TABLES`), relative to `out`.
+pub fn derived_parts(out: &Path, run: &str) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for t in crate::schema::DERIVED_TABLES {
+        let mut stack = vec![crate::schema::run_dir(t.name, run)];
+        while let Some(rel) = stack.pop() {
+            let dir = out.join(&rel);
+            let read = match std::fs::read_dir(&dir) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                r => r.map_err(|e| IngestError::io(&dir, e))?,
+            };
+            for entry in read {
+                let entry = entry.map_err(|e| IngestError::io(&dir, e))?;
+                let child = rel.join(entry.file_name());
+                if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    stack.push(child);
+                } else {
+                    files.push(child);
+                }
+            }
+        }
+    }
+    Ok(files)
 }
 
 /// The runs of `before` that `after` no longer has.

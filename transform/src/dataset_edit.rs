@@ -99,29 +99,7 @@ fn entries_of(root: &Path, run: &str) -> Result<(Manifest, Vec<usize>), EditErro
 
 /// The files of `run` in the derived tables, relative to `root`.
 fn derived_files(root: &Path, run: &str) -> Result<Vec<PathBuf>, EditError> {
-    let mut out = Vec::new();
-    for t in schema::DERIVED_TABLES {
-        walk(root, &schema::run_dir(t.name, run), &mut out)?;
-    }
-    Ok(out)
-}
-
-fn walk(root: &Path, rel: &Path, out: &mut Vec<PathBuf>) -> Result<(), EditError> {
-    let dir = root.join(rel);
-    let rd = match std::fs::read_dir(&dir) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        other => other.map_err(io(&dir))?,
-    };
-    for e in rd {
-        let e = e.map_err(io(&dir))?;
-        let child = rel.join(e.file_name());
-        if e.file_type().map_err(io(&dir))?.is_dir() {
-            walk(root, &child, out)?;
-        } else {
-            out.push(child);
-        }
-    }
-    Ok(())
+    Ok(aorta_ingest::commit::derived_parts(root, run)?)
 }
 
 /// Removes run `run`: its manifest entries, their parts and its derived tables.

@@ -84,18 +84,10 @@ fn busy(acts: &DataFrame) -> Busy {
                 .push((s, e.max(s)));
         }
     }
-    for v in by_rank.values_mut() {
-        v.sort_unstable();
-        let mut merged: Vec<(i64, i64)> = Vec::with_capacity(v.len());
-        for &(s, e) in v.iter() {
-            match merged.last_mut() {
-                Some(last) if s <= last.1 => last.1 = last.1.max(e),
-                _ => merged.push((s, e)),
-            }
-        }
-        *v = merged;
-    }
     by_rank
+        .into_iter()
+        .map(|(k, v)| (k, crate::comm_split::union(v)))
+        .collect()
 }
 
 /// Time in `[lo, hi)` in which the GPU ran nothing: its length less what `busy` covers.
