@@ -51,6 +51,26 @@ pub fn params(flags: Map<String, Value>) -> Map<String, Value> {
 mod tests {
     use super::*;
 
+    /// The Python workloads record the same knobs (`aorta_metrics.env_knobs`): one list,
+    /// written twice across the two languages, held equal here.
+    #[test]
+    fn the_python_scripts_list_the_same_knobs() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/torch");
+        let o = std::process::Command::new("python3")
+            .current_dir(dir)
+            .args([
+                "-c",
+                "import aorta_metrics as m; print('\\n'.join(m.ENV_PREFIXES)); print('--'); print('\\n'.join(m.ENV_NAMES))",
+            ])
+            .output()
+            .expect("python3 runs");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let text = String::from_utf8(o.stdout).unwrap();
+        let (prefixes, names) = text.split_once("--\n").unwrap();
+        assert_eq!(prefixes.lines().collect::<Vec<_>>(), ENV_PREFIXES);
+        assert_eq!(names.lines().collect::<Vec<_>>(), ENV_NAMES);
+    }
+
     #[test]
     fn only_the_libraries_knobs_are_recorded_sorted() {
         let vars = [
