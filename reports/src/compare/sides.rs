@@ -104,7 +104,7 @@ pub(crate) fn verdict_and_pairs(page: &mut Page, p: Option<&PairsSummary>) {
     } else if p.comparable {
         page.verdict(
             true,
-            "Comparable: same world size, step structure and work mix (CPU operators, or the GPU time's category mix where there are none).",
+            "Comparable: same world size, step structure and work mix (CPU operators; without them, kernel names on one platform and the GPU time's category mix).",
         );
     } else if p.forced {
         page.verdict(

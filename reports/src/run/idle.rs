@@ -64,7 +64,7 @@ pub(crate) fn chart(page: &mut Page, rows: &[(Key, Row)]) {
          activity ending the gap was launched after the gap began (the CPU had queued \
          nothing), kernel-wait when it was queued and the gap is under {} (HTA's default \
          as it applies it), other when it was queued but waited longer (an event, another \
-         stream). Per step and per stream: `aorta breakdown --by step --streams`.",
+         stream) or its launch is unknown. Per step and per stream: `aorta breakdown --by step --streams`.",
         breakdown::threshold_text(KERNEL_WAIT_NS)
     ));
     let runs = rows.iter().any(|(k, _)| k.run != rows[0].0.run);
