@@ -444,40 +444,40 @@ fn settle_jobs(
         let (reason, labels) = decide(&members);
         let n = new_files.len();
         let kept_stay = labels[n..].iter().zip(&kept_labels).all(|(a, b)| a == b);
-        let (reason, fresh_labels, joined_none) = if kept_stay {
-            (reason, labels[..n].to_vec(), false)
+        let (reason, fresh_labels) = if kept_stay {
+            (reason, labels[..n].to_vec())
         } else {
             // The new files would rename runs already there: they are decided among
             // themselves instead, and their runs named apart from the existing ones.
             let (own_reason, own) = decide(&members[..n]);
-            let one_job = own_reason.is_none();
+            // One job among themselves: one new run, named after its first file's workload
+            // (the file name without its rank token), else its stem.
+            let one_job = own_reason.is_none().then(|| {
+                let path = &members[0].0;
+                let w = crate::job::workload_name(path);
+                let w = if w.is_empty() {
+                    crate::job::stem(path)
+                } else {
+                    w
+                };
+                unique_label(&format!("{base}/{w}"), &existing)
+            });
             let labels = own
                 .iter()
-                .enumerate()
-                .map(|(k, l)| {
-                    let name = if one_job {
-                        let path = &members[k].0;
-                        let w = crate::job::workload_name(path);
-                        let w = if w.is_empty() {
-                            crate::job::stem(path)
-                        } else {
-                            w
-                        };
-                        format!("{base}/{w}")
-                    } else {
-                        l.clone()
-                    };
-                    unique_label(&name, &existing)
+                .map(|l| {
+                    one_job
+                        .clone()
+                        .unwrap_or_else(|| unique_label(l, &existing))
                 })
                 .collect();
-            (reason, labels, true)
+            (reason, labels)
         };
         let Some(reason) = reason else {
             continue;
         };
         let mut made: Vec<&String> = fresh_labels
             .iter()
-            .filter(|l| !existing.contains(*l) && (joined_none || **l != base))
+            .filter(|l| !existing.contains(*l))
             .collect();
         made.sort();
         made.dedup();

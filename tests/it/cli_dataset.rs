@@ -313,6 +313,59 @@ fn files_that_cannot_be_one_job_become_runs_of_their_own() {
     assert_eq!(runs(&ds), got);
 }
 
+/// The sequence: a 2-rank job ingested from a folder is run `traces`; a second 2-rank
+/// job copied into the same folder later cannot join it (two rank 0s), so it becomes one new
+/// run (both its ranks, named after its files: `traces/ddp`) and `traces` stays as it was.
+#[test]
+fn a_second_job_in_the_folder_becomes_one_new_run() {
+    let bench = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/traces/overlap-bench");
+    let tmp = tempfile::tempdir().unwrap();
+    let traces = tmp.path().join("traces");
+    std::fs::create_dir_all(&traces).unwrap();
+    for r in 0..2 {
+        let name = format!("rank{r}.trace.json.gz");
+        std::fs::copy(
+            bench.join("allreduce_overlap").join(&name),
+            traces.join(&name),
+        )
+        .unwrap();
+    }
+    let ds = tmp.path().join("D");
+    ingest_ok(&[&traces], &ds, &["-q"]);
+    for r in 0..2 {
+        let from = bench.join(format!("allgather_overlap/rank{r}.trace.json.gz"));
+        std::fs::copy(from, traces.join(format!("ddp_rank{r}.trace.json.gz"))).unwrap();
+    }
+    let o = ingest(&[&traces], &ds, &[]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("They became run(s) of their own: traces/ddp;"),
+        "{}",
+        stderr(&o)
+    );
+    let df = aorta_transform::dataset::read(&ds, "runs").unwrap();
+    let mut runs: Vec<(String, i64)> = strs(&df, "run")
+        .into_iter()
+        .zip(i64s(&df, "rank"))
+        .map(|(r, k)| (r.unwrap(), k.unwrap()))
+        .collect();
+    runs.sort();
+    let want = [
+        ("traces", 0),
+        ("traces", 1),
+        ("traces/ddp", 0),
+        ("traces/ddp", 1),
+    ];
+    assert_eq!(runs, want.map(|(r, k)| (r.to_string(), k)));
+    let o = aorta(&[
+        "overlap".as_ref(),
+        ds.as_os_str(),
+        "--run".as_ref(),
+        "traces".as_ref(),
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+}
+
 /// Every relabel says `moved … from run A to run B`, and the derived tables of a run that no
 /// longer exists go with it in the same commit: neither `aorta sql` nor a glob of the table
 /// directories finds a row of the gone run.
