@@ -165,7 +165,7 @@ pub(super) fn summarize(
     steps: &StepRows,
     levels: &[LevelRow],
     ops: &[OpRow],
-    kernels: &KernelTimes,
+    kernels: &KernelTimes<'_>,
     force: bool,
 ) -> PairsSummary {
     let mut entries: Vec<PairEntry> = pairing
@@ -206,7 +206,7 @@ fn pair_entry(
     steps: &StepRows,
     levels: &[LevelRow],
     ops: &[OpRow],
-    kernels: &KernelTimes,
+    kernels: &KernelTimes<'_>,
 ) -> PairEntry {
     let step = levels.iter().find(|r| {
         r.level == "steps" && r.key == "step_ms" && r.workload.as_ref() == Some(&p.workload)
@@ -238,7 +238,7 @@ fn pair_entry(
     let (mut problems, checked) = if has_ops(0) && has_ops(1) {
         (operator_mix(pair_ops), "operators")
     } else if let Some(mut problems) = category_mix(&categories) {
-        match kernels.mix(&p.runs).filter(|_| same_platform) {
+        match same_platform.then(|| kernels.mix(&p.runs)).flatten() {
             Some(by_name) => {
                 problems.extend(by_name);
                 (problems, "kernel names and categories")
@@ -270,39 +270,40 @@ fn pair_entry(
     }
 }
 
-/// Each run's GPU time per kernel name (ns), for the kernel-name mix check.
-pub(super) struct KernelTimes {
-    by_run: [BTreeMap<String, BTreeMap<String, i64>>; 2],
+/// Each side's activities, for the kernel-name mix check: read only for pairs that have no
+/// CPU operators (GPU-only traces), where the check needs them.
+pub(super) struct KernelTimes<'a> {
+    acts: [&'a polars::prelude::DataFrame; 2],
 }
 
-impl KernelTimes {
-    /// The kernel times of each side's activities (`run`, `name`, `start_ns`, `end_ns`).
-    pub(super) fn of(acts: [&polars::prelude::DataFrame; 2]) -> KernelTimes {
-        let side = |df: &polars::prelude::DataFrame| {
-            let (run, name) = (strs(df, "run"), strs(df, "name"));
-            let (start, end) = (ints(df, "start_ns"), ints(df, "end_ns"));
-            let mut m: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
-            for i in 0..df.height() {
-                if let (Some(r), Some(n), Some(a), Some(b)) = (run[i], name[i], start[i], end[i]) {
-                    *m.entry(r.to_string())
-                        .or_default()
-                        .entry(n.to_string())
-                        .or_default() += (b - a).max(0);
-                }
+impl<'a> KernelTimes<'a> {
+    /// The activities (`run`, `name`, `start_ns`, `end_ns`) of each side.
+    pub(super) fn of(acts: [&'a polars::prelude::DataFrame; 2]) -> KernelTimes<'a> {
+        KernelTimes { acts }
+    }
+
+    /// GPU time (ns) per kernel name of run `run` of side `s`.
+    fn of_run(&self, s: usize, run: &str) -> BTreeMap<&'a str, i64> {
+        let df = self.acts[s];
+        let (runs, name) = (strs(df, "run"), strs(df, "name"));
+        let (start, end) = (ints(df, "start_ns"), ints(df, "end_ns"));
+        let mut m = BTreeMap::new();
+        for i in 0..df.height() {
+            if let (Some(true), Some(n), Some(a), Some(b)) =
+                (runs[i].map(|r| r == run), name[i], start[i], end[i])
+            {
+                *m.entry(n).or_default() += (b - a).max(0);
             }
-            m
-        };
-        KernelTimes {
-            by_run: [side(acts[0]), side(acts[1])],
         }
+        m
     }
 
     /// The kernel-name mix check of one pair of runs: each side's share of GPU time in
     /// kernel names the other side ran too, at least [`MIN_MATCHED_SHARE`]; `None` when a
     /// side has no kernel time.
     fn mix(&self, runs: &[String; 2]) -> Option<Vec<String>> {
-        let [a, b] = [0, 1].map(|s| self.by_run[s].get(&runs[s]));
-        let (a, b) = (a?, b?);
+        let (a, b) = (self.of_run(0, &runs[0]), self.of_run(1, &runs[1]));
+        let (a, b) = (&a, &b);
         let mut out = Vec::new();
         for (name, mine, other) in [("reference", a, b), ("candidate", b, a)] {
             let total: i64 = mine.values().sum();
