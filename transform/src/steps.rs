@@ -69,19 +69,16 @@ pub(crate) fn spans(df: &DataFrame) -> Spans {
 
 /// Each (run, rank)'s GPU busy time: the union of all its activities (any step, any stream),
 /// sorted, disjoint.
-type Busy = HashMap<(String, i64), Vec<(i64, i64)>>;
+type Busy<'a> = HashMap<(&'a str, i64), Vec<(i64, i64)>>;
 
 /// The busy union of every rank of `acts` (`run`, `rank`, `start_ns`, `end_ns`).
-fn busy(acts: &DataFrame) -> Busy {
+fn busy(acts: &DataFrame) -> Busy<'_> {
     let (run, rank) = (strs(acts, "run"), ints(acts, "rank"));
     let (start, end) = (ints(acts, "start_ns"), ints(acts, "end_ns"));
     let mut by_rank: Busy = HashMap::new();
     for i in 0..acts.height() {
         if let (Some(r), Some(k), Some(s), Some(e)) = (run[i], rank[i], start[i], end[i]) {
-            by_rank
-                .entry((r.to_string(), k))
-                .or_default()
-                .push((s, e.max(s)));
+            by_rank.entry((r, k)).or_default().push((s, e.max(s)));
         }
     }
     by_rank
@@ -130,7 +127,7 @@ pub(crate) fn add_spans(
         let none = Vec::new();
         let b_of = run[i]
             .zip(rank[i])
-            .and_then(|(r, k)| busy.get(&(r.to_string(), k)))
+            .and_then(|(r, k)| busy.get(&(r, k)))
             .unwrap_or(&none);
         let v = span.map(|&(a, b)| {
             let first = ws[i].map_or(b, |w| w.clamp(a, b));
