@@ -23,6 +23,7 @@ mod run_cmd;
 mod sql_cmd;
 mod sweep_cli;
 mod sweep_cmd;
+mod sweep_run;
 mod text_table;
 mod toolbox_cli;
 

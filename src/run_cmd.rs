@@ -12,7 +12,7 @@ use crate::cli::{By, Format, RunArgs};
 
 /// How a workload is started.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Launch {
+pub(crate) enum Start {
     /// A binary next to `aorta`, one process per rank, NCCL id through a rendezvous file.
     Ranks,
     /// A binary next to `aorta`, one process per rank, each on its own GPU, no rendezvous
@@ -23,12 +23,28 @@ pub(crate) enum Launch {
     Torchrun,
 }
 
+/// One launch of a workload: what `aorta run` and each run of `aorta sweep` start.
+pub(crate) struct Launch<'a> {
+    /// The workload's name (one of [`WORKLOADS`]).
+    pub workload: &'a str,
+    /// Processes (ranks), one GPU each.
+    pub ranks: usize,
+    /// Its arguments.
+    pub args: &'a [String],
+    /// Environment variables set for its processes.
+    pub env: &'a [(String, String)],
+    /// Where the torch workload's scripts are written.
+    pub scripts: PathBuf,
+    /// Where the ranks' output goes (a sweep's log per run); None: this terminal.
+    pub log: Option<PathBuf>,
+}
+
 /// A workload `aorta run` can launch.
 pub(crate) struct Workload {
     pub name: &'static str,
     /// Executable (Ranks) or script (Torchrun) name.
     pub program: &'static str,
-    pub launch: Launch,
+    pub launch: Start,
 }
 
 /// The workloads `aorta run` can launch, by name (`aorta run --help` describes them).
@@ -36,17 +52,17 @@ pub(crate) const WORKLOADS: [Workload; 3] = [
     Workload {
         name: "overlap-bench",
         program: "aorta-overlap-bench",
-        launch: Launch::Ranks,
+        launch: Start::Ranks,
     },
     Workload {
         name: "copy-overlap",
         program: "aorta-copy-overlap",
-        launch: Launch::Independent,
+        launch: Start::Independent,
     },
     Workload {
         name: "fsdp",
         program: "fsdp_overlap.py",
-        launch: Launch::Torchrun,
+        launch: Start::Torchrun,
     },
 ];
 
@@ -75,7 +91,15 @@ pub(crate) fn run(a: RunArgs) -> Result<ExitCode> {
     } else {
         let traces = a.out.join("traces");
         let made = Made::before(&[traces.clone(), a.out.join("workload"), a.out.clone()]);
-        if let Err(e) = launch(&a, &traces) {
+        let how = Launch {
+            workload: &a.workload,
+            ranks: a.ranks,
+            args: &a.args,
+            env: &[],
+            scripts: a.out.join("workload"),
+            log: None,
+        };
+        if let Err(e) = launch(&how, &traces) {
             made.undo();
             return Err(e);
         }
@@ -139,7 +163,7 @@ impl Made {
 }
 
 /// Starts the named workload writing into `traces` and waits for it.
-fn launch(a: &RunArgs, traces: &Path) -> Result<()> {
+pub(crate) fn launch(a: &Launch, traces: &Path) -> Result<()> {
     let Some(w) = WORKLOADS.iter().find(|w| w.name == a.workload) else {
         let known: Vec<&str> = WORKLOADS.iter().map(|w| w.name).collect();
         bail!(
@@ -150,23 +174,37 @@ fn launch(a: &RunArgs, traces: &Path) -> Result<()> {
     };
     std::fs::create_dir_all(traces).with_context(|| traces.display().to_string())?;
     match w.launch {
-        Launch::Ranks => launch_ranks(a, w.program, traces, true),
-        Launch::Independent => launch_ranks(a, w.program, traces, false),
-        Launch::Torchrun => launch_torchrun(a, traces),
+        Start::Ranks => launch_ranks(a, w.program, traces, true),
+        Start::Independent => launch_ranks(a, w.program, traces, false),
+        Start::Torchrun => launch_torchrun(a, traces),
     }
+}
+
+/// Standard output for a launched process: the log file (appended), else this terminal.
+fn stdout_to(log: Option<&Path>) -> Result<Stdio> {
+    Ok(match log {
+        Some(p) => Stdio::from(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .with_context(|| p.display().to_string())?,
+        ),
+        None => Stdio::inherit(),
+    })
 }
 
 /// Runs `a.ranks` processes of the workload (one per GPU, `RANK`/`WORLD_SIZE` set, with
 /// `rendezvous` the NCCL id through a file); fails with the first failing rank's last stderr
 /// line.
-fn launch_ranks(a: &RunArgs, exe: &str, traces: &Path, rendezvous: bool) -> Result<()> {
+fn launch_ranks(a: &Launch, exe: &str, traces: &Path, rendezvous: bool) -> Result<()> {
     let bin = find_executable(exe)?;
     let rdv = traces.join(format!(".rendezvous-{}", std::process::id()));
     let ranks = a.ranks.max(1);
     let children: Vec<_> = (0..ranks)
         .map(|r| {
             let mut cmd = Command::new(&bin);
-            cmd.args(&a.args);
+            cmd.args(a.args);
             if rendezvous {
                 cmd.arg("--rendezvous").arg(&rdv);
             }
@@ -174,6 +212,8 @@ fn launch_ranks(a: &RunArgs, exe: &str, traces: &Path, rendezvous: bool) -> Resu
                 .arg(traces)
                 .env("RANK", r.to_string())
                 .env("WORLD_SIZE", ranks.to_string())
+                .envs(a.env.iter().map(|(k, v)| (k, v)))
+                .stdout(stdout_to(a.log.as_deref())?)
                 .stderr(Stdio::piped())
                 .spawn()
                 .with_context(|| bin.display().to_string())
@@ -182,8 +222,14 @@ fn launch_ranks(a: &RunArgs, exe: &str, traces: &Path, rendezvous: bool) -> Resu
     let mut failure = None;
     for (r, child) in children.into_iter().enumerate() {
         let out = child.wait_with_output()?;
+        let err = String::from_utf8_lossy(&out.stderr);
+        if let Some(p) = &a.log {
+            use std::io::Write as _;
+            if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(p) {
+                let _ = write!(f, "{err}");
+            }
+        }
         if !out.status.success() && failure.is_none() {
-            let err = String::from_utf8_lossy(&out.stderr);
             failure = Some(format!(
                 "{exe} rank {r} failed ({}): {}",
                 out.status,
@@ -207,7 +253,7 @@ fn last_line(text: &str) -> &str {
 
 /// Writes the embedded torch script into `DIR/workload` and runs it under torchrun with
 /// `a.ranks` processes (`$AORTA_PYTHON`, else `python3`).
-fn launch_torchrun(a: &RunArgs, traces: &Path) -> Result<()> {
+fn launch_torchrun(a: &Launch, traces: &Path) -> Result<()> {
     let python = std::env::var("AORTA_PYTHON").unwrap_or_else(|_| "python3".into());
     let probe = Command::new(&python)
         .args(["-c", "import torch"])
@@ -220,28 +266,42 @@ fn launch_torchrun(a: &RunArgs, traces: &Path) -> Result<()> {
             last_line(&String::from_utf8_lossy(&probe.stderr))
         );
     }
-    let dir = a.out.join("workload");
-    std::fs::create_dir_all(&dir).with_context(|| dir.display().to_string())?;
+    let dir = &a.scripts;
+    std::fs::create_dir_all(dir).with_context(|| dir.display().to_string())?;
     for (name, text) in TORCH_FILES {
         let p = dir.join(name);
         std::fs::write(&p, text).with_context(|| p.display().to_string())?;
     }
-    let status = Command::new(&python)
-        .args([
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc-per-node",
-        ])
-        .arg(a.ranks.max(1).to_string())
-        .arg(dir.join(TORCH_FILES[0].0))
-        .args(&a.args)
-        .arg("--output-dir")
-        .arg(traces)
+    let mut cmd = Command::new(&python);
+    cmd.args([
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+    ])
+    .arg(a.ranks.max(1).to_string())
+    .arg(dir.join(TORCH_FILES[0].0))
+    .args(a.args)
+    .arg("--output-dir")
+    .arg(traces)
+    .envs(a.env.iter().map(|(k, v)| (k, v)))
+    .stdout(stdout_to(a.log.as_deref())?);
+    if a.log.is_some() {
+        cmd.stderr(stdout_to(a.log.as_deref())?);
+    }
+    let status = cmd
         .status()
         .with_context(|| format!("{python} -m torch.distributed.run"))?;
     if !status.success() {
-        bail!("the fsdp workload failed ({status}): its ranks' errors are printed above");
+        match &a.log {
+            Some(p) => bail!(
+                "the fsdp workload failed ({status}): {}",
+                last_line(&std::fs::read_to_string(p).unwrap_or_default())
+            ),
+            None => {
+                bail!("the fsdp workload failed ({status}): its ranks' errors are printed above")
+            }
+        }
     }
     Ok(())
 }

@@ -13,7 +13,9 @@ pub mod fmt;
 mod frames;
 mod page;
 pub mod run;
+mod sweep;
 
 pub use compare::compare_report;
 pub use error::ReportError;
 pub use run::{run_report, RunReport, RunReportOptions};
+pub use sweep::sweep_report;

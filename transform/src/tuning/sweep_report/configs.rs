@@ -1,0 +1,128 @@
+//! Configurations: runs with equal params are repeats of one configuration.
+//!
+//! A run's params are its files' `runs.params` merged (aorta's own `aorta_params` lifted to
+//! the top): a key whose value differs between the
+//! run's own files (a rank number, a per-process name) describes a process, not the run, and
+//! is left out. A run without params is a configuration of its own, named by its label. A
+//! configuration is named by the params that vary across the dataset (`bytes=4194304,serial=true`):
+//! the ones every run shares say nothing about which one wins.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::dataset::{self, DatasetError};
+use crate::rows::strs;
+
+/// One configuration and its runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Its name: the varying params as `key=value,…` (sorted by key), or the run label of a
+    /// run without params.
+    pub name: String,
+    /// Every param of its runs (empty for a run without params).
+    pub params: BTreeMap<String, String>,
+    /// Its runs (the repeats), sorted.
+    pub runs: Vec<String>,
+}
+
+/// A param's value as text: a string as is, anything else as JSON.
+pub fn text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// A run's params with aorta's own `aorta_params` object (the workloads' flags and knobs)
+/// lifted to the top level; a top-level key (`aorta ingest --param`) wins over it.
+pub fn flatten(map: serde_json::Map<String, Value>) -> serde_json::Map<String, Value> {
+    let mut out = serde_json::Map::new();
+    let mut top = serde_json::Map::new();
+    for (k, v) in map {
+        match (k.as_str(), v) {
+            ("aorta_params", Value::Object(inner)) => out.extend(inner),
+            (_, v) => {
+                top.insert(k, v);
+            }
+        }
+    }
+    out.extend(top);
+    out
+}
+
+/// The configurations of `runs` (every run of the dataset when empty), and the params that
+/// vary between them (sorted).
+pub fn group(root: &Path, runs: &[String]) -> Result<(Vec<Config>, Vec<String>), DatasetError> {
+    let filter = if runs.is_empty() {
+        polars::prelude::lit(true)
+    } else {
+        dataset::of_runs(runs)
+    };
+    let df = dataset::read_where(root, "runs", filter, &["run", "params"])?;
+    let run = strs(&df, "run");
+    let params = strs(&df, "params");
+    // Per run, each key's values over its files.
+    let mut per_run: BTreeMap<&str, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    for i in 0..df.height() {
+        let Some(r) = run[i] else { continue };
+        let entry = per_run.entry(r).or_default();
+        let Some(Ok(Value::Object(map))) = params[i].map(serde_json::from_str::<Value>) else {
+            continue;
+        };
+        for (k, v) in flatten(map) {
+            entry.entry(k).or_default().insert(text(&v));
+        }
+    }
+    let mut by_params: BTreeMap<BTreeMap<String, String>, Vec<String>> = BTreeMap::new();
+    let mut bare: Vec<String> = Vec::new();
+    for (r, keys) in per_run {
+        let p: BTreeMap<String, String> = keys
+            .into_iter()
+            .filter(|(_, vals)| vals.len() == 1)
+            .filter_map(|(k, vals)| vals.into_iter().next().map(|v| (k, v)))
+            .collect();
+        if p.is_empty() {
+            bare.push(r.to_string());
+        } else {
+            by_params.entry(p).or_default().push(r.to_string());
+        }
+    }
+    // Varying: a key missing from some configuration, or with two values among them.
+    let mut varying: Vec<String> = Vec::new();
+    let all_keys: BTreeSet<&String> = by_params.keys().flat_map(|p| p.keys()).collect();
+    for k in all_keys {
+        let vals: BTreeSet<Option<&String>> = by_params.keys().map(|p| p.get(k)).collect();
+        if vals.len() > 1 {
+            varying.push(k.clone());
+        }
+    }
+    let mut configs: Vec<Config> = by_params
+        .into_iter()
+        .map(|(params, mut runs)| {
+            runs.sort();
+            let name = varying
+                .iter()
+                .filter_map(|k| params.get(k).map(|v| format!("{k}={v}")))
+                .collect::<Vec<_>>()
+                .join(",");
+            Config {
+                name: if name.is_empty() {
+                    "default".into()
+                } else {
+                    name
+                },
+                params,
+                runs,
+            }
+        })
+        .collect();
+    configs.extend(bare.into_iter().map(|r| Config {
+        name: r.clone(),
+        params: BTreeMap::new(),
+        runs: vec![r],
+    }));
+    configs.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok((configs, varying))
+}
