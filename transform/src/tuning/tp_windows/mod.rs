@@ -299,7 +299,7 @@ pub fn by_config(
 impl TpConfigRow {
     /// Whether the row is of the forward pass (`fprop`) rather than the backward (`dgrad`,
     /// `wgrad`, `bwd`).
-    pub fn is_forward(&self) -> bool {
+    fn is_forward(&self) -> bool {
         self.phase == "fprop"
     }
 

@@ -315,6 +315,26 @@ mod tests {
     }
 
     #[test]
+    fn phase_ranges_by_name() {
+        let names = [
+            "fprop", "forward", "dgrad", "wgrad", "backward", "Forward", "bwd",
+        ];
+        let got: Vec<Option<&str>> = names.iter().map(|n| phase_of_range(n)).collect();
+        assert_eq!(
+            got,
+            [
+                Some("fprop"),
+                Some("fprop"),
+                Some("dgrad"),
+                Some("wgrad"),
+                Some("bwd"),
+                None,
+                None
+            ]
+        );
+    }
+
+    #[test]
     fn phases_come_from_the_innermost_enclosing_range_else_another_thread_else_fprop() {
         let ranges = [
             range(T, "backward", 0, 1000),
