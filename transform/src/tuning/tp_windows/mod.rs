@@ -88,15 +88,25 @@ pub fn instances(
     };
     let cols = |c: &[&str]| c.iter().map(|c| col(*c)).collect::<Vec<_>>();
     let annotations = dataset::scan(data, "cpu_ops")?
-        .filter(
-            of_runs
-                .clone()
-                .and(col("category").eq(lit("user_annotation"))),
-        )
+        .filter(of_runs.and(col("category").eq(lit("user_annotation"))))
         .select(cols(&[
             "run", "rank", "pid", "tid", "name", "start_ns", "end_ns", "step",
         ]))
         .sort(["run", "rank", "start_ns"], SortMultipleOptions::default());
+    let annotations = collect("cpu_ops", annotations)?;
+    let ranges = ranges(&annotations);
+    // Launches and activities only of the runs that have a window: most datasets have none,
+    // and a large trace has millions of launch calls.
+    let mut with_windows: Vec<String> = ranges
+        .iter()
+        .filter(|r| own::window_of(r.name, names).is_some())
+        .map(|r| r.thread.0.to_string())
+        .collect();
+    with_windows.dedup();
+    if with_windows.is_empty() {
+        return Ok(Vec::new());
+    }
+    let of_runs = dataset::of_runs(&with_windows);
     let calls = dataset::scan(data, "cpu_ops")?
         .filter(
             of_runs
@@ -122,12 +132,7 @@ pub fn instances(
             "end_ns",
             "correlation",
         ]));
-    let (annotations, calls, acts) = (
-        collect("cpu_ops", annotations)?,
-        collect("cpu_ops", calls)?,
-        collect("gpu_activities", acts)?,
-    );
-    let ranges = ranges(&annotations);
+    let (calls, acts) = (collect("cpu_ops", calls)?, collect("gpu_activities", acts)?);
     let calls = launch_calls(&calls);
     let gpu = gpu_work(&acts);
     let mut out = own::measure(&ranges, &calls, &gpu, names);
