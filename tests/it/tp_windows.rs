@@ -83,6 +83,20 @@ fn a_hand_made_trace_by_hand() {
     let f = qkv.tuner_fields();
     assert_eq!(f["forward_e2e_time_us"], 130.0);
     assert_eq!(f["backward_e2e_time_us"], Value::Null);
+    // Runs named: only theirs; other names: no window.
+    let ds = dir.path().join("ds");
+    let names = WindowNames::default();
+    assert_eq!(
+        tp_windows::instances(&ds, &["in".into()], &names).unwrap(),
+        got
+    );
+    assert!(tp_windows::instances(&ds, &["other".into()], &names)
+        .unwrap()
+        .is_empty());
+    let others = WindowNames {
+        operators: vec!["attn".into()],
+    };
+    assert!(tp_windows::instances(&ds, &[], &others).unwrap().is_empty());
 }
 
 const OPS: [&str; 4] = ["qkv", "proj", "fc1", "fc2"];
