@@ -35,4 +35,5 @@ mod schema;
 mod step_marker;
 mod toolbox;
 mod tp_scaling;
+mod tp_windows;
 mod workloads;
