@@ -15,7 +15,7 @@ Examples:
   aorta sweep tp --times tp_times.csv -o tp-report
 
 A spec (TOML) names a workload (overlap-bench, copy-overlap, fsdp; ranks = N) or a command
-writing traces into {out}, repeats (3), seed, args, and the knobs: [flags] and [env] tables of
+writing traces into {out} (env AORTA_SWEEP_RUN and AORTA_SWEEP_REPEAT name the run), repeats (3), seed, args, and the knobs: [flags] and [env] tables of
 name = [values] (the grid: every combination) or a [[point]] list; one numeric knob may be
 searched instead: NAME = { search = \"bisect\", min = 1, max = 32 } (objective = \"step_ms\").
 Repeats run in rounds, each round's order drawn from the seed. Every run is ingested into
@@ -36,7 +36,10 @@ comm_wait_ms, gemm_tflops) over the steps of every rank and repeat: median, p10,
 best per metric against the runner-up: the exact one-sided Mann-Whitney U test on the repeats
 (each run's median), alpha 0.05: distinguishable, tie (within the repeats' spread) or
 inconclusive (3 repeats of each are needed). A varying param that moved no metric by
---min-effect-pct beyond that test has no effect. Writes sweep.parquet, tuning_report.json,
+--min-effect-pct and a stratified permutation test has no effect. TP windows (record_function
+or NVTX ranges qkv, proj, fc1, fc2) give `configs` (the tuner's fields per configuration,
+operator and phase) and, with a `tp` param, the TP scaling check (--tolerance) and the
+tuner's optimal_tp_comm_overlap_cfg*.yaml. Writes sweep.parquet, tuning_report.json,
 summary.txt and sweep.html. docs/SWEEPS.md.";
 
 pub(crate) const SWEEP_TP_EXAMPLES: &str = "\
@@ -99,6 +102,10 @@ pub(crate) struct SweepReportArgs {
     /// The least change of a metric (% of the larger median) that counts as a knob's effect.
     #[arg(long, default_value_t = aorta_transform::tuning::sweep_report::DEFAULT_MIN_EFFECT_PCT)]
     pub min_effect_pct: f64,
+    /// TP scaling: how far above linear a TP size is still efficient (runs with a `tp` param
+    /// and qkv/proj/fc1/fc2 windows).
+    #[arg(long, default_value_t = aorta_transform::tuning::tp_scaling::DEFAULT_TOLERANCE)]
+    pub tolerance: f64,
 }
 
 /// `aorta sweep tp`.

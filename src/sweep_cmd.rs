@@ -59,21 +59,26 @@ pub(crate) fn report(a: &SweepReportArgs) -> Result<()> {
             a.min_effect_pct
         );
     }
-    write_report(&a.dataset, &a.out, a.runs.clone(), a.min_effect_pct)
+    if !(a.tolerance.is_finite() && a.tolerance >= 0.0) {
+        bail!(
+            "--tolerance {}: expected a number >= 0 (0.2: 20 % above linear)",
+            a.tolerance
+        );
+    }
+    write_report(
+        &a.dataset,
+        &a.out,
+        Options {
+            runs: a.runs.clone(),
+            min_effect_pct: a.min_effect_pct,
+            tolerance: a.tolerance,
+        },
+    )
 }
 
 /// Builds and writes the report of `dataset` into `out`.
-pub(crate) fn write_report(
-    dataset: &Path,
-    out: &Path,
-    runs: Vec<String>,
-    min_effect_pct: f64,
-) -> Result<()> {
+pub(crate) fn write_report(dataset: &Path, out: &Path, opts: Options) -> Result<()> {
     aorta_transform::dataset::check(dataset)?;
-    let opts = Options {
-        runs,
-        min_effect_pct,
-    };
     let r = sweep_report::build(dataset, &opts)?;
     let mut files = r.write(out)?;
     let page = out.join("sweep.html");

@@ -15,7 +15,7 @@ use anyhow::{bail, Context, Result};
 use aorta_transform::tuning::knob_table;
 use aorta_transform::tuning::record::{RunRecord, SearchRecord, SweepRecord};
 use aorta_transform::tuning::spec::{self, Bisect, KnobKind, Point, Setting, Spec, Workload};
-use aorta_transform::tuning::sweep_report::{self, metrics};
+use aorta_transform::tuning::sweep_report::metrics;
 
 use crate::run_cmd::{launch, Launch};
 
@@ -118,12 +118,7 @@ pub(crate) fn run(spec_path: &Path, out: &Path, strict: bool, dry_run: bool) -> 
             first_error(&sw.record)
         );
     }
-    crate::sweep_cmd::write_report(
-        &sw.data,
-        &sw.out.join("report"),
-        Vec::new(),
-        sweep_report::DEFAULT_MIN_EFFECT_PCT,
-    )?;
+    crate::sweep_cmd::write_report(&sw.data, &sw.out.join("report"), Default::default())?;
     Ok(if failed > 0 {
         ExitCode::from(1)
     } else {
@@ -198,7 +193,7 @@ impl Sweep {
         let _ = std::fs::remove_file(&log);
         let t = Instant::now();
         let result = self
-            .start(p, &traces, &log)
+            .start(p, repeat, &traces, &log)
             .and_then(|_| self.ingest(p, &traces, &label));
         let seconds = t.elapsed().as_secs_f64();
         let settings: BTreeMap<String, String> = p
@@ -231,7 +226,7 @@ impl Sweep {
     }
 
     /// Starts the workload of `p` writing into `traces`, its output into `log`.
-    fn start(&self, p: &Point, traces: &Path, log: &Path) -> Result<()> {
+    fn start(&self, p: &Point, repeat: usize, traces: &Path, log: &Path) -> Result<()> {
         let mut args = self.spec.args.clone();
         match &self.spec.workload {
             Workload::Named(w) => {
@@ -255,6 +250,8 @@ impl Sweep {
                     .arg("-c")
                     .arg(&cmd)
                     .envs(p.env())
+                    .env("AORTA_SWEEP_RUN", label(p, repeat))
+                    .env("AORTA_SWEEP_REPEAT", repeat.to_string())
                     .stdout(Stdio::from(f.try_clone()?))
                     .stderr(Stdio::from(f))
                     .status()
@@ -289,6 +286,13 @@ impl Sweep {
         let s = aorta_ingest::ingest(&[traces.to_path_buf()], &opts, &Default::default())?;
         if s.ingested.is_empty() && s.skipped.is_empty() {
             bail!("{}: the workload wrote no traces", traces.display());
+        }
+        if !in_dataset(&self.data)?.contains(label) {
+            bail!(
+                "{}: its traces are byte for byte those of a run already in the dataset, which \
+                 keeps one copy",
+                traces.display()
+            );
         }
         Ok(())
     }

@@ -33,6 +33,7 @@ mod rocprof_corpus;
 mod run_cli;
 mod schema;
 mod step_marker;
+mod sweep;
 mod toolbox;
 mod tp_scaling;
 mod tp_windows;

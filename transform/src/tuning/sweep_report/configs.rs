@@ -98,21 +98,34 @@ pub fn group(root: &Path, runs: &[String]) -> Result<(Vec<Config>, Vec<String>),
             varying.push(k.clone());
         }
     }
+    // Named by the varying params with plain values; a structured value (an object or a
+    // list, such as the shapes a TP size implies) only where the plain ones tie.
+    let scalar = |v: &String| !(v.starts_with('{') || v.starts_with('['));
+    let name_of = |params: &BTreeMap<String, String>, all: bool| {
+        let name = varying
+            .iter()
+            .filter_map(|k| {
+                params
+                    .get(k)
+                    .filter(|v| all || scalar(v))
+                    .map(|v| format!("{k}={v}"))
+            })
+            .collect::<Vec<_>>()
+            .join(",");
+        if name.is_empty() {
+            "default".to_string()
+        } else {
+            name
+        }
+    };
+    let short: Vec<String> = by_params.keys().map(|p| name_of(p, false)).collect();
+    let unique = short.iter().collect::<BTreeSet<_>>().len() == short.len();
     let mut configs: Vec<Config> = by_params
         .into_iter()
         .map(|(params, mut runs)| {
             runs.sort();
-            let name = varying
-                .iter()
-                .filter_map(|k| params.get(k).map(|v| format!("{k}={v}")))
-                .collect::<Vec<_>>()
-                .join(",");
             Config {
-                name: if name.is_empty() {
-                    "default".into()
-                } else {
-                    name
-                },
+                name: name_of(&params, !unique),
                 params,
                 runs,
             }

@@ -22,6 +22,8 @@ pub use metrics::{Metric, StepValues, METRICS};
 
 use super::knob_table::{self, Knob};
 use super::record::SweepRecord;
+use super::tp_scaling::Timing;
+use super::tp_windows::{self, TpConfigRow, WindowNames};
 use super::verdict::{self, Tested};
 
 /// A sweep report error: one line.
@@ -46,6 +48,9 @@ pub enum SweepError {
         /// Why.
         source: polars::prelude::PolarsError,
     },
+    /// The TP scaling check failed (an operator without TP 1).
+    #[error(transparent)]
+    Tp(#[from] super::tp_scaling::TpError),
     /// Nothing to rank.
     #[error("{0}: no run with steps to compare")]
     Empty(PathBuf),
@@ -58,6 +63,8 @@ pub struct Options {
     pub runs: Vec<String>,
     /// The least change (% of the larger median) that counts as a knob's effect.
     pub min_effect_pct: f64,
+    /// The TP scaling check's tolerance (runs with a `tp` param and TP windows).
+    pub tolerance: f64,
 }
 
 impl Default for Options {
@@ -65,6 +72,7 @@ impl Default for Options {
         Options {
             runs: Vec::new(),
             min_effect_pct: DEFAULT_MIN_EFFECT_PCT,
+            tolerance: super::tp_scaling::DEFAULT_TOLERANCE,
         }
     }
 }
@@ -149,6 +157,12 @@ pub struct SweepReport {
     pub record: Option<SweepRecord>,
     /// The least change counted as an effect.
     pub min_effect_pct: f64,
+    /// TP overlap per (configuration, operator, phase): medians over the windows' instances.
+    pub tp: Vec<TpConfigRow>,
+    /// Those rows on the TP scaling axis (configurations with a `tp` param).
+    pub tp_times: Vec<Timing>,
+    /// The TP scaling tolerance.
+    pub tolerance: f64,
 }
 
 fn median(v: &[f64]) -> Option<f64> {
@@ -213,6 +227,29 @@ pub fn build(root: &Path, opts: &Options) -> Result<SweepReport, SweepError> {
         .iter()
         .map(|k| knob_effect(&rows, &varying, k, opts.min_effect_pct))
         .collect();
+    // TP windows (`qkv`, `proj`, `fc1`, `fc2` ranges), per configuration.
+    let config_of: BTreeMap<&str, &str> = rows
+        .iter()
+        .flat_map(|c| {
+            c.config
+                .runs
+                .iter()
+                .map(move |r| (r.as_str(), c.config.name.as_str()))
+        })
+        .collect();
+    let windows = tp_windows::instances(root, &runs, &WindowNames::default())?;
+    let tp = tp_windows::by_config(&windows, &|run: &str| {
+        config_of.get(run).map(|c| c.to_string())
+    });
+    let tp_times = tp_windows::timings(&tp, &|name: &str| {
+        rows.iter().find(|c| c.config.name == name).map(|c| {
+            c.config
+                .params
+                .iter()
+                .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+                .collect()
+        })
+    });
     let record = SweepRecord::load(root).map_err(|source| SweepError::Io {
         path: root.join(super::record::FILE),
         source,
@@ -225,6 +262,9 @@ pub fn build(root: &Path, opts: &Options) -> Result<SweepReport, SweepError> {
         knobs,
         record,
         min_effect_pct: opts.min_effect_pct,
+        tp,
+        tp_times,
+        tolerance: opts.tolerance,
     })
 }
 

@@ -21,6 +21,26 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> SweepError + '_ {
 pub(super) fn all(r: &SweepReport, out: &Path) -> Result<Vec<PathBuf>, SweepError> {
     std::fs::create_dir_all(out).map_err(io(out))?;
     let mut files = Vec::new();
+    // The TP scaling check first: its files are the tuner's (YAML per TP size), and its
+    // tuning_report.json and summary.txt are folded into ours below.
+    let mut tp_scaling = Value::Null;
+    let mut tp_summary = String::new();
+    let times = scaling_times(&r.tp_times);
+    if !times.is_empty() {
+        let rep = crate::tuning::tp_report::write(&times, r.tolerance, out)?;
+        let path = out.join("tuning_report.json");
+        let doc: Value = std::fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        tp_scaling = doc["tp_scaling"].clone();
+        tp_summary = rep.summary;
+        files.extend(
+            rep.files
+                .into_iter()
+                .filter(|f| f.extension().is_some_and(|e| e == "yaml")),
+        );
+    }
     let path = out.join("sweep.parquet");
     let mut df = frame(r).map_err(|source| SweepError::Polars {
         path: path.clone(),
@@ -36,16 +56,55 @@ pub(super) fn all(r: &SweepReport, out: &Path) -> Result<Vec<PathBuf>, SweepErro
         })?;
     files.push(path);
     let path = out.join("tuning_report.json");
-    let text = serde_json::to_vec_pretty(&json_report(r)).map_err(|e| SweepError::Io {
+    let mut doc = json_report(r);
+    doc["tp_scaling"] = tp_scaling;
+    let text = serde_json::to_vec_pretty(&doc).map_err(|e| SweepError::Io {
         path: path.clone(),
         source: e.into(),
     })?;
     std::fs::write(&path, text).map_err(io(&path))?;
     files.push(path);
     let path = out.join("summary.txt");
-    std::fs::write(&path, summary(r)).map_err(io(&path))?;
+    std::fs::write(&path, summary(r) + &tp_summary).map_err(io(&path))?;
     files.push(path);
     Ok(files)
+}
+
+/// The scaling check's input: per (TP size, operator, method) one time. An operator measured
+/// in one phase keeps its rows (the YAML names the phase); an operator measured in several
+/// phases is their sum, the operator's whole time (the tuner's `operator_e2e_time_us`).
+fn scaling_times(
+    times: &[crate::tuning::tp_scaling::Timing],
+) -> Vec<crate::tuning::tp_scaling::Timing> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let mut phases: BTreeMap<&str, BTreeSet<Option<&str>>> = BTreeMap::new();
+    for t in times {
+        phases
+            .entry(t.operator.as_str())
+            .or_default()
+            .insert(t.phase.as_deref());
+    }
+    let mut summed: BTreeMap<(u32, String, Option<String>), f64> = BTreeMap::new();
+    let mut out = Vec::new();
+    for t in times {
+        if phases[t.operator.as_str()].len() <= 1 {
+            out.push(t.clone());
+        } else {
+            *summed
+                .entry((t.tp, t.operator.clone(), t.method.clone()))
+                .or_default() += t.e2e_us;
+        }
+    }
+    out.extend(summed.into_iter().map(|((tp, operator, method), e2e_us)| {
+        crate::tuning::tp_scaling::Timing {
+            tp,
+            operator,
+            e2e_us,
+            method,
+            phase: None,
+        }
+    }));
+    out
 }
 
 /// `sweep.parquet`: config, param_<name> per varying param, runs, steps, and per metric its
@@ -224,10 +283,60 @@ fn json_report(r: &SweepReport) -> Value {
         "best": best,
         "knobs": knobs,
         "configurations": configurations,
+        "configs": tp_configs(r),
         "failed": failed,
         "searches": r.record.as_ref().map(|x| x.searches.clone()).unwrap_or_default(),
         "warnings": r.record.as_ref().map(|x| x.warnings.clone()).unwrap_or_default(),
     })
+}
+
+/// The TP windows per (configuration, operator, phase), in the tuner's fields, ranked by
+/// e2e within each (operator, phase, TP size) with the overlap ratio beside it.
+fn tp_configs(r: &SweepReport) -> Vec<Value> {
+    let params = |name: &str| r.rows.iter().find(|c| c.config.name == name);
+    let mut rows: Vec<(
+        &crate::tuning::tp_windows::TpConfigRow,
+        Option<String>,
+        Option<String>,
+    )> =
+        r.tp.iter()
+            .map(|t| {
+                let p = params(&t.config);
+                let get = |k: &str| p.and_then(|c| c.config.params.get(k).cloned());
+                (t, get("tp"), get("method"))
+            })
+            .collect();
+    rows.sort_by(|a, b| {
+        (&a.0.operator, &a.0.phase, &a.1)
+            .cmp(&(&b.0.operator, &b.0.phase, &b.1))
+            .then(a.0.e2e_us.total_cmp(&b.0.e2e_us))
+    });
+    let mut out = Vec::new();
+    let mut rank = 0;
+    let mut last: Option<(&str, &str, Option<&String>)> = None;
+    for (t, tp, method) in &rows {
+        let key = (t.operator.as_str(), t.phase.as_str(), tp.as_ref());
+        rank = if last == Some(key) { rank + 1 } else { 1 };
+        last = Some(key);
+        let mut e = Map::new();
+        e.insert("config".into(), json!(t.config));
+        e.insert(
+            "params".into(),
+            params(&t.config).map_or(Value::Null, |c| varying_json(r, c)),
+        );
+        e.insert("operator".into(), json!(t.operator));
+        e.insert("phase".into(), json!(t.phase));
+        e.insert(
+            "tp_size".into(),
+            json!(tp.as_ref().and_then(|x| x.parse::<u32>().ok())),
+        );
+        e.insert("overlap_method".into(), json!(method));
+        e.insert("instances".into(), json!(t.instances));
+        e.insert("e2e_rank".into(), json!(rank));
+        e.extend(t.tuner_fields());
+        out.push(Value::Object(e));
+    }
+    out
 }
 
 fn num(v: f64) -> String {
