@@ -57,9 +57,12 @@ pub fn sweep_report(r: &SweepReport, out: &Path) -> Result<usize, ReportError> {
     if let Some(best) = best_step {
         page.section("Each knob, the others at the best point");
         for k in &r.varying {
+            // The two metrics of one knob side by side.
+            page.raw("<div class=\"row\">\n");
             for metric in CHARTED {
                 knob_chart(&mut page, r, k, best, metric);
             }
+            page.raw("</div>\n");
         }
         if r.varying.len() >= 2 {
             heatmap(&mut page, r, &r.varying[0], &r.varying[1], best);
@@ -140,6 +143,15 @@ fn failed(page: &mut Page, r: &SweepReport) {
     page.table(&["run", "error", "seconds"], &bad);
 }
 
+/// A p-value as a reader takes it: three decimals, or "p < 0.001".
+fn p_text(p: f64) -> String {
+    if p < 0.001 {
+        "p < 0.001".into()
+    } else {
+        format!("p = {p:.3}")
+    }
+}
+
 fn knobs(page: &mut Page, r: &SweepReport) {
     let warnings = r
         .record
@@ -163,7 +175,7 @@ fn knobs(page: &mut Page, r: &SweepReport) {
                 k.effect.unwrap_or("untested").into(),
                 k.moved
                     .iter()
-                    .map(|m| format!("{} {:.1} % (p = {:.3})", m.metric, m.change_pct, m.p_value))
+                    .map(|m| format!("{} {:.1} % ({})", m.metric, m.change_pct, p_text(m.p_value)))
                     .collect::<Vec<_>>()
                     .join("; "),
                 k.warning.clone().unwrap_or_default(),
