@@ -353,3 +353,174 @@ fn a_bad_spec_is_one_line_naming_its_line() {
     assert!(err.contains("bad.toml: line 4: "), "{err}");
     assert!(!dir.path().join("out").exists());
 }
+
+/// A searched knob: a command writes a trace whose three `ProfilerStep`s last
+/// 1 + (v − 5)² / 10 ms for the knob's value v, so the least step time is at v = 5. The
+/// bisection finds it over 1..=16 measuring at most 8 values, not 16.
+#[test]
+fn a_searched_knob_finds_the_valley_with_few_points() {
+    let dir = tempfile::tempdir().unwrap();
+    let gen = dir.path().join("gen.py");
+    std::fs::write(
+        &gen,
+        r#"import json, sys
+out, v = sys.argv[1], int(sys.argv[2])
+dur = int(1000 + 100 * (v - 5) ** 2)
+ev = []
+for k in range(3):
+    o = k * (dur + 50)
+    ev.append({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#%d" % k,
+               "pid": 1, "tid": 1, "ts": o, "dur": dur, "args": {}})
+    ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1,
+               "tid": 1, "ts": o + 5, "dur": 2, "args": {"correlation": 10 + k}})
+    ev.append({"ph": "X", "cat": "kernel", "name": "gemm_kernel", "pid": 0, "tid": 7,
+               "ts": o + 10, "dur": dur - 20, "args": {"stream": 7, "correlation": 10 + k}})
+doc = {"schemaVersion": 1, "traceEvents": ev, "cuda_runtime_version": 12090,
+       "distributedInfo": {"rank": 0, "world_size": 1}}
+json.dump(doc, open(out + "/rank0.trace.json", "w"))
+"#,
+    )
+    .unwrap();
+    let spec = dir.path().join("search.toml");
+    std::fs::write(
+        &spec,
+        format!(
+            "command = \"python3 {} {{out}} {{v}}\"\nrepeats = 1\n[flags]\nv = {{ search = \"bisect\", min = 1, max = 16 }}\n",
+            gen.display()
+        ),
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let o = sweep(&spec, &out, &[]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("search v at default: best 5 by step_ms"),
+        "{}",
+        stderr(&o)
+    );
+    let rec: Value =
+        serde_json::from_slice(&std::fs::read(out.join("data/sweep.json")).unwrap()).unwrap();
+    let s = &rec["searches"][0];
+    assert_eq!(s["best"], 5);
+    let measured = s["measured"].as_array().unwrap();
+    assert!(measured.len() <= 8, "{measured:?}");
+    for m in measured {
+        let v = m[0].as_f64().unwrap();
+        let want = 1.0 + (v - 5.0).powi(2) / 10.0;
+        assert!((m[1].as_f64().unwrap() - want).abs() < 1e-9, "{m}");
+    }
+    // The report's winner is the search's answer.
+    let doc: Value =
+        serde_json::from_slice(&std::fs::read(out.join("report/tuning_report.json")).unwrap())
+            .unwrap();
+    assert_eq!(doc["best"]["step_ms"]["config"], "v=5");
+}
+
+/// Any dataset, not only a sweep: the TP layer's runs (one per TP size and method) give the
+/// per-window `configs`, the TP scaling check and the tuner's YAML.
+#[test]
+fn the_report_on_tp_runs_writes_the_tuners_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dir.path().join("tp");
+    let runs = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/device/tp");
+    ingest_ok(&[&runs], &ds, &["-q"]);
+    let out = dir.path().join("report");
+    let o = aorta(&[
+        "sweep".as_ref(),
+        "report".as_ref(),
+        ds.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let doc: Value =
+        serde_json::from_slice(&std::fs::read(out.join("tuning_report.json")).unwrap()).unwrap();
+    let configs = doc["configs"].as_array().unwrap();
+    // 6 configurations (TP 1, 2, 4 × serial, overlap) × 4 operators, fprop.
+    assert_eq!(configs.len(), 24);
+    for c in configs {
+        assert_eq!(c["phase"], "fprop");
+        assert!(c["forward_e2e_time_us"].as_f64().unwrap() > 0.0);
+        assert!(c["backward_e2e_time_us"].is_null());
+        // e2e rank 1 is the fastest method of its operator and TP size.
+        let same: Vec<&Value> = configs
+            .iter()
+            .filter(|d| d["operator"] == c["operator"] && d["tp_size"] == c["tp_size"])
+            .collect();
+        let fastest = same
+            .iter()
+            .min_by(|a, b| {
+                a["operator_e2e_time_us"]
+                    .as_f64()
+                    .unwrap()
+                    .total_cmp(&b["operator_e2e_time_us"].as_f64().unwrap())
+            })
+            .unwrap();
+        assert_eq!(c["e2e_rank"] == 1, std::ptr::eq(*fastest, c), "{c}");
+    }
+    let overall = &doc["tp_scaling"]["results"]["overall"];
+    assert_eq!(overall["optimal_tp_size"], 1, "{overall}");
+    for f in [
+        "optimal_tp_comm_overlap_cfg.yaml",
+        "optimal_tp_comm_overlap_cfg_tp2.yaml",
+        "optimal_tp_comm_overlap_cfg_tp4.yaml",
+    ] {
+        assert!(out.join(f).exists(), "{f}");
+    }
+}
+
+/// A run whose trace has no steps but which has the workloads' per-iteration log: its
+/// iterations are the steps (the log's `profile.total_ms` each), configurations from
+/// `ingest --param`.
+#[test]
+fn a_per_iteration_log_gives_the_steps_of_a_run_without_trace_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dir.path().join("ds");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/traces/overlap-bench");
+    let mut want: BTreeMap<&str, (usize, f64)> = BTreeMap::new();
+    for (variant, dir_name) in [("a", "allreduce_overlap"), ("b", "allreduce_serial")] {
+        let log = src.join(dir_name).join("rank_00_metrics.jsonl.gz");
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(std::fs::File::open(&log).unwrap())
+            .read_to_string(&mut text)
+            .unwrap();
+        let mut ms: Vec<f64> = text
+            .lines()
+            .filter_map(|l| {
+                serde_json::from_str::<Value>(l).unwrap()["profile"]["total_ms"].as_f64()
+            })
+            .collect();
+        ms.sort_by(f64::total_cmp);
+        let n = ms.len();
+        let median = if n % 2 == 1 {
+            ms[n / 2]
+        } else {
+            (ms[n / 2 - 1] + ms[n / 2]) / 2.0
+        };
+        want.insert(variant, (n, median));
+        let param = format!("variant={variant}");
+        ingest_ok(
+            &[&log],
+            &ds,
+            &["-q", "--label", dir_name, "--param", &param],
+        );
+    }
+    let out = dir.path().join("report");
+    let o = aorta(&[
+        "sweep".as_ref(),
+        "report".as_ref(),
+        ds.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let doc: Value =
+        serde_json::from_slice(&std::fs::read(out.join("tuning_report.json")).unwrap()).unwrap();
+    for c in doc["configurations"].as_array().unwrap() {
+        let v = c["params"]["variant"].as_str().unwrap();
+        let (n, median) = want[v];
+        assert_eq!(c["steps"], n, "{c}");
+        let got = c["metrics"]["step_ms"]["median"].as_f64().unwrap();
+        assert!((got - median).abs() < 1e-6, "{v}: {got} vs {median}");
+    }
+}
