@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use aorta_transform::tuning::sweep_report::{ConfigRow, SweepReport, METRICS};
+use aorta_transform::tuning::sweep_report::{shown as num, ConfigRow, SweepReport, METRICS};
 use aorta_transform::tuning::verdict::Verdict;
 use serde_json::{json, Value};
 
@@ -21,17 +21,6 @@ fn metric_index(name: &str) -> usize {
         .iter()
         .position(|m| m.name == name)
         .expect("a metric of METRICS")
-}
-
-/// Four significant digits at most: ms, %, ratios and TFLOP/s alike.
-fn num(v: f64) -> String {
-    if v.abs() >= 100.0 {
-        format!("{v:.1}")
-    } else if v.abs() >= 1.0 {
-        format!("{v:.3}")
-    } else {
-        format!("{v:.4}")
-    }
 }
 
 /// Writes the page; returns the number of charts.
@@ -77,39 +66,12 @@ pub fn sweep_report(r: &SweepReport, out: &Path) -> Result<usize, ReportError> {
 fn headline(page: &mut Page, r: &SweepReport) {
     page.section("Which configuration wins");
     for b in &r.best {
-        let m = metric_index(b.metric.name);
-        let med = |i: usize| r.rows[i].stats[m].as_ref().map_or(f64::NAN, |s| s.median);
-        let mut text = format!(
-            "{} ({}): {} at {}",
-            b.metric.name,
-            if b.metric.lower_is_better {
-                "lower is better"
-            } else {
-                "higher is better"
-            },
-            r.rows[b.best].config.name,
-            num(med(b.best))
-        );
-        match (b.runner_up, &b.tested) {
-            (Some(u), Some(t)) => {
-                let verdict = match t.verdict {
-                    Verdict::Distinguishable => "distinguishable",
-                    Verdict::Tie => "a tie",
-                    Verdict::Inconclusive => "inconclusive",
-                };
-                text.push_str(&format!(
-                    "; runner-up {} at {}: {verdict} ({})",
-                    r.rows[u].config.name,
-                    num(med(u)),
-                    t.reason
-                ));
-                if CHARTED.contains(&b.metric.name) {
-                    page.verdict(t.verdict == Verdict::Distinguishable, &text);
-                } else {
-                    page.note(&text);
-                }
+        let text = b.sentence(r);
+        match &b.tested {
+            Some(t) if CHARTED.contains(&b.metric.name) => {
+                page.verdict(t.verdict == Verdict::Distinguishable, &text)
             }
-            _ => page.note(&format!("{text}; no runner-up")),
+            _ => page.note(&text),
         }
     }
 }

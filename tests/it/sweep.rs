@@ -23,12 +23,8 @@ fn golden(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// Ingests a committed sweep's traces (runs labelled `<point>/r<k>` by their directories, as
-/// the sweep labelled them) and writes its report; returns the report directory's JSON.
-fn report_of(name: &str, work: &Path) -> (PathBuf, Value) {
-    let ds = work.join("data");
-    ingest_ok(&[&golden(name).join("traces")], &ds, &["-q"]);
-    let out = work.join("report");
+/// `aorta sweep report DS -o OUT`, which must succeed; its tuning_report.json.
+fn sweep_report(ds: &Path, out: &Path) -> Value {
     let o = aorta(&[
         "sweep".as_ref(),
         "report".as_ref(),
@@ -37,8 +33,16 @@ fn report_of(name: &str, work: &Path) -> (PathBuf, Value) {
         out.as_os_str(),
     ]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
-    let doc =
-        serde_json::from_slice(&std::fs::read(out.join("tuning_report.json")).unwrap()).unwrap();
+    serde_json::from_slice(&std::fs::read(out.join("tuning_report.json")).unwrap()).unwrap()
+}
+
+/// Ingests a committed sweep's traces (runs labelled `<point>/r<k>` by their directories, as
+/// the sweep labelled them) and writes its report; returns the report directory and its JSON.
+fn report_of(name: &str, work: &Path) -> (PathBuf, Value) {
+    let ds = work.join("data");
+    ingest_ok(&[&golden(name).join("traces")], &ds, &["-q"]);
+    let out = work.join("report");
+    let doc = sweep_report(&ds, &out);
     (out, doc)
 }
 
@@ -425,16 +429,7 @@ fn the_report_on_tp_runs_writes_the_tuners_files() {
     let runs = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/device/tp");
     ingest_ok(&[&runs], &ds, &["-q"]);
     let out = dir.path().join("report");
-    let o = aorta(&[
-        "sweep".as_ref(),
-        "report".as_ref(),
-        ds.as_os_str(),
-        "-o".as_ref(),
-        out.as_os_str(),
-    ]);
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
-    let doc: Value =
-        serde_json::from_slice(&std::fs::read(out.join("tuning_report.json")).unwrap()).unwrap();
+    let doc = sweep_report(&ds, &out);
     let configs = doc["configs"].as_array().unwrap();
     // 6 configurations (TP 1, 2, 4 × serial, overlap) × 4 operators, fprop.
     assert_eq!(configs.len(), 24);
@@ -506,16 +501,7 @@ fn a_per_iteration_log_gives_the_steps_of_a_run_without_trace_steps() {
         );
     }
     let out = dir.path().join("report");
-    let o = aorta(&[
-        "sweep".as_ref(),
-        "report".as_ref(),
-        ds.as_os_str(),
-        "-o".as_ref(),
-        out.as_os_str(),
-    ]);
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
-    let doc: Value =
-        serde_json::from_slice(&std::fs::read(out.join("tuning_report.json")).unwrap()).unwrap();
+    let doc = sweep_report(&ds, &out);
     for c in doc["configurations"].as_array().unwrap() {
         let v = c["params"]["variant"].as_str().unwrap();
         let (n, median) = want[v];

@@ -24,6 +24,12 @@ pub(crate) fn quantile(sorted: &[f64], q: f64) -> f64 {
     sorted[lo] + (h - lo as f64) * (sorted[hi] - sorted[lo])
 }
 
+/// The median of `values` (the mean of the two middle ones of an even count; NaNs left
+/// out); `None` when nothing is left.
+pub fn median(values: &[f64]) -> Option<f64> {
+    spread(values.iter().map(|x| Some(*x))).map(|s| s.median)
+}
+
 /// The spread of `values` (nulls and NaNs left out); `None` when nothing is left.
 pub fn spread(values: impl IntoIterator<Item = Option<f64>>) -> Option<Spread> {
     let mut v: Vec<f64> = values

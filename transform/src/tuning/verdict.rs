@@ -27,6 +27,17 @@ pub enum Verdict {
     Inconclusive,
 }
 
+impl Verdict {
+    /// `distinguishable`, `tie` or `inconclusive`, as tuning_report.json writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Distinguishable => "distinguishable",
+            Verdict::Tie => "tie",
+            Verdict::Inconclusive => "inconclusive",
+        }
+    }
+}
+
 /// A verdict with its evidence.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Tested {
@@ -76,17 +87,6 @@ fn cdf(n: usize, m: usize, u: f64) -> f64 {
     below / total
 }
 
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let n = s.len();
-    if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    }
-}
-
 fn range(v: &[f64]) -> f64 {
     let (lo, hi) = v
         .iter()
@@ -121,7 +121,8 @@ pub fn test(best: &[f64], other: &[f64], lower_is_better: bool) -> Tested {
     }
     let p = cdf(n, m, u.ceil());
     let least = cdf(n, m, 0.0);
-    let (mb, mo) = (median(best), median(other));
+    let med = |v: &[f64]| crate::summary::median(v).unwrap_or(f64::NAN);
+    let (mb, mo) = (med(best), med(other));
     let noise = range(best).max(range(other));
     let (verdict, reason) = if least > ALPHA {
         (

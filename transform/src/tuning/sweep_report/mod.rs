@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::dataset::DatasetError;
-use crate::summary::{spread, Spread};
+use crate::summary::{median, spread, Spread};
 
 pub use configs::Config;
 pub use metrics::{Metric, StepValues, METRICS};
@@ -163,10 +163,6 @@ pub struct SweepReport {
     pub tp_times: Vec<Timing>,
     /// The TP scaling tolerance.
     pub tolerance: f64,
-}
-
-fn median(v: &[f64]) -> Option<f64> {
-    spread(v.iter().map(|x| Some(*x))).map(|s| s.median)
 }
 
 /// Builds the report of the dataset at `root`.
@@ -382,23 +378,16 @@ fn knob_effect(rows: &[ConfigRow], varying: &[String], name: &str, min_pct: f64)
                 .iter()
                 .filter_map(|r| median(&r.repeats[m]).map(|x| (*r, x)))
                 .collect();
-            let lower = metric.lower_is_better;
-            let best = meds.iter().min_by(|a, b| {
+            // Best first: ascending when lower is better.
+            let order = |a: &&(&ConfigRow, f64), b: &&(&ConfigRow, f64)| {
                 let o = a.1.total_cmp(&b.1);
-                if lower {
+                if metric.lower_is_better {
                     o
                 } else {
                     o.reverse()
                 }
-            });
-            let worst = meds.iter().max_by(|a, b| {
-                let o = a.1.total_cmp(&b.1);
-                if lower {
-                    o
-                } else {
-                    o.reverse()
-                }
-            });
+            };
+            let (best, worst) = (meds.iter().min_by(order), meds.iter().max_by(order));
             let (Some(b), Some(w)) = (best, worst) else {
                 continue;
             };
@@ -459,6 +448,49 @@ fn knob_effect(rows: &[ConfigRow], varying: &[String], name: &str, min_pct: f64)
         moved,
         warning,
         note,
+    }
+}
+
+/// A metric's value for reading: four significant digits at most (ms, %, ratios and
+/// TFLOP/s alike), as the summary and the page print it.
+pub fn shown(v: f64) -> String {
+    if v.abs() >= 100.0 {
+        format!("{v:.1}")
+    } else if v.abs() >= 1.0 {
+        format!("{v:.3}")
+    } else {
+        format!("{v:.4}")
+    }
+}
+
+impl Best {
+    /// The verdict in words: `step_ms (lower is better): A at 0.266; runner-up B at 0.277:
+    /// distinguishable (…)`, as the summary and the page say it.
+    pub fn sentence(&self, r: &SweepReport) -> String {
+        let m = metrics::index(self.metric.name).expect("a metric of METRICS");
+        let med = |i: usize| r.rows[i].stats[m].as_ref().map_or(f64::NAN, |s| s.median);
+        let mut text = format!(
+            "{} ({}): {} at {}",
+            self.metric.name,
+            if self.metric.lower_is_better {
+                "lower is better"
+            } else {
+                "higher is better"
+            },
+            r.rows[self.best].config.name,
+            shown(med(self.best))
+        );
+        match (self.runner_up, &self.tested) {
+            (Some(u), Some(t)) => text.push_str(&format!(
+                "; runner-up {} at {}: {} ({})",
+                r.rows[u].config.name,
+                shown(med(u)),
+                t.verdict.as_str(),
+                t.reason
+            )),
+            _ => text.push_str("; no runner-up"),
+        }
+        text
     }
 }
 

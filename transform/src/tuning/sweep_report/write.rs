@@ -195,7 +195,7 @@ fn json_report(r: &SweepReport) -> Value {
             Some(t) => {
                 o.insert(
                     "verdict".into(),
-                    serde_json::to_value(t.verdict).unwrap_or_default(),
+                    json!(t.verdict.as_str()),
                 );
                 o.insert("p_value".into(), json!(t.p_value));
                 o.insert("reason".into(), json!(t.reason));
@@ -339,16 +339,6 @@ fn tp_configs(r: &SweepReport) -> Vec<Value> {
     out
 }
 
-fn num(v: f64) -> String {
-    if v.abs() >= 100.0 {
-        format!("{v:.1}")
-    } else if v.abs() >= 1.0 {
-        format!("{v:.3}")
-    } else {
-        format!("{v:.4}")
-    }
-}
-
 /// The report in words.
 pub(super) fn summary(r: &SweepReport) -> String {
     let mut s = String::new();
@@ -374,38 +364,7 @@ pub(super) fn summary(r: &SweepReport) -> String {
         }
     );
     for b in &r.best {
-        let m = super::metrics::index(b.metric.name).expect("a metric of METRICS");
-        let med = |i: usize| r.rows[i].stats[m].as_ref().map_or(f64::NAN, |s| s.median);
-        let _ = write!(
-            s,
-            "best {} ({}): {} {}",
-            b.metric.name,
-            if b.metric.lower_is_better {
-                "lower is better"
-            } else {
-                "higher is better"
-            },
-            r.rows[b.best].config.name,
-            num(med(b.best))
-        );
-        match (b.runner_up, &b.tested) {
-            (Some(u), Some(t)) => {
-                let _ = writeln!(
-                    s,
-                    "; runner-up {} {}: {} ({})",
-                    r.rows[u].config.name,
-                    num(med(u)),
-                    serde_json::to_value(t.verdict)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_string))
-                        .unwrap_or_default(),
-                    t.reason
-                );
-            }
-            _ => {
-                let _ = writeln!(s, "; no runner-up");
-            }
-        }
+        let _ = writeln!(s, "best {}", b.sentence(r));
     }
     for k in &r.knobs {
         let effect = match k.effect {

@@ -234,20 +234,6 @@ pub struct TpConfigRow {
     pub num_comm_events: usize,
 }
 
-/// The median of `v` (the mean of the two middle values of an even count); 0 when empty.
-fn median(mut v: Vec<f64>) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
 /// The lower median of counts.
 fn median_count(mut v: Vec<usize>) -> usize {
     v.sort_unstable();
@@ -279,7 +265,8 @@ pub fn by_config(
         .into_iter()
         .map(|((config, operator, phase), ws)| {
             let us = |f: fn(&WindowInstance) -> i64| {
-                median(ws.iter().map(|w| f(w) as f64 / 1e3).collect())
+                crate::summary::median(&ws.iter().map(|w| f(w) as f64 / 1e3).collect::<Vec<_>>())
+                    .unwrap_or(0.0)
             };
             let (gemm_us, comm_us, overlap_us) =
                 (us(|w| w.gemm_ns), us(|w| w.comm_ns), us(|w| w.overlap_ns));
