@@ -90,7 +90,7 @@ fn rows_group_by_configuration_operator_and_phase_and_skip_unnamed_runs() {
     assert_eq!(rows[1].overlap_ratio, 0.0);
     assert_eq!(rows[0].overlap_ratio, 1.0);
     assert_eq!(median_count(vec![3, 1, 2, 4]), 2);
-    assert_eq!(median(vec![]), 0.0);
+    assert_eq!(crate::summary::median(&[]), None);
 }
 
 #[test]
