@@ -193,10 +193,7 @@ fn json_report(r: &SweepReport) -> Value {
         );
         match &b.tested {
             Some(t) => {
-                o.insert(
-                    "verdict".into(),
-                    json!(t.verdict.as_str()),
-                );
+                o.insert("verdict".into(), json!(t.verdict.as_str()));
                 o.insert("p_value".into(), json!(t.p_value));
                 o.insert("reason".into(), json!(t.reason));
             }
