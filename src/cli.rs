@@ -501,6 +501,12 @@ pub(crate) struct IngestArgs {
     /// Worker threads (default: one per core).
     #[arg(short, long)]
     pub jobs: Option<usize>,
+    /// Ingest only shard I of N (0 <= I < N) of the inputs found, so N processes (a Slurm
+    /// array, an indexed Job, Dask workers) ingest one listing into one dataset at once;
+    /// each input falls to one shard by its run label and its path under the root.
+    /// Readers merge the shards; docs/SCALE.md.
+    #[arg(long, value_name = "I/N", value_parser = aorta_ingest::Shard::parse)]
+    pub shard: Option<aorta_ingest::Shard>,
     /// Keep ingesting the other files when one is broken; list failures at the end.
     #[arg(long)]
     pub keep_going: bool,

@@ -42,6 +42,8 @@ pub struct Options {
     /// `--param KEY=VALUE`: the run's parameters, stored in every file's `runs.params` (a
     /// top-level key each, beside what the trace itself says; the command line wins).
     pub params: Vec<(String, String)>,
+    /// `--shard I/N`: ingest only this shard's part of the listing (`shard`).
+    pub shard: Option<crate::shard::Shard>,
 }
 
 /// The `--param` pairs as one string (sorted, "" without any): a file ingested with other
@@ -85,7 +87,10 @@ pub fn ingest(paths: &[PathBuf], opts: &Options, progress: &Progress) -> Result<
         Some(p) => file::RankMap::load(p)?,
         None => file::RankMap::default(),
     });
-    let inputs = dataset::discover(paths, opts.label.as_deref(), &opts.out)?;
+    let mut inputs = dataset::discover(paths, opts.label.as_deref(), &opts.out)?;
+    if let Some(shard) = opts.shard {
+        return ingest_shard(paths, inputs, shard, opts, &classifier, &rank_map, progress);
+    }
     let existed = opts.out.exists();
     std::fs::create_dir_all(&opts.out).map_err(|e| IngestError::io(&opts.out, e))?;
     let lock =
@@ -95,8 +100,10 @@ pub fn ingest(paths: &[PathBuf], opts: &Options, progress: &Progress) -> Result<
             classifier: &classifier,
             rank_map: &rank_map,
             progress,
+            home: None,
         };
-        let mut s = ingest_locked(paths, inputs, opts, &shared)?;
+        commit::recover(&opts.out)?;
+        let mut s = ingest_locked(paths, std::mem::take(&mut inputs), opts, &shared)?;
         s.stale_lock = lock.stale.clone();
         drop(lock);
         Ok(s)
@@ -114,6 +121,74 @@ pub fn ingest(paths: &[PathBuf], opts: &Options, progress: &Progress) -> Result<
     }
 }
 
+/// `ingest` of one shard (`shard`): its part of the listing, under the dataset's lock
+/// shared (other shards run at once, no whole-dataset writer does) and its folder's lock
+/// exclusive. A shard whose part is empty succeeds with nothing ingested; the dataset is
+/// never removed (other shards write into it).
+fn ingest_shard(
+    paths: &[PathBuf],
+    mut inputs: Vec<Input>,
+    shard: crate::shard::Shard,
+    opts: &Options,
+    classifier: &Arc<Classifier>,
+    rank_map: &Arc<file::RankMap>,
+    progress: &Progress,
+) -> Result<Summary> {
+    let listed = inputs.iter().filter(|i| i.skip.is_none()).count();
+    if listed == 0 {
+        return Err(nothing_to_ingest(paths, &Summary::default()));
+    }
+    inputs.retain(|i| shard.owns(&i.key));
+    let out = &opts.out;
+    let home = shard.home();
+    std::fs::create_dir_all(out).map_err(|e| IngestError::io(out, e))?;
+    let command = format!("aorta ingest --shard {shard}");
+    let whole = match lock::acquire(
+        out,
+        lock::Mode::Shared,
+        &command,
+        &mut lock::say_waiting(out),
+    )? {
+        lock::Acquired::Locked(l) => l,
+        lock::Acquired::ReadOnly(e) => return Err(IngestError::io(out, e)),
+    };
+    crate::shard::check_count(out, shard)?;
+    // Made under the dataset's lock: a fold (`shard::fold`) removes `shards/` holding it.
+    std::fs::create_dir_all(out.join(&home)).map_err(|e| IngestError::io(&out.join(&home), e))?;
+    let mine = lock::acquire_for_write(
+        &out.join(&home),
+        &command,
+        &mut lock::say_waiting(&out.join(&home)),
+    )?;
+    commit::recover_in(out, &home)?;
+    // The dataset's own manifest makes the directory a dataset, for readers and for the
+    // whole-dataset writers that fold the shards in; every shard writes the same empty one.
+    if !out.join(dataset::MANIFEST).exists() {
+        Manifest::load_one(out)?.save(out)?;
+    }
+    let shared = Shared {
+        classifier,
+        rank_map,
+        progress,
+        home: Some(&home),
+    };
+    let mut s = if inputs.iter().all(|i| i.skip.is_some()) {
+        Summary {
+            skipped_files: inputs
+                .into_iter()
+                .map(|i| (i.path, i.skip.unwrap_or_default()))
+                .collect(),
+            ..Summary::default()
+        }
+    } else {
+        ingest_locked(paths, inputs, opts, &shared)?
+    };
+    s.stale_lock = mine.stale.clone();
+    drop(mine);
+    drop(whole);
+    Ok(s)
+}
+
 /// `ingest` once the dataset is locked.
 fn ingest_locked(
     paths: &[PathBuf],
@@ -121,7 +196,6 @@ fn ingest_locked(
     opts: &Options,
     shared: &Shared,
 ) -> Result<Summary> {
-    commit::recover(&opts.out)?;
     let mut manifest = Manifest::load(&opts.out)?;
     let mut summary = Summary::default();
     let todo = plan(inputs, opts, shared, &manifest, &mut summary)?;
@@ -133,7 +207,11 @@ fn ingest_locked(
         .progress
         .total
         .store(total, std::sync::atomic::Ordering::Relaxed);
-    let staging = dataset::staging_dir(&opts.out)?;
+    let staging = dataset::staging_dir(
+        &opts
+            .out
+            .join(shared.home.unwrap_or(std::path::Path::new(""))),
+    )?;
     let results = run_jobs(&todo, opts, &staging, shared);
     let res = commit_results(
         todo,
@@ -181,6 +259,8 @@ fn plan(
                 && e.step_marker == opts.step_marker.fingerprint()
                 && e.params == params_fingerprint(&opts.params)
                 && e.parts.iter().all(|p| opts.out.join(p).exists())
+                // A shard's file, its job unchecked: an unsharded ingest reads it to decide.
+                && (shared.home.is_some() || !e.job_unchecked)
         });
         // Same size and mtime: confirm with the content hash before skipping.
         let hash = match known {
@@ -232,6 +312,8 @@ struct Shared<'a> {
     classifier: &'a Arc<Classifier>,
     rank_map: &'a Arc<file::RankMap>,
     progress: &'a Progress,
+    /// The shard's folder (relative to the dataset) when this is a shard's ingest.
+    home: Option<&'a std::path::Path>,
 }
 
 fn run_jobs(
@@ -319,7 +401,11 @@ fn commit_results(
             Err(e) => return Err(e.stopped(inputs - 1, failures - 1)),
         }
     }
-    let notes = settle_jobs(&mut ok, manifest, staging)?;
+    // A shard sees only some of a label's files: the job check is the readers' (`shard`).
+    let notes = match shared.home {
+        None => settle_jobs(&mut ok, manifest, staging)?,
+        Some(_) => BTreeMap::new(),
+    };
     for (note, _) in notes.values() {
         if !note.is_empty() && !summary.job_notes.contains(note) {
             summary.job_notes.push(note.clone());
@@ -359,6 +445,7 @@ fn commit_results(
                 p.input.label.clone()
             },
             job_note: notes.get(&p.key).map(|n| n.1.clone()),
+            job_unchecked: shared.home.is_some(),
             identity: Some(outcome.identity.clone()),
             rank: outcome.rank,
             format,
@@ -382,6 +469,15 @@ fn commit_results(
         entries.push((entry, old));
         summary.bytes += p.bytes;
         summary.ingested.push((p.input.path, outcome));
+    }
+    if let Some(home) = shared.home {
+        // A shard's commit lists its entries in its own manifest; the entries they replace
+        // may be the root's (a file ingested unsharded before), whose parts it removes.
+        let own = Manifest::load_one(&opts.out.join(home))?;
+        commit::Journal::new(staging, &own, &entries)
+            .in_home(home)
+            .commit(&opts.out)?;
+        return Ok(());
     }
     let journal = commit::Journal::new(staging, manifest, &entries);
     // A run none of whose files is left (they moved to another run) goes with its derived
