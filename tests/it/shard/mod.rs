@@ -7,6 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
+mod dask;
+
 use crate::common::cli::{aorta, code, ingest_ok, stderr, AORTA};
 use crate::common::corpus;
 
