@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 mod dask;
+mod engines;
 
 use crate::common::cli::{aorta, code, ingest_ok, stderr, AORTA};
 use crate::common::corpus;
