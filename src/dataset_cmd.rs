@@ -1,6 +1,6 @@
 //! `aorta dataset rm|relabel|merge`: the dataset locked for writing (as an ingest), then one
 //! journalled commit (`aorta_transform::dataset_edit`), or the shards' manifests folded
-//! (`aorta_ingest::shard::fold`). A damaged run can still be removed: the parts are not
+//! (`aorta_ingest::dataset::fold_shards`). A damaged run can still be removed: the parts are not
 //! verified first.
 
 use std::path::Path;
@@ -17,7 +17,7 @@ pub(crate) fn run(args: DatasetArgs) -> Result<ExitCode> {
         DatasetCommand::Merge { dataset } => {
             let _lock = locked(&dataset, "aorta dataset merge")?;
             aorta_ingest::commit::recover(&dataset)?;
-            let (shards, inputs) = aorta_ingest::shard::fold(&dataset)?;
+            let (shards, inputs) = aorta_ingest::dataset::fold_shards(&dataset)?;
             println!(
                 "folded {shards} shard manifests into {}: {inputs} input files",
                 dataset.join(aorta_ingest::dataset::MANIFEST).display()

@@ -511,6 +511,25 @@ pub fn shard_job_conflict(m: &Manifest) -> Option<String> {
     None
 }
 
+/// `aorta dataset merge`: folds the shards' manifests into the dataset's own and removes
+/// `shards/`; the number of shard manifests folded and of inputs the dataset then lists.
+/// The caller holds the dataset's lock for writing (no shard runs) and has finished any
+/// commit left (`commit::recover`). Refused, changing nothing, when a run label's files
+/// cannot be one job (`shard_job_conflict`).
+pub fn fold_shards(out: &Path) -> Result<(usize, usize)> {
+    let mut m = Manifest::load(out)?;
+    if let Some(why) = shard_job_conflict(&m) {
+        return Err(IngestError::file(out, why));
+    }
+    let (folded, inputs) = (m.folded.len(), m.inputs.len());
+    m.save(out)?;
+    let dir = out.join(crate::shard::SHARDS);
+    match std::fs::remove_dir_all(&dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(IngestError::io(&dir, e)),
+        _ => Ok((folded, inputs)),
+    }
+}
+
 /// The staging directory of this process; stale ones of dead runs are removed first.
 pub fn staging_dir(out: &Path) -> Result<PathBuf> {
     std::fs::create_dir_all(out).map_err(|e| IngestError::io(out, e))?;

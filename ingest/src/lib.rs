@@ -32,6 +32,7 @@ pub mod rank_map;
 mod rocprof;
 mod rows;
 pub mod schema;
+mod settle;
 pub mod shard;
 mod sink;
 mod source;

@@ -104,43 +104,6 @@ pub(crate) fn homes(out: &Path) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-/// Fails when the dataset holds shards of another count than `shard`'s: two partitions of
-/// one listing would each list some files the other lists too.
-pub(crate) fn check_count(out: &Path, shard: Shard) -> Result<()> {
-    let suffix = format!("-of-{}", shard.count);
-    for h in homes(out)? {
-        let name = h.file_name().map(|n| n.to_string_lossy().into_owned());
-        let Some(name) = name else { continue };
-        if !name.ends_with(&suffix) && out.join(&h).join(crate::dataset::MANIFEST).exists() {
-            return Err(IngestError::Usage(format!(
-                "--shard {shard}: {} holds shards of another count ({name}); fold them first: aorta dataset merge {}",
-                out.display(),
-                out.display()
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// `aorta dataset merge`: folds the shards' manifests into the dataset's own and removes
-/// `shards/`; the number of shard manifests folded and of inputs the dataset then lists.
-/// The caller holds the dataset's lock for writing (no shard runs) and has finished any
-/// commit left (`commit::recover`). Refused, changing nothing, when a run label's files
-/// cannot be one job (`dataset::shard_job_conflict`).
-pub fn fold(out: &Path) -> Result<(usize, usize)> {
-    let mut m = crate::dataset::Manifest::load(out)?;
-    if let Some(why) = crate::dataset::shard_job_conflict(&m) {
-        return Err(IngestError::file(out, why));
-    }
-    let (folded, inputs) = (m.folded.len(), m.inputs.len());
-    m.save(out)?;
-    let dir = out.join(SHARDS);
-    match std::fs::remove_dir_all(&dir) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(IngestError::io(&dir, e)),
-        _ => Ok((folded, inputs)),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
