@@ -443,6 +443,7 @@ Examples:
   aorta ingest rocprof/ --step-marker 'train_step (\\d+)'   # from roctx ranges (CSV, JSON, rocpd)
   aorta ingest trace.json --step-marker '^iter (\\d+)$'     # from a generic Chrome trace's ranges
   aorta ingest runs/lr3e-4/ --label lr3e-4 --param lr=3e-4 --param tp=2   # the run's config
+  aorta ingest /shared/job42 -o /shared/ds --shard 3/16   # shard 3 of 16, all 16 at once
 
 Run labels: a run is a job. A file in ROOT/a/b/ belongs to run a/b (the directory that holds
 it); a file directly in ROOT to run ROOT. Files of one directory that cannot be one job (traces
