@@ -323,7 +323,7 @@ pub struct Entry {
     pub job_note: Option<String>,
     /// Ingested by a shard (`shard`), which cannot tell whether its label's files are one
     /// job: the readers check (`shard_job_conflict`), and an ingest without `--shard` reads
-    /// the file again to decide.
+    /// the file again, to split the label, when they are not.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(crate) job_unchecked: bool,
     /// What the file says about its job, for the check against files ingested later.
@@ -480,10 +480,20 @@ impl Manifest {
 /// label's files, `shard`), so the readers do, over the labels with files a shard read
 /// (`Entry::job_unchecked`) that no unsharded ingest has split already.
 pub fn shard_job_conflict(m: &Manifest) -> Option<String> {
+    let (label, why) = unfit_shard_labels(m).into_iter().next()?;
+    Some(format!(
+        "run `{label}` was ingested in shards but its files cannot be one job: {why}; ingest that directory again without --shard into this dataset (its files are read again and the label split into runs), or give each job its own --label"
+    ))
+}
+
+/// The labels `shard_job_conflict` refuses, each with the reason: an ingest without `--shard`
+/// reads their files again (to split them), and only theirs.
+pub(crate) fn unfit_shard_labels(m: &Manifest) -> BTreeMap<String, String> {
     let mut groups: BTreeMap<&str, Vec<&Entry>> = BTreeMap::new();
     for e in &m.inputs {
         groups.entry(e.base()).or_default().push(e);
     }
+    let mut unfit = BTreeMap::new();
     for (label, entries) in groups {
         let unchecked = entries.iter().any(|e| e.job_unchecked);
         if !unchecked || entries.iter().any(|e| !e.base_label.is_empty()) {
@@ -503,12 +513,10 @@ pub fn shard_job_conflict(m: &Manifest) -> Option<String> {
             .map(|(path, id)| crate::job::Member { path, id })
             .collect();
         if let Some(why) = crate::job::decide(&members).reason {
-            return Some(format!(
-                "run `{label}` was ingested in shards but its files cannot be one job: {why}; ingest that directory again without --shard into this dataset (its files are read again and the label split into runs), or give each job its own --label"
-            ));
+            unfit.insert(label.to_string(), why);
         }
     }
-    None
+    unfit
 }
 
 /// `aorta dataset merge`: folds the shards' manifests into the dataset's own and removes

@@ -165,6 +165,7 @@ fn plan(
     summary: &mut Summary,
 ) -> Result<Vec<Planned>> {
     let mut todo = Vec::new();
+    let unfit = dataset::unfit_shard_labels(manifest);
     for input in inputs {
         if let Some(why) = input.skip {
             summary.skipped_files.push((input.path, why));
@@ -185,8 +186,9 @@ fn plan(
                 && e.step_marker == opts.step_marker.fingerprint()
                 && e.params == params_fingerprint(&opts.params)
                 && e.parts.iter().all(|p| opts.out.join(p).exists())
-                // A shard's file, its job unchecked: an unsharded ingest reads it to decide.
-                && (shared.home.is_some() || !e.job_unchecked)
+                // A shard's file of a label that is not one job: an unsharded ingest reads it
+                // again, to split the label.
+                && (shared.home.is_some() || !e.job_unchecked || !unfit.contains_key(e.base()))
         });
         // Same size and mtime: confirm with the content hash before skipping.
         let hash = match known {

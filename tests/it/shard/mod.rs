@@ -174,6 +174,18 @@ fn shards_run_at_once_give_the_unsharded_dataset_for_1_2_and_7() {
             wait_ok(c, "re-run");
         }
         assert_eq!(shard_sources(&ds, n), per);
+        if n == 2 {
+            // An unsharded ingest finds every shard's file unchanged (one job per label): it
+            // reads none again.
+            let o = crate::common::cli::ingest(&refs, &ds, &[]);
+            assert_eq!(code(&o), 0, "{}", stderr(&o));
+            assert!(
+                stderr(&o).contains("ingested 0 of 26 files") && !ds.join("shards").exists(),
+                "{}",
+                stderr(&o)
+            );
+            assert_eq!(entries(&ds), want);
+        }
         // Folded into one manifest: the same dataset, no shards left.
         let o = aorta(&["dataset".as_ref(), "merge".as_ref(), ds.as_os_str()]);
         assert_eq!(code(&o), 0, "{}", stderr(&o));
