@@ -261,4 +261,58 @@ mod tests {
         assert_eq!(Manifest::load(out).unwrap().inputs, [new]);
         assert!(!recover(out).unwrap(), "nothing left to do");
     }
+
+    /// A shard's commit killed among its renames: its journal, staging directory and manifest
+    /// are in its folder; `recover` (a whole-dataset writer) finishes it there, the dataset's
+    /// own manifest untouched, and readers see the entry merged in.
+    #[test]
+    fn a_shards_commit_killed_among_its_renames_is_finished_in_its_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path();
+        let home = Path::new("shards/1-of-2");
+        let mut root = Manifest::load(out).unwrap();
+        root.inputs
+            .push(entry("other", &["t/run=l/rank=0/part-0.parquet"]));
+        root.save(out).unwrap();
+        let root_text = std::fs::read(out.join("manifest.json")).unwrap();
+        let staging = out.join(home).join(".staging-7");
+        let new = entry(
+            "mine",
+            &[
+                "t/run=l/rank=1/part-1.parquet",
+                "u/run=l/rank=1/part-1.parquet",
+            ],
+        );
+        for p in &new.parts {
+            std::fs::create_dir_all(staging.join(p).parent().unwrap()).unwrap();
+            std::fs::write(staging.join(p), "new").unwrap();
+        }
+        let own = Manifest::load_one(&out.join(home)).unwrap();
+        let j = Journal::new(&staging, &own, &[(new.clone(), None)]).in_home(home);
+        std::fs::write(
+            out.join(home).join(JOURNAL),
+            serde_json::to_vec(&j).unwrap(),
+        )
+        .unwrap();
+        std::fs::create_dir_all(out.join(&new.parts[0]).parent().unwrap()).unwrap();
+        std::fs::rename(staging.join(&new.parts[0]), out.join(&new.parts[0])).unwrap();
+        assert!(pending(out), "a shard's journal stops readers too");
+        assert!(recover(out).unwrap());
+        assert!(!pending(out) && !staging.exists());
+        for p in &new.parts {
+            assert_eq!(std::fs::read_to_string(out.join(p)).unwrap(), "new");
+        }
+        assert_eq!(std::fs::read(out.join("manifest.json")).unwrap(), root_text);
+        assert_eq!(
+            Manifest::load_one(&out.join(home)).unwrap().inputs,
+            std::slice::from_ref(&new)
+        );
+        let merged: Vec<String> = Manifest::load(out)
+            .unwrap()
+            .inputs
+            .iter()
+            .map(|e| e.source.clone())
+            .collect();
+        assert_eq!(merged, ["mine", "other"]);
+    }
 }
