@@ -443,6 +443,7 @@ Examples:
   aorta ingest rocprof/ --step-marker 'train_step (\\d+)'   # from roctx ranges (CSV, JSON, rocpd)
   aorta ingest trace.json --step-marker '^iter (\\d+)$'     # from a generic Chrome trace's ranges
   aorta ingest runs/lr3e-4/ --label lr3e-4 --param lr=3e-4 --param tp=2   # the run's config
+  aorta ingest /shared/job42 -o /shared/ds --shard 3/16   # shard 3 of 16, all 16 at once
 
 Run labels: a run is a job. A file in ROOT/a/b/ belongs to run a/b (the directory that holds
 it); a file directly in ROOT to run ROOT. Files of one directory that cannot be one job (traces
@@ -501,6 +502,12 @@ pub(crate) struct IngestArgs {
     /// Worker threads (default: one per core).
     #[arg(short, long)]
     pub jobs: Option<usize>,
+    /// Ingest only shard I of N (0 <= I < N) of the inputs found, so N processes (a Slurm
+    /// array, an indexed Job, Dask workers) ingest one listing into one dataset at once;
+    /// each input falls to one shard by its run label and its path under the root.
+    /// Readers merge the shards; docs/SCALE.md.
+    #[arg(long, value_name = "I/N", value_parser = aorta_ingest::Shard::parse)]
+    pub shard: Option<aorta_ingest::Shard>,
     /// Keep ingesting the other files when one is broken; list failures at the end.
     #[arg(long)]
     pub keep_going: bool,

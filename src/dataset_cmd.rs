@@ -1,6 +1,7 @@
-//! `aorta dataset rm|relabel`: the dataset locked for writing (as an ingest), then one
-//! journalled commit (`aorta_transform::dataset_edit`). A damaged run can still be removed:
-//! the parts are not verified first.
+//! `aorta dataset rm|relabel|merge`: the dataset locked for writing (as an ingest), then one
+//! journalled commit (`aorta_transform::dataset_edit`), or the shards' manifests folded
+//! (`aorta_ingest::dataset::fold_shards`). A damaged run can still be removed: the parts are not
+//! verified first.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -13,6 +14,15 @@ use crate::toolbox_cli::{DatasetArgs, DatasetCommand};
 
 pub(crate) fn run(args: DatasetArgs) -> Result<ExitCode> {
     match args.command {
+        DatasetCommand::Merge { dataset } => {
+            let _lock = locked(&dataset, "aorta dataset merge")?;
+            aorta_ingest::commit::recover(&dataset)?;
+            let (shards, inputs) = aorta_ingest::dataset::fold_shards(&dataset)?;
+            println!(
+                "folded {shards} shard manifests into {}: {inputs} input files",
+                dataset.join(aorta_ingest::dataset::MANIFEST).display()
+            );
+        }
         DatasetCommand::Rm { run, dataset } => {
             let _lock = locked(&dataset, "aorta dataset rm")?;
             let e = dataset_edit::remove(&dataset, &run)?;

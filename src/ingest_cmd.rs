@@ -21,6 +21,7 @@ pub(crate) fn run(a: IngestArgs) -> anyhow::Result<ExitCode> {
         rank_map: a.rank_map,
         step_marker: a.step_marker.unwrap_or_default(),
         params: a.params,
+        shard: a.shard,
     };
     let progress = Progress::default();
     let bar = (!a.quiet && std::io::stderr().is_terminal()).then(|| spawn_bar(&progress));

@@ -98,8 +98,9 @@ pub(crate) const DATASET_EXAMPLES: &str = "\
 Examples:
   aorta dataset rm cuda/old_try                # remove a run of ./aorta-data
   aorta dataset relabel cuda baseline ds       # rename run `cuda` of ds/ to `baseline`
+  aorta dataset merge ds                       # fold the shards' manifests into ds/manifest.json
 
-Both are one journalled commit under the dataset's lock (as an ingest): a process killed half
+rm and relabel are one journalled commit under the dataset's lock (as an ingest): a process killed half
 way leaves a commit the next writer finishes. The run's derived tables (overlap, collectives,
 perf) move or go with it. A relabelled run stays relabelled when the same unchanged files are
 ingested again.";
@@ -120,6 +121,13 @@ pub(crate) enum DatasetCommand {
         old: String,
         /// Its new label.
         new: String,
+        /// Dataset directory.
+        #[arg(default_value = "aorta-data")]
+        dataset: PathBuf,
+    },
+    /// Fold the manifests of `aorta ingest --shard` into the dataset's own (readers merge them
+    /// anyway; this leaves one file, and checks every run label is one job).
+    Merge {
         /// Dataset directory.
         #[arg(default_value = "aorta-data")]
         dataset: PathBuf,

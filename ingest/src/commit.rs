@@ -30,6 +30,14 @@ pub struct Journal {
     pub removes: Vec<PathBuf>,
     /// The manifest after the commit.
     pub manifest: Manifest,
+    /// Where the journal, the staging directory and the manifest are, relative to the
+    /// dataset: empty for the dataset's own, `shards/<I>-of-<N>` for a shard's (`shard`).
+    #[serde(default, skip_serializing_if = "crate::commit::is_root")]
+    pub home: PathBuf,
+}
+
+fn is_root(p: &Path) -> bool {
+    p.as_os_str().is_empty()
 }
 
 impl Journal {
@@ -52,7 +60,15 @@ impl Journal {
                 .cloned()
                 .collect(),
             manifest: m,
+            home: PathBuf::new(),
         }
+    }
+
+    /// The journal of a shard's commit: kept, with its manifest, in the shard's folder
+    /// `home` (relative to the dataset), where its staging directory is too.
+    pub(crate) fn in_home(mut self, home: &Path) -> Journal {
+        self.home = home.to_path_buf();
+        self
     }
 
     /// The journal also removing every derived table part (`schema::DERIVED_TABLES`) of the
@@ -68,14 +84,15 @@ impl Journal {
     /// Writes the journal, then applies it. A failure before the journal is written leaves
     /// the dataset as it was; one after, a journal that `recover` finishes.
     pub fn commit(self, out: &Path) -> Result<Manifest> {
-        let path = out.join(JOURNAL);
+        let path = out.join(&self.home).join(JOURNAL);
         let text = serde_json::to_vec(&self).expect("journal serializes");
         crate::atomic::write_bytes(&path, &text).map_err(|e| IngestError::io(&path, e))?;
         self.apply(out)
     }
 
     fn apply(mut self, out: &Path) -> Result<Manifest> {
-        let staging = out.join(&self.staging);
+        let home = out.join(&self.home);
+        let staging = home.join(&self.staging);
         for rel in &self.moves {
             let (from, to) = (staging.join(rel), out.join(rel));
             if !from.exists() && to.exists() {
@@ -95,8 +112,8 @@ impl Journal {
                 _ => prune_empty(out, p.parent()),
             }
         }
-        self.manifest.save(out)?;
-        let path = out.join(JOURNAL);
+        self.manifest.save(&home)?;
+        let path = home.join(JOURNAL);
         std::fs::remove_file(&path).map_err(|e| IngestError::io(&path, e))?;
         Ok(self.manifest)
     }
@@ -142,25 +159,42 @@ pub fn vanished_runs(before: &Manifest, after: &Manifest) -> Vec<String> {
     gone
 }
 
-/// Finishes a commit a killed process left (its journal); true when there was one. Call it
-/// holding the dataset's lock for writing, before reading the manifest.
+/// Finishes the commits killed processes left (their journals): the dataset's own and its
+/// shards'; true when there was one. Call it holding the dataset's lock for writing, before
+/// reading the manifest.
 pub fn recover(out: &Path) -> Result<bool> {
-    let path = out.join(JOURNAL);
+    let mut any = recover_in(out, Path::new(""))?;
+    for h in crate::shard::homes(out)? {
+        any |= recover_in(out, &h)?;
+    }
+    Ok(any)
+}
+
+/// Finishes the commit whose journal is in `home` (relative to `out`: empty for the
+/// dataset's own, a shard's folder); true when there was one. The caller holds the lock that
+/// covers `home`.
+pub(crate) fn recover_in(out: &Path, home: &Path) -> Result<bool> {
+    let path = out.join(home).join(JOURNAL);
     let bytes = match std::fs::read(&path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
         other => other.map_err(|e| IngestError::io(&path, e))?,
     };
-    let j: Journal = serde_json::from_slice(&bytes)
+    let mut j: Journal = serde_json::from_slice(&bytes)
         .map_err(|e| IngestError::file(&path, format!("not a commit journal: {e}")))?;
-    let staging = out.join(&j.staging);
+    j.home = home.to_path_buf();
+    let staging = out.join(home).join(&j.staging);
     j.apply(out)?;
     let _ = std::fs::remove_dir_all(staging);
     Ok(true)
 }
 
-/// Whether a commit was left unfinished (readers stop on it).
+/// Whether a commit was left unfinished, the dataset's own or a shard's (readers stop on it).
 pub fn pending(out: &Path) -> bool {
     out.join(JOURNAL).exists()
+        || crate::shard::homes(out)
+            .unwrap_or_default()
+            .iter()
+            .any(|h| out.join(h).join(JOURNAL).exists())
 }
 
 /// Removes `dir` and its parents up to `out` while they are empty.
@@ -226,5 +260,59 @@ mod tests {
         assert!(!out.join("t/run=l/rank=0/part-old.parquet").exists());
         assert_eq!(Manifest::load(out).unwrap().inputs, [new]);
         assert!(!recover(out).unwrap(), "nothing left to do");
+    }
+
+    /// A shard's commit killed among its renames: its journal, staging directory and manifest
+    /// are in its folder; `recover` (a whole-dataset writer) finishes it there, the dataset's
+    /// own manifest untouched, and readers see the entry merged in.
+    #[test]
+    fn a_shards_commit_killed_among_its_renames_is_finished_in_its_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path();
+        let home = Path::new("shards/1-of-2");
+        let mut root = Manifest::load(out).unwrap();
+        root.inputs
+            .push(entry("other", &["t/run=l/rank=0/part-0.parquet"]));
+        root.save(out).unwrap();
+        let root_text = std::fs::read(out.join("manifest.json")).unwrap();
+        let staging = out.join(home).join(".staging-7");
+        let new = entry(
+            "mine",
+            &[
+                "t/run=l/rank=1/part-1.parquet",
+                "u/run=l/rank=1/part-1.parquet",
+            ],
+        );
+        for p in &new.parts {
+            std::fs::create_dir_all(staging.join(p).parent().unwrap()).unwrap();
+            std::fs::write(staging.join(p), "new").unwrap();
+        }
+        let own = Manifest::load_one(&out.join(home)).unwrap();
+        let j = Journal::new(&staging, &own, &[(new.clone(), None)]).in_home(home);
+        std::fs::write(
+            out.join(home).join(JOURNAL),
+            serde_json::to_vec(&j).unwrap(),
+        )
+        .unwrap();
+        std::fs::create_dir_all(out.join(&new.parts[0]).parent().unwrap()).unwrap();
+        std::fs::rename(staging.join(&new.parts[0]), out.join(&new.parts[0])).unwrap();
+        assert!(pending(out), "a shard's journal stops readers too");
+        assert!(recover(out).unwrap());
+        assert!(!pending(out) && !staging.exists());
+        for p in &new.parts {
+            assert_eq!(std::fs::read_to_string(out.join(p)).unwrap(), "new");
+        }
+        assert_eq!(std::fs::read(out.join("manifest.json")).unwrap(), root_text);
+        assert_eq!(
+            Manifest::load_one(&out.join(home)).unwrap().inputs,
+            std::slice::from_ref(&new)
+        );
+        let merged: Vec<String> = Manifest::load(out)
+            .unwrap()
+            .inputs
+            .iter()
+            .map(|e| e.source.clone())
+            .collect();
+        assert_eq!(merged, ["mine", "other"]);
     }
 }

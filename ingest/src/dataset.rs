@@ -29,6 +29,9 @@ pub(crate) struct Input {
     pub siblings: Vec<PathBuf>,
     /// Not ingested, and why (a CSV that is not a trace).
     pub skip: Option<String>,
+    /// The partition key of `--shard` (`shard`): the run label and the path under the root
+    /// the file was found from, the same on every machine that sees the same listing.
+    pub key: String,
 }
 
 const TRACE_SUFFIXES: &[&str] = &[
@@ -76,7 +79,9 @@ pub(crate) fn discover(roots: &[PathBuf], label: Option<&str>, skip: &Path) -> R
             let l = label
                 .map(str::to_string)
                 .unwrap_or_else(|| dir_name(root.parent()));
+            let name = root.file_name().unwrap_or_default().to_string_lossy();
             out.push(Input {
+                key: format!("{l}\n{name}"),
                 path: root.clone(),
                 label: l,
                 explicit: true,
@@ -89,6 +94,7 @@ pub(crate) fn discover(roots: &[PathBuf], label: Option<&str>, skip: &Path) -> R
         walk(root, skip, &mut found)?;
         found.passed.sort_by(|a, b| a.0.cmp(&b.0));
         out.extend(found.passed.into_iter().map(|(path, why)| Input {
+            key: rel_key("", root, &path),
             path,
             label: String::new(),
             explicit: false,
@@ -106,6 +112,7 @@ pub(crate) fn discover(roots: &[PathBuf], label: Option<&str>, skip: &Path) -> R
             };
             let skip = crate::detect::unreadable(&f).map(str::to_string);
             out.push(Input {
+                key: rel_key(&l, root, &f),
                 path: f,
                 label: l,
                 explicit: false,
@@ -119,6 +126,12 @@ pub(crate) fn discover(roots: &[PathBuf], label: Option<&str>, skip: &Path) -> R
     let mut seen = std::collections::HashSet::new();
     out.retain(|i| seen.insert(std::fs::canonicalize(&i.path).unwrap_or_else(|_| i.path.clone())));
     group_csv(out)
+}
+
+/// The `--shard` key of `path`, found under `root`: its label and its path under the root.
+fn rel_key(label: &str, root: &Path, path: &Path) -> String {
+    let rel = path.strip_prefix(root).unwrap_or(path);
+    format!("{label}\n{}", rel.to_string_lossy())
 }
 
 /// Replaces the rocprofv3 CSV inputs by their jobs (see `rocprof::csv::group`).
@@ -308,6 +321,11 @@ pub struct Entry {
     /// Why `base_label` was split (`job::decide`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job_note: Option<String>,
+    /// Ingested by a shard (`shard`), which cannot tell whether its label's files are one
+    /// job: the readers check (`shard_job_conflict`), and an ingest without `--shard` reads
+    /// the file again, to split the label, when they are not.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) job_unchecked: bool,
     /// What the file says about its job, for the check against files ingested later.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) identity: Option<crate::job::Identity>,
@@ -364,17 +382,49 @@ pub struct Manifest {
     pub(crate) aorta_version: String,
     /// The ingested files, sorted by `source`.
     pub inputs: Vec<Entry>,
+    /// The shard folders (`shard::homes`) whose manifests `load` merged in: `save` into the
+    /// dataset's root folds them (their manifests are removed once `manifest.json` lists their
+    /// entries). Never written into `manifest.json`; a commit journal keeps it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) folded: Vec<PathBuf>,
 }
 
 impl Manifest {
-    /// Reads `out`'s manifest; an empty one when there is none yet. A manifest of another schema
-    /// version is an error (a dataset is never mixed).
+    /// Reads `out`'s manifest, merged with the manifests of its shards (`shard`): an entry a
+    /// shard lists replaces the root's entry of the same source (a shard's manifest is newer
+    /// than the root's last fold). An empty one when there is none yet. A manifest of another
+    /// schema version is an error (a dataset is never mixed).
     pub fn load(out: &Path) -> Result<Manifest> {
-        let p = out.join(MANIFEST);
+        let mut m = Manifest::load_one(out)?;
+        let homes = crate::shard::homes(out)?;
+        if homes.is_empty() {
+            return Ok(m);
+        }
+        let mut by_source: BTreeMap<String, Entry> = std::mem::take(&mut m.inputs)
+            .into_iter()
+            .map(|e| (e.source.clone(), e))
+            .collect();
+        for h in homes {
+            if !out.join(&h).join(MANIFEST).exists() {
+                continue;
+            }
+            for e in Manifest::load_one(&out.join(&h))?.inputs {
+                by_source.insert(e.source.clone(), e);
+            }
+            m.folded.push(h);
+        }
+        m.inputs = by_source.into_values().collect();
+        Ok(m)
+    }
+
+    /// Reads the one manifest in `dir` (the dataset's root or a shard's folder).
+    pub(crate) fn load_one(dir: &Path) -> Result<Manifest> {
+        let p = dir.join(MANIFEST);
         let empty = Manifest {
             schema_version: SCHEMA_VERSION,
             aorta_version: env!("CARGO_PKG_VERSION").into(),
             inputs: vec![],
+            folded: vec![],
         };
         match std::fs::read(&p) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(empty),
@@ -397,17 +447,94 @@ impl Manifest {
         self.inputs.iter().find(|e| e.source == source)
     }
 
-    /// Writes the manifest by temp file and rename.
-    pub fn save(&mut self, out: &Path) -> Result<()> {
+    /// Writes the manifest into `dir` by temp file and rename; then removes the shard
+    /// manifests it folded (`load`), whose entries it now lists.
+    pub fn save(&mut self, dir: &Path) -> Result<()> {
         self.inputs.sort_by(|a, b| a.source.cmp(&b.source));
         self.aorta_version = env!("CARGO_PKG_VERSION").into();
-        let p = out.join(MANIFEST);
+        let folded = std::mem::take(&mut self.folded);
+        let p = dir.join(MANIFEST);
         let text = serde_json::to_vec_pretty(self).expect("manifest serializes");
         // A run that changed nothing leaves the file (and its mtime) alone.
-        if std::fs::read(&p).is_ok_and(|old| old == text) {
-            return Ok(());
+        if !std::fs::read(&p).is_ok_and(|old| old == text) {
+            crate::atomic::write_bytes(&p, &text).map_err(|e| IngestError::io(&p, e))?;
         }
-        crate::atomic::write_bytes(&p, &text).map_err(|e| IngestError::io(&p, e))
+        for h in folded {
+            let m = dir.join(&h).join(MANIFEST);
+            match std::fs::remove_file(&m) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(IngestError::io(&m, e))
+                }
+                _ => {
+                    let _ = std::fs::remove_dir(dir.join(&h));
+                }
+            }
+        }
+        let _ = std::fs::remove_dir(dir.join(crate::shard::SHARDS));
+        Ok(())
+    }
+}
+
+/// Why a dataset ingested in shards is not fit to read, if it is not: a run label whose
+/// files cannot be one job (`job::decide`). Shards cannot check that (each reads some of a
+/// label's files, `shard`), so the readers do, over the labels with files a shard read
+/// (`Entry::job_unchecked`) that no unsharded ingest has split already.
+pub fn shard_job_conflict(m: &Manifest) -> Option<String> {
+    let (label, why) = unfit_shard_labels(m).into_iter().next()?;
+    Some(format!(
+        "run `{label}` was ingested in shards but its files cannot be one job: {why}; ingest that directory again without --shard into this dataset (its files are read again and the label split into runs), or give each job its own --label"
+    ))
+}
+
+/// The labels `shard_job_conflict` refuses, each with the reason: an ingest without `--shard`
+/// reads their files again (to split them), and only theirs.
+pub(crate) fn unfit_shard_labels(m: &Manifest) -> BTreeMap<String, String> {
+    let mut groups: BTreeMap<&str, Vec<&Entry>> = BTreeMap::new();
+    for e in &m.inputs {
+        groups.entry(e.base()).or_default().push(e);
+    }
+    let mut unfit = BTreeMap::new();
+    for (label, entries) in groups {
+        let unchecked = entries.iter().any(|e| e.job_unchecked);
+        if !unchecked || entries.iter().any(|e| !e.base_label.is_empty()) {
+            continue;
+        }
+        let Some(ids) = entries
+            .iter()
+            .map(|e| e.identity.as_ref())
+            .collect::<Option<Vec<_>>>()
+        else {
+            continue;
+        };
+        let paths: Vec<PathBuf> = entries.iter().map(|e| PathBuf::from(&e.source)).collect();
+        let members: Vec<crate::job::Member> = paths
+            .iter()
+            .zip(ids)
+            .map(|(path, id)| crate::job::Member { path, id })
+            .collect();
+        if let Some(why) = crate::job::decide(&members).reason {
+            unfit.insert(label.to_string(), why);
+        }
+    }
+    unfit
+}
+
+/// `aorta dataset merge`: folds the shards' manifests into the dataset's own and removes
+/// `shards/`; the number of shard manifests folded and of inputs the dataset then lists.
+/// The caller holds the dataset's lock for writing (no shard runs) and has finished any
+/// commit left (`commit::recover`). Refused, changing nothing, when a run label's files
+/// cannot be one job (`shard_job_conflict`).
+pub fn fold_shards(out: &Path) -> Result<(usize, usize)> {
+    let mut m = Manifest::load(out)?;
+    if let Some(why) = shard_job_conflict(&m) {
+        return Err(IngestError::file(out, why));
+    }
+    let (folded, inputs) = (m.folded.len(), m.inputs.len());
+    m.save(out)?;
+    let dir = out.join(crate::shard::SHARDS);
+    match std::fs::remove_dir_all(&dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(IngestError::io(&dir, e)),
+        _ => Ok((folded, inputs)),
     }
 }
 

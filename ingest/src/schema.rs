@@ -563,7 +563,9 @@ pub fn markdown() -> String {
          Layout: `<out>/<table>/run=<label>/rank=<r>/part-<hash>.parquet`, one part per input \
          file and table, zstd-compressed, string columns dictionary-encoded. `<out>/manifest.json` \
          records the schema version and every input (path, hash, label, rank, parts and each part's \
-         size and content hash, its findings per diagnostic code). The label \
+         size and content hash, its findings per diagnostic code); an ingest in shards (`--shard I/N`) \
+         keeps each shard's entries in `<out>/shards/<I>-of-<N>/manifest.json`, which readers \
+         merge (docs/SCALE.md). The label \
          is percent-encoded in the path as Hive writes partition values (`a/b` is `run=a%2Fb`; \
          ASCII punctuation and blanks only, other characters stay UTF-8, as Spark reads them): \
          any label is one directory, and readers decode it back into the `run` column.\n\n\

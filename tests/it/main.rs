@@ -32,6 +32,7 @@ mod report_pages;
 mod rocprof_corpus;
 mod run_cli;
 mod schema;
+mod shard;
 mod step_marker;
 mod sweep;
 mod toolbox;

@@ -35,6 +35,15 @@ pub enum DatasetError {
         /// What is wrong with it, and what to run to repair it where that is known.
         msg: String,
     },
+    /// A dataset ingested in shards (`aorta ingest --shard`) holds a run label whose files
+    /// cannot be one job, which only the whole listing shows.
+    #[error("{path}: {msg}")]
+    NotOneJob {
+        /// The dataset's root.
+        path: PathBuf,
+        /// Which label, why, and what to do.
+        msg: String,
+    },
     /// A table name that is not in `aorta_ingest::schema`. Holds the name.
     #[error("unknown table `{0}`")]
     UnknownTable(String),
@@ -141,13 +150,22 @@ pub fn check(root: &Path) -> Result<(), DatasetError> {
         Some(found) => return Err(DatasetError::OldSchema { path, found }),
         None => return Err(DatasetError::NotADataset(root.to_path_buf())),
     }
-    let manifest: aorta_ingest::dataset::Manifest =
-        serde_json::from_slice(&bytes).map_err(|e| DatasetError::Damaged {
+    serde_json::from_slice::<aorta_ingest::dataset::Manifest>(&bytes).map_err(|e| {
+        DatasetError::Damaged {
             path: path.clone(),
             msg: format!("not an aorta manifest: {e}"),
-        })?;
+        }
+    })?;
     if aorta_ingest::commit::pending(root) {
         return Err(DatasetError::Unfinished(root.to_path_buf()));
+    }
+    // The shards' manifests merged in (`aorta ingest --shard`).
+    let manifest = aorta_ingest::dataset::Manifest::load(root)?;
+    if let Some(msg) = aorta_ingest::dataset::shard_job_conflict(&manifest) {
+        return Err(DatasetError::NotOneJob {
+            path: root.to_path_buf(),
+            msg,
+        });
     }
     if manifest.inputs.is_empty() {
         return Err(DatasetError::Empty(root.to_path_buf()));

@@ -123,6 +123,7 @@ pub fn remove(root: &Path, run: &str) -> Result<Edited, EditError> {
         moves: vec![],
         removes: parts.into_iter().chain(derived).collect(),
         manifest: m,
+        home: PathBuf::new(),
     };
     journal.commit(root)?;
     let _ = std::fs::remove_dir_all(&staging);
@@ -181,6 +182,7 @@ pub fn relabel(root: &Path, old: &str, new: &str) -> Result<Edited, EditError> {
         moves,
         removes,
         manifest: m,
+        home: PathBuf::new(),
     };
     journal.commit(root)?;
     let _ = std::fs::remove_dir_all(&staging);

@@ -12,7 +12,10 @@ use crate::classify::Classifier;
 use crate::dataset::{self, Entry, Format, Input, Manifest};
 use crate::error::{IngestError, Result};
 use crate::file::{self, FileJob, FileOutcome};
+use crate::settle::Planned;
 pub use crate::summary::Summary;
+
+mod sharded;
 use crate::{chrome, commit, detect, jsonl, kineto, lock, nsys, rocprof};
 
 /// How `aorta ingest` was asked to run.
@@ -42,6 +45,8 @@ pub struct Options {
     /// `--param KEY=VALUE`: the run's parameters, stored in every file's `runs.params` (a
     /// top-level key each, beside what the trace itself says; the command line wins).
     pub params: Vec<(String, String)>,
+    /// `--shard I/N`: ingest only this shard's part of the listing (`shard`).
+    pub shard: Option<crate::shard::Shard>,
 }
 
 /// The `--param` pairs as one string (sorted, "" without any): a file ingested with other
@@ -61,15 +66,6 @@ pub struct Progress {
     pub total: Arc<AtomicU64>,
 }
 
-struct Planned {
-    input: Input,
-    key: String,
-    /// Known only for files that looked unchanged (same size and mtime) and were hashed.
-    hash: Option<String>,
-    bytes: u64,
-    mtime_ns: i64,
-}
-
 /// Ingests `paths` into `opts.out`. Fails on the first broken file unless `keep_going`, in
 /// which case the broken files are listed in the summary and the rest land. The dataset is
 /// locked (`lock`) from the manifest's first read to its last write; a dataset that did not
@@ -85,7 +81,10 @@ pub fn ingest(paths: &[PathBuf], opts: &Options, progress: &Progress) -> Result<
         Some(p) => file::RankMap::load(p)?,
         None => file::RankMap::default(),
     });
-    let inputs = dataset::discover(paths, opts.label.as_deref(), &opts.out)?;
+    let mut inputs = dataset::discover(paths, opts.label.as_deref(), &opts.out)?;
+    if let Some(shard) = opts.shard {
+        return sharded::ingest(paths, inputs, shard, opts, &classifier, &rank_map, progress);
+    }
     let existed = opts.out.exists();
     std::fs::create_dir_all(&opts.out).map_err(|e| IngestError::io(&opts.out, e))?;
     let lock =
@@ -95,8 +94,10 @@ pub fn ingest(paths: &[PathBuf], opts: &Options, progress: &Progress) -> Result<
             classifier: &classifier,
             rank_map: &rank_map,
             progress,
+            home: None,
         };
-        let mut s = ingest_locked(paths, inputs, opts, &shared)?;
+        commit::recover(&opts.out)?;
+        let mut s = ingest_locked(paths, std::mem::take(&mut inputs), opts, &shared)?;
         s.stale_lock = lock.stale.clone();
         drop(lock);
         Ok(s)
@@ -115,13 +116,12 @@ pub fn ingest(paths: &[PathBuf], opts: &Options, progress: &Progress) -> Result<
 }
 
 /// `ingest` once the dataset is locked.
-fn ingest_locked(
+pub(crate) fn ingest_locked(
     paths: &[PathBuf],
     inputs: Vec<Input>,
     opts: &Options,
     shared: &Shared,
 ) -> Result<Summary> {
-    commit::recover(&opts.out)?;
     let mut manifest = Manifest::load(&opts.out)?;
     let mut summary = Summary::default();
     let todo = plan(inputs, opts, shared, &manifest, &mut summary)?;
@@ -133,7 +133,11 @@ fn ingest_locked(
         .progress
         .total
         .store(total, std::sync::atomic::Ordering::Relaxed);
-    let staging = dataset::staging_dir(&opts.out)?;
+    let staging = dataset::staging_dir(
+        &opts
+            .out
+            .join(shared.home.unwrap_or(std::path::Path::new(""))),
+    )?;
     let results = run_jobs(&todo, opts, &staging, shared);
     let res = commit_results(
         todo,
@@ -161,6 +165,7 @@ fn plan(
     summary: &mut Summary,
 ) -> Result<Vec<Planned>> {
     let mut todo = Vec::new();
+    let unfit = dataset::unfit_shard_labels(manifest);
     for input in inputs {
         if let Some(why) = input.skip {
             summary.skipped_files.push((input.path, why));
@@ -181,6 +186,9 @@ fn plan(
                 && e.step_marker == opts.step_marker.fingerprint()
                 && e.params == params_fingerprint(&opts.params)
                 && e.parts.iter().all(|p| opts.out.join(p).exists())
+                // A shard's file of a label that is not one job: an unsharded ingest reads it
+                // again, to split the label.
+                && (shared.home.is_some() || !e.job_unchecked || !unfit.contains_key(e.base()))
         });
         // Same size and mtime: confirm with the content hash before skipping.
         let hash = match known {
@@ -207,7 +215,7 @@ fn plan(
 }
 
 /// The error of an ingest that found no trace to read: what it found instead.
-fn nothing_to_ingest(paths: &[PathBuf], summary: &Summary) -> IngestError {
+pub(crate) fn nothing_to_ingest(paths: &[PathBuf], summary: &Summary) -> IngestError {
     let roots: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
     let mut seen: Vec<String> = summary
         .skipped_files
@@ -228,10 +236,12 @@ fn nothing_to_ingest(paths: &[PathBuf], summary: &Summary) -> IngestError {
 }
 
 /// What every job of one ingest shares.
-struct Shared<'a> {
-    classifier: &'a Arc<Classifier>,
-    rank_map: &'a Arc<file::RankMap>,
-    progress: &'a Progress,
+pub(crate) struct Shared<'a> {
+    pub classifier: &'a Arc<Classifier>,
+    pub rank_map: &'a Arc<file::RankMap>,
+    pub progress: &'a Progress,
+    /// The shard's folder (relative to the dataset) when this is a shard's ingest.
+    pub home: Option<&'a std::path::Path>,
 }
 
 fn run_jobs(
@@ -319,7 +329,11 @@ fn commit_results(
             Err(e) => return Err(e.stopped(inputs - 1, failures - 1)),
         }
     }
-    let notes = settle_jobs(&mut ok, manifest, staging)?;
+    // A shard sees only some of a label's files: the job check is the readers' (`shard`).
+    let notes = match shared.home {
+        None => crate::settle::settle_jobs(&mut ok, manifest, staging)?,
+        Some(_) => BTreeMap::new(),
+    };
     for (note, _) in notes.values() {
         if !note.is_empty() && !summary.job_notes.contains(note) {
             summary.job_notes.push(note.clone());
@@ -359,6 +373,7 @@ fn commit_results(
                 p.input.label.clone()
             },
             job_note: notes.get(&p.key).map(|n| n.1.clone()),
+            job_unchecked: shared.home.is_some(),
             identity: Some(outcome.identity.clone()),
             rank: outcome.rank,
             format,
@@ -383,6 +398,15 @@ fn commit_results(
         summary.bytes += p.bytes;
         summary.ingested.push((p.input.path, outcome));
     }
+    if let Some(home) = shared.home {
+        // A shard's commit lists its entries in its own manifest; the entries they replace
+        // may be the root's (a file ingested unsharded before), whose parts it removes.
+        let own = Manifest::load_one(&opts.out.join(home))?;
+        commit::Journal::new(staging, &own, &entries)
+            .in_home(home)
+            .commit(&opts.out)?;
+        return Ok(());
+    }
     let journal = commit::Journal::new(staging, manifest, &entries);
     // A run none of whose files is left (they moved to another run) goes with its derived
     // tables, in the same commit.
@@ -391,161 +415,6 @@ fn commit_results(
         .dropping_derived(&opts.out, &gone)?
         .commit(&opts.out)?;
     Ok(())
-}
-
-/// Decides, per run label read now, whether its files (with those of the label already in the
-/// dataset) can be one job (`job::decide`); files that cannot become runs `<label>/<workload>`,
-/// their staged parts moved to that run. A run's identity is fixed at its first ingest: files
-/// already in the dataset keep their run whatever comes later, so new files that cannot join
-/// them become a run (or runs) of their own, named apart from the existing ones. Returns per
-/// new file that made a new run (by manifest key) the ingest's note and the reason.
-fn settle_jobs(
-    ok: &mut [(Planned, (Format, FileOutcome))],
-    manifest: &Manifest,
-    staging: &std::path::Path,
-) -> Result<BTreeMap<String, (String, String)>> {
-    let fresh: std::collections::HashSet<String> = ok.iter().map(|(p, _)| p.key.clone()).collect();
-    let bases: std::collections::BTreeSet<String> =
-        ok.iter().map(|(p, _)| p.input.label.clone()).collect();
-    let mut notes = BTreeMap::new();
-    for base in bases {
-        let mut new_files = Vec::new();
-        let mut members: Vec<(PathBuf, crate::job::Identity)> = Vec::new();
-        for (i, (p, (format, o))) in ok.iter().enumerate() {
-            if p.input.label == base && *format != Format::NotATrace {
-                new_files.push(i);
-                members.push((p.input.path.clone(), o.identity.clone()));
-            }
-        }
-        // The runs of this label already in the dataset, and their files' labels.
-        let mut kept_labels = Vec::new();
-        for e in &manifest.inputs {
-            if let (true, false, Some(id)) =
-                (e.base() == base, fresh.contains(&e.source), &e.identity)
-            {
-                kept_labels.push(e.label.clone());
-                members.push((PathBuf::from(&e.source), id.clone()));
-            }
-        }
-        let existing: std::collections::BTreeSet<String> = kept_labels.iter().cloned().collect();
-        let decide = |members: &[(PathBuf, crate::job::Identity)]| {
-            let m: Vec<crate::job::Member> = members
-                .iter()
-                .map(|(path, id)| crate::job::Member { path, id })
-                .collect();
-            let verdict = crate::job::decide(&m);
-            let labels: Vec<String> = verdict
-                .workloads
-                .iter()
-                .map(|w| w.as_ref().map_or(base.clone(), |w| format!("{base}/{w}")))
-                .collect();
-            (verdict.reason, labels)
-        };
-        let (reason, labels) = decide(&members);
-        let n = new_files.len();
-        let kept_stay = labels[n..].iter().zip(&kept_labels).all(|(a, b)| a == b);
-        let (reason, fresh_labels) = if kept_stay {
-            (reason, labels[..n].to_vec())
-        } else {
-            // The new files would rename runs already there: they are decided among
-            // themselves instead, and their runs named apart from the existing ones.
-            let (own_reason, own) = decide(&members[..n]);
-            // One job among themselves: one new run, named after its first file's workload
-            // (the file name without its rank token), else its stem.
-            let one_job = own_reason.is_none().then(|| {
-                let path = &members[0].0;
-                let w = crate::job::workload_name(path);
-                let w = if w.is_empty() {
-                    crate::job::stem(path)
-                } else {
-                    w
-                };
-                unique_label(&format!("{base}/{w}"), &existing)
-            });
-            let labels = own
-                .iter()
-                .map(|l| {
-                    one_job
-                        .clone()
-                        .unwrap_or_else(|| unique_label(l, &existing))
-                })
-                .collect();
-            (reason, labels)
-        };
-        let Some(reason) = reason else {
-            continue;
-        };
-        let mut made: Vec<&String> = fresh_labels
-            .iter()
-            .filter(|l| !existing.contains(*l))
-            .collect();
-        made.sort();
-        made.dedup();
-        let note = if existing.is_empty() {
-            let mut runs: Vec<&String> = fresh_labels.iter().collect();
-            runs.sort();
-            runs.dedup();
-            let names: Vec<&str> = runs.iter().map(|r| r.as_str()).collect();
-            format!(
-                "run `{base}`: its files cannot be one job: {reason}. Each became a run of its own: {}",
-                names.join(", ")
-            )
-        } else {
-            let names: Vec<&str> = made.iter().map(|r| r.as_str()).collect();
-            let had: Vec<&str> = existing.iter().map(String::as_str).collect();
-            format!(
-                "run `{base}`: the new files cannot join the run(s) already there ({}): {reason}. They became run(s) of their own: {}; the existing runs keep their names",
-                had.join(", "),
-                names.join(", ")
-            )
-        };
-        for (&i, label) in new_files.iter().zip(&fresh_labels) {
-            let o = &mut ok[i].1 .1;
-            if o.run != *label {
-                move_parts(&mut o.parts, label, staging)?;
-                o.run = label.clone();
-            }
-            // The note goes with the files whose run this ingest made; files that joined an
-            // existing run of a past split carry its reason, said when that split was made.
-            let said = !made.is_empty() && made.contains(&label);
-            let text = if said { note.clone() } else { String::new() };
-            notes.insert(ok[i].0.key.clone(), (text, reason.clone()));
-        }
-    }
-    Ok(notes)
-}
-
-/// `name`, or `name-2`, `name-3`, … when a run of the dataset is already called that.
-fn unique_label(name: &str, existing: &std::collections::BTreeSet<String>) -> String {
-    if !existing.contains(name) {
-        return name.to_string();
-    }
-    (2..)
-        .map(|n| format!("{name}-{n}"))
-        .find(|l| !existing.contains(l))
-        .expect("a free name")
-}
-
-/// Moves the part files under `root` to run `label` (`schema::relabel_part`); the (old, new)
-/// relative paths, as the manifest's checksums key them.
-fn move_parts(
-    parts: &mut [PathBuf],
-    label: &str,
-    root: &std::path::Path,
-) -> Result<Vec<(String, String)>> {
-    let mut moved = Vec::new();
-    for rel in parts.iter_mut() {
-        let new = crate::schema::relabel_part(rel, label);
-        let (from, to) = (root.join(&*rel), root.join(&new));
-        if let Some(dir) = to.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| IngestError::io(dir, e))?;
-        }
-        std::fs::rename(&from, &to).map_err(|e| IngestError::io(&from, e))?;
-        commit::prune_empty(root, from.parent());
-        moved.push((rel.display().to_string(), new.display().to_string()));
-        *rel = new;
-    }
-    Ok(moved)
 }
 
 #[cfg(test)]
