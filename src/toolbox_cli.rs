@@ -239,6 +239,8 @@ Examples:
   # findings to check, per run and code, written as Parquet
   aorta sql \"SELECT run, code, SUM(count) AS n FROM diagnostics
              WHERE code NOT IN ('outside_steps', 'jsonl_non_numeric') GROUP BY run, code\" -o f.parquet
+  # which engine answers a statement: polars for an aggregate like the first one
+  aorta sql --explain \"SELECT category, COUNT(*) FROM gpu_activities GROUP BY category\"
 
 Tables (each with its partition columns `run` and `rank`): runs, gpu_activities, cpu_ops,
 steps, metrics, diagnostics, memory, and the derived ones (overlap_steps, overlap_ranks,

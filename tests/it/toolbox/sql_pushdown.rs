@@ -53,6 +53,9 @@ fn pushed_down_aggregates_give_sqlites_answer() {
          GROUP BY name ORDER BY ns DESC LIMIT 5",
         "SELECT category, run, COUNT(*) FROM gpu_activities GROUP BY run, category \
          ORDER BY 1, COUNT(*) DESC LIMIT 7 OFFSET 2",
+        // A key named twice, a key that is no result column.
+        "SELECT category, category, COUNT(*) FROM gpu_activities GROUP BY category, Category",
+        "SELECT COUNT(*), MAX(name) FROM gpu_activities GROUP BY kind, category",
         // Other tables.
         "SELECT run, code, SUM(count) AS n FROM diagnostics WHERE code NOT IN \
          ('outside_steps', 'jsonl_non_numeric') GROUP BY run, code",

@@ -417,7 +417,11 @@ pub(super) fn aggregate(sql: &str) -> Option<Aggregate> {
     if p.keyword("group") {
         p.keyword("by").then_some(())?;
         loop {
-            keys.push(p.column()?);
+            // A key named twice groups as once (and polars refuses a repeated column).
+            let k = p.column()?;
+            if !keys.contains(&k) {
+                keys.push(k);
+            }
             if !p.sym(",") {
                 break;
             }
