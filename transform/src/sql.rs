@@ -109,7 +109,13 @@ pub fn query_with(root: &Path, sql: &str, pushdown: bool) -> Result<(DataFrame, 
     }
     let names = unique_names(stmt.column_names().collect());
     let pushed = match parse::aggregate(sql).filter(|_| pushdown) {
-        Some(q) => pushdown::rows(root, &q)?.map(|rows| (q, rows)),
+        // A polars error may span lines (its context); errors are one line.
+        Some(q) => pushdown::rows(root, &q)
+            .map_err(|e| SqlError::Query {
+                root: root.to_path_buf(),
+                msg: one_line(&e.to_string()),
+            })?
+            .map(|rows| (q, rows)),
         None => None,
     };
     let Some((q, rows)) = pushed else {
