@@ -1,5 +1,5 @@
-//! `aorta sql`: one SQL statement over the dataset (`aorta_transform::sql`, SQLite over the
-//! dataset's tables), printed as aligned text, CSV or JSON, or written with `-o` (Parquet, CSV
+//! `aorta sql`: one SQL statement over the dataset (`aorta_transform::sql`: SQLite over the
+//! dataset's tables, or polars for an aggregate it can push down), printed as aligned text, CSV or JSON, or written with `-o` (Parquet, CSV
 //! or JSON by the file's extension) through a temporary file and a rename: a failed query
 //! leaves no file.
 
@@ -8,15 +8,25 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
+use aorta_transform::sql::Engine;
 use polars::prelude::*;
 
 use crate::frame_out::{frame_json, render_frame, write_csv};
 use crate::toolbox_cli::{SqlArgs, SqlFormat};
 
 pub(crate) fn run(args: SqlArgs) -> Result<ExitCode> {
+    if args.explain {
+        let (engine, why) = aorta_transform::sql::explain(&args.query);
+        let engine = match engine {
+            Engine::Polars => "polars (pushed down)",
+            Engine::Sqlite => "SQLite",
+        };
+        println!("{engine}: {why}");
+        return Ok(ExitCode::SUCCESS);
+    }
     let root = args.dataset.as_path();
     let _lock = crate::dataset_lock::for_read(root, "aorta sql")?;
-    let mut df = aorta_transform::sql::query(root, &args.query)?;
+    let (mut df, _) = aorta_transform::sql::query_with(root, &args.query, !args.sqlite)?;
     match &args.out {
         Some(path) => {
             let format = by_extension(path).unwrap_or(args.format);

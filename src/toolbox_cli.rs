@@ -247,6 +247,8 @@ Examples:
   # findings to check, per run and code, written as Parquet
   aorta sql \"SELECT run, code, SUM(count) AS n FROM diagnostics
              WHERE code NOT IN ('outside_steps', 'jsonl_non_numeric') GROUP BY run, code\" -o f.parquet
+  # which engine answers a statement: polars for an aggregate like the first one
+  aorta sql --explain \"SELECT category, COUNT(*) FROM gpu_activities GROUP BY category\"
 
 Tables (each with its partition columns `run` and `rank`): runs, gpu_activities, cpu_ops,
 steps, metrics, diagnostics, memory, and the derived ones (overlap_steps, overlap_ranks,
@@ -255,7 +257,16 @@ collective_instances, collective_ranks, op_perf, perf_steps: empty until the com
 writes them has run). Columns: `aorta schema`, docs/SCHEMA.md. The SQL dialect is SQLite's
 (sqlite.org/lang.html): one read-only statement; a table is read only if the query uses it,
 only the columns it uses, and `run = '…'` / `rank = N` read only those partitions. -o writes
-the result as .parquet, .csv or .json (by its extension, else --format), atomically.";
+the result as .parquet, .csv or .json (by its extension, else --format), atomically.
+
+Fast path: an aggregate over one table (every select item a GROUP BY column or COUNT(*),
+COUNT(col), COUNT(DISTINCT col), SUM, TOTAL, AVG, MIN or MAX of an integer column, of
+`col + col` or `col - col`, or COUNT/MIN/MAX of a text column), with WHERE a conjunction
+(AND) of `column op literal` (=, <>, <, <=, >, >=, [NOT] IN (…), IS [NOT] NULL; the literal of
+the column's type), and then ORDER BY result columns and LIMIT, is answered by polars from the
+Parquet files instead of SQLite's row-by-row loop: the same rows, values and types, in the same
+order. Anything else, and a sum that could overflow, runs on SQLite. --explain says which one a
+statement takes; --sqlite forces SQLite.";
 
 #[derive(Args, Debug)]
 pub(crate) struct SqlArgs {
@@ -270,6 +281,14 @@ pub(crate) struct SqlArgs {
     /// Write the result to FILE instead of printing it.
     #[arg(short, long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+    /// Run the statement on SQLite alone, row by row, even an aggregate that polars would
+    /// answer (the same answer, slower: the reference the fast path is checked against).
+    #[arg(long)]
+    pub sqlite: bool,
+    /// Print which engine would answer the statement (polars or SQLite), and why, without
+    /// running it.
+    #[arg(long, conflicts_with_all = ["out", "sqlite"])]
+    pub explain: bool,
 }
 
 /// How `aorta sql` writes its result.

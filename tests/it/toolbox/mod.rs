@@ -13,6 +13,7 @@ mod kernels;
 mod memory;
 mod perfetto;
 mod sql;
+mod sql_pushdown;
 mod subcategories;
 
 use std::path::{Path, PathBuf};

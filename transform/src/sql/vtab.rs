@@ -46,7 +46,7 @@ pub(super) fn connect(root: &Path) -> rusqlite::Result<Connection> {
 }
 
 /// A table's columns as a query sees them: the partition columns, then the file's.
-fn columns(t: &'static Table) -> impl Iterator<Item = &'static SchemaColumn> {
+pub(super) fn columns(t: &'static Table) -> impl Iterator<Item = &'static SchemaColumn> {
     PARTITION_COLUMNS.iter().chain(t.columns)
 }
 
