@@ -411,10 +411,19 @@ fn par_batch<R: Sync>(
     col: impl Fn(&str, &[R], &Interner, &mut DictBuilder) -> ArrayRef + Sync,
 ) -> RecordBatch {
     let names: Vec<&str> = table.columns.iter().map(|c| c.name).collect();
-    let arrays: Vec<ArrayRef> = names
-        .par_iter()
-        .map_init(DictBuilder::default, |d, name| col(name, rows, s, d))
-        .collect();
+    // Off the pool (a writer thread), one column after another (see `writer::on_pool`).
+    let arrays: Vec<ArrayRef> = if crate::writer::on_pool() {
+        let arrays = names.par_iter();
+        arrays
+            .map_init(DictBuilder::default, |d, name| col(name, rows, s, d))
+            .collect()
+    } else {
+        let mut d = DictBuilder::default();
+        names
+            .iter()
+            .map(|name| col(name, rows, s, &mut d))
+            .collect()
+    };
     let mut b = Cols::new(table);
     for (name, a) in names.into_iter().zip(arrays) {
         b.push(name, a);

@@ -197,15 +197,14 @@ impl Open {
             let now = rest.slice(0, take);
             rest = rest.slice(take, rest.num_rows() - take);
             let fields = self.schema.fields();
-            self.cols
-                .par_iter_mut()
-                .zip(fields.par_iter().zip(now.columns().par_iter()))
-                .try_for_each(|(w, (field, column))| -> PResult<()> {
-                    for leaf in compute_leaves(field, column)? {
-                        w.write(&leaf)?;
-                    }
-                    Ok(())
-                })?;
+            if on_pool() {
+                let columns = fields.par_iter().zip(now.columns().par_iter());
+                let cols = self.cols.par_iter_mut().zip(columns);
+                cols.try_for_each(|(w, (f, c))| encode(w, f, c))?;
+            } else {
+                let mut cols = self.cols.iter_mut().zip(fields.iter().zip(now.columns()));
+                cols.try_for_each(|(w, (f, c))| encode(w, f, c))?;
+            }
             self.buffered += take;
             if self.buffered >= ROW_GROUP_ROWS {
                 self.flush()?;
@@ -219,10 +218,14 @@ impl Open {
         if self.cols.is_empty() {
             return Ok(());
         }
-        let chunks: Vec<_> = std::mem::take(&mut self.cols)
-            .into_par_iter()
-            .map(ArrowColumnWriter::close)
-            .collect::<PResult<_>>()?;
+        let cols = std::mem::take(&mut self.cols);
+        let chunks: Vec<_> = if on_pool() {
+            let chunks = cols.into_par_iter().map(ArrowColumnWriter::close);
+            chunks.collect::<PResult<_>>()?
+        } else {
+            let chunks = cols.into_iter().map(ArrowColumnWriter::close);
+            chunks.collect::<PResult<_>>()?
+        };
         self.buffered = 0;
         let mut group = self.file.next_row_group()?;
         for chunk in chunks {
@@ -240,6 +243,22 @@ impl Open {
 }
 
 type PResult<T> = std::result::Result<T, parquet::errors::ParquetError>;
+
+/// Encodes one column of a batch into its writer.
+fn encode(w: &mut ArrowColumnWriter, field: &Field, column: &ArrayRef) -> PResult<()> {
+    for leaf in compute_leaves(field, column)? {
+        w.write(&leaf)?;
+    }
+    Ok(())
+}
+
+/// Whether this thread is a rayon worker, whose pool may take the columns. A sink fed by a
+/// thread of its own (`writer_thread`) encodes on that thread alone, as before: the pool's
+/// workers may all be waiting to hand it rows, and a sink waiting for them would never
+/// drain its queue (a deadlock the tests of the rocprof and Chrome readers found).
+pub(crate) fn on_pool() -> bool {
+    rayon::current_thread_index().is_some()
+}
 
 /// Rows per Parquet row group. The writer holds one encoded row group per table in memory,
 /// so this bounds ingest memory (and readers still get large, fast row groups).
