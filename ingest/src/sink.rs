@@ -1,6 +1,7 @@
 //! Where parsed rows go: the same-stream clipping, step windows, counts, and the Parquet
 //! writers of `gpu_activities` and `cpu_ops`, flushed every `FLUSH_ROWS` so memory stays flat.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -413,9 +414,11 @@ fn par_batch<R: Sync>(
     let names: Vec<&str> = table.columns.iter().map(|c| c.name).collect();
     // Off the pool (a writer thread), one column after another (see `writer::on_pool`).
     let arrays: Vec<ArrayRef> = if crate::writer::on_pool() {
+        // Each worker keeps its scratch (sized to the strings) from batch to batch.
+        thread_local!(static DICT: RefCell<DictBuilder> = RefCell::default());
         let arrays = names.par_iter();
         arrays
-            .map_init(DictBuilder::default, |d, name| col(name, rows, s, d))
+            .map(|name| DICT.with(|d| col(name, rows, s, &mut d.borrow_mut())))
             .collect()
     } else {
         let mut d = DictBuilder::default();
