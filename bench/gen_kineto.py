@@ -33,8 +33,8 @@ Size: --size-mb is in MiB (1 MiB = 1048576 bytes).  Replicas are added while
 that brings the output closer to the target (unless --replicas is given).
 
 Usage:
-  python3 bench/gen_kineto.py --source SRC.json[.gz] --size-mb 1024 \
-      --out OUT.json [--gzip] [--gzip-level 6] [--gap-us 1000]
+  python3 bench/gen_kineto.py [--mix fsdp2|rocm | --source SRC.json[.gz]] \
+      --size-mb 1024 --out OUT.json [--gzip] [--gzip-level 6] [--gap-us 1000]
 """
 
 import os
@@ -45,9 +45,19 @@ import re
 import sys
 import time
 
-DEFAULT_SOURCE = os.path.join(
-    os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data", "kineto", "cuda", "h200_fsdp2", "rank0.pt.trace.json.gz"
-)
+CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
+
+# The event mixes the benchmark covers (`--mix`), each a real corpus trace:
+#   fsdp2: PyTorch 2.11 CUDA profile of FSDP2 on 2xH200 (rank 0): long CPU op trees with
+#          shapes, GEMM and NCCL kernels, GPU-side step annotations;
+#   rocm:  PyTorch profile of an MI350X through the rocprofiler-sdk Kineto backend: HIP
+#          runtime calls, kernels without `External id`, no GPU-side step annotations, short
+#          steps (a step span every ~140 events, against ~5,900 in fsdp2).
+MIXES = {
+    "fsdp2": os.path.join(CORPUS, "kineto", "cuda", "h200_fsdp2", "rank0.pt.trace.json.gz"),
+    "rocm": os.path.join(CORPUS, "kineto", "rocm", "mi350x_aorta", "smci350_200691.pt.trace.json"),
+}
+DEFAULT_SOURCE = MIXES["fsdp2"]
 
 # One pass over an event's text picks out every field that changes per replica.
 FIELD_RE = re.compile(
@@ -152,7 +162,10 @@ def compile_template(event_texts):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--source", default=DEFAULT_SOURCE)
+    ap.add_argument("--mix", choices=sorted(MIXES), default="fsdp2",
+                    help="which corpus trace to scale (default fsdp2; see MIXES)")
+    ap.add_argument("--source", default=None,
+                    help="scale this trace instead of --mix's")
     ap.add_argument("--size-mb", type=float, default=1024.0,
                     help="target size in MiB (default 1024)")
     ap.add_argument("--replicas", type=int, default=None,
@@ -166,7 +179,7 @@ def main():
     a = ap.parse_args()
 
     t0 = time.perf_counter()
-    text = read_source(a.source)
+    text = read_source(a.source or MIXES[a.mix])
     header, ev_texts, ev_objs, sep, trailer = split_events(text)
 
     body_idx = [i for i, o in enumerate(ev_objs) if o.get("ph") != "M"]

@@ -1,19 +1,21 @@
 //! Where parsed rows go: the same-stream clipping, step windows, counts, and the Parquet
 //! writers of `gpu_activities` and `cpu_ops`, flushed every `FLUSH_ROWS` so memory stays flat.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use arrow_array::RecordBatch;
+use arrow_array::{ArrayRef, RecordBatch};
+use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
 use crate::classify::Kind;
 use crate::diag::Diagnostics;
 use crate::dict::{labels, DictBuilder};
 use crate::error::Result;
-use crate::rows::{Batch, CpuRow, GpuRow, Interner};
+use crate::rows::{Batch, CollArgs, CpuRow, GpuRow, Interner};
 use crate::schema::{Table, CPU_OPS, GPU_ACTIVITIES};
-use crate::writer::{Cols, TableWriter};
+use crate::writer::{i64_array, opt_i64_array, Cols, TableWriter};
 
 /// Rows buffered per table before they are written as one Arrow batch.
 pub(crate) const FLUSH_ROWS: usize = 1 << 17;
@@ -79,8 +81,6 @@ pub(crate) struct Sink {
     /// The sort key of every buffered GPU row (see `sort_keys`), and scratch for sorting.
     keys: Vec<Key>,
     scratch: Vec<Key>,
-    /// Builds the string columns from the rows' interned ids.
-    dicts: DictBuilder,
     cpu_buf: Vec<CpuRow>,
     gpu_w: TableWriter,
     cpu_w: TableWriter,
@@ -163,7 +163,6 @@ impl Sink {
             gpu_out: Vec::new(),
             keys: Vec::new(),
             scratch: Vec::new(),
-            dicts: DictBuilder::default(),
             cpu_buf: Vec::new(),
             gpu_w: TableWriter::new(&GPU_ACTIVITIES, parts.path(&GPU_ACTIVITIES)),
             cpu_w: TableWriter::new(&CPU_OPS, parts.path(&CPU_OPS)),
@@ -291,7 +290,7 @@ impl Sink {
     fn write_gpu(&mut self, rows: &[GpuRow]) -> Result<()> {
         self.tally_gpu(rows);
         for c in rows.chunks(ARROW_ROWS) {
-            let batch = gpu_batch(c, &self.strings, &mut self.dicts);
+            let batch = gpu_batch(c, &self.strings);
             self.gpu_w.write(&batch)?;
         }
         Ok(())
@@ -331,7 +330,7 @@ impl Sink {
         }
         self.counts.cpu += self.cpu_buf.len() as u64;
         for c in self.cpu_buf.chunks(ARROW_ROWS) {
-            let batch = cpu_batch(c, &self.strings, &mut self.dicts);
+            let batch = cpu_batch(c, &self.strings);
             self.cpu_w.write(&batch)?;
         }
         self.cpu_buf.clear();
@@ -401,83 +400,112 @@ fn group_streams(keys: &[Key]) -> (Vec<StreamRows>, Vec<u32>) {
     (streams, bucket)
 }
 
-fn gpu_batch(rows: &[GpuRow], s: &Interner, d: &mut DictBuilder) -> RecordBatch {
-    let mut st = |f: fn(&GpuRow) -> Option<u32>| d.build(&s.strings, rows.iter().map(f));
-    let c = |r: &GpuRow| r.coll.as_deref().cloned().unwrap_or_default();
-    let label = |f: fn(&GpuRow) -> Option<&'static str>| labels(rows.iter().map(f));
-    let mut b = Cols::new(&GPU_ACTIVITIES);
-    b.i64("device", rows.iter().map(|r| r.device));
-    b.i64("stream", rows.iter().map(|r| r.stream));
-    b.push("kind", label(|r| Some(r.kind.as_str())));
-    b.push("name", st(|r| Some(r.name)));
-    b.push("category", label(|r| Some(r.category.as_str())));
-    b.push("comm_op", label(|r| r.comm_op));
-    b.i64("start_ns", rows.iter().map(|r| r.start));
-    b.i64("end_ns", rows.iter().map(|r| r.end));
-    b.i64("raw_end_ns", rows.iter().map(|r| r.raw_end));
-    b.opt_i64("correlation", rows.iter().map(|r| r.correlation));
-    b.opt_i64("external_id", rows.iter().map(|r| r.external_id));
-    b.opt_i64("step", rows.iter().map(|r| r.step));
-    b.push("step_source", label(|r| Some(r.step_source.as_str())));
-    for (i, n) in ["grid_x", "grid_y", "grid_z"].into_iter().enumerate() {
-        b.opt_i64(n, rows.iter().map(move |r| r.grid[i]));
-    }
-    for (i, n) in ["block_x", "block_y", "block_z"].into_iter().enumerate() {
-        b.opt_i64(n, rows.iter().map(move |r| r.block[i]));
-    }
-    b.opt_i64("bytes", rows.iter().map(|r| r.bytes));
-    b.push("collective_name", st(|r| r.coll.as_ref()?.collective_name));
-    b.opt_i64("in_msg_nelems", rows.iter().map(|r| c(r).in_msg_nelems));
-    b.opt_i64("out_msg_nelems", rows.iter().map(|r| c(r).out_msg_nelems));
-    b.opt_i64("group_size", rows.iter().map(|r| c(r).group_size));
-    b.push("dtype", st(|r| r.coll.as_ref()?.dtype));
-    b.push("process_group", st(|r| r.coll.as_ref()?.process_group));
-    b.push(
-        "process_group_ranks",
-        st(|r| r.coll.as_ref()?.process_group_ranks),
-    );
-    b.opt_i64("collective_seq", rows.iter().map(|r| c(r).collective_seq));
-    b.push("comms_id", st(|r| r.coll.as_ref()?.comms_id));
-    for (i, name) in ["gemm_m", "gemm_n", "gemm_k"].into_iter().enumerate() {
-        b.opt_i64(name, rows.iter().map(move |r| c(r).gemm[i]));
+/// Builds the columns of a batch on the current rayon pool, one task per column (each with
+/// its own dictionary scratch), and assembles them in schema order.
+///
+/// Why: with the encoding of columns spread over the pool (`writer::Open`), building the
+/// Arrow arrays from the rows was the larger part of what stayed serial in a sink.
+fn par_batch<R: Sync>(
+    table: &'static Table,
+    rows: &[R],
+    s: &Interner,
+    col: impl Fn(&str, &[R], &Interner, &mut DictBuilder) -> ArrayRef + Sync,
+) -> RecordBatch {
+    let names: Vec<&str> = table.columns.iter().map(|c| c.name).collect();
+    // Off the pool (a writer thread), one column after another (see `writer::on_pool`).
+    let arrays: Vec<ArrayRef> = if crate::writer::on_pool() {
+        // Each worker keeps its scratch (sized to the strings) from batch to batch.
+        thread_local!(static DICT: RefCell<DictBuilder> = RefCell::default());
+        let arrays = names.par_iter();
+        arrays
+            .map(|name| DICT.with(|d| col(name, rows, s, &mut d.borrow_mut())))
+            .collect()
+    } else {
+        let mut d = DictBuilder::default();
+        names
+            .iter()
+            .map(|name| col(name, rows, s, &mut d))
+            .collect()
+    };
+    let mut b = Cols::new(table);
+    for (name, a) in names.into_iter().zip(arrays) {
+        b.push(name, a);
     }
     b.finish()
 }
 
-fn cpu_batch(rows: &[CpuRow], s: &Interner, d: &mut DictBuilder) -> RecordBatch {
-    let mut b = Cols::new(&CPU_OPS);
-    b.push(
-        "category",
-        labels(rows.iter().map(|r| Some(r.category.as_str()))),
-    );
-    b.push(
-        "name",
-        d.build(&s.strings, rows.iter().map(|r| Some(r.name))),
-    );
-    b.opt_i64("pid", rows.iter().map(|r| r.pid));
-    b.opt_i64("tid", rows.iter().map(|r| r.tid));
-    b.i64("start_ns", rows.iter().map(|r| r.start));
-    b.i64("end_ns", rows.iter().map(|r| r.end));
-    b.opt_i64("correlation", rows.iter().map(|r| r.correlation));
-    b.opt_i64("external_id", rows.iter().map(|r| r.external_id));
-    b.opt_i64("step", rows.iter().map(|r| r.step));
-    b.push(
-        "input_dims",
-        d.build(&s.strings, rows.iter().map(|r| r.input_dims)),
-    );
-    b.push(
-        "input_types",
-        d.build(&s.strings, rows.iter().map(|r| r.input_types)),
-    );
-    b.push(
-        "concrete_inputs",
-        d.build(&s.strings, rows.iter().map(|r| r.concrete_inputs)),
-    );
-    b.push(
-        "input_strides",
-        d.build(&s.strings, rows.iter().map(|r| r.input_strides)),
-    );
-    b.finish()
+fn gpu_batch(rows: &[GpuRow], s: &Interner) -> RecordBatch {
+    par_batch(&GPU_ACTIVITIES, rows, s, gpu_col)
+}
+
+fn gpu_col(name: &str, rows: &[GpuRow], s: &Interner, d: &mut DictBuilder) -> ArrayRef {
+    let mut st = |f: fn(&GpuRow) -> Option<u32>| d.build(&s.strings, rows.iter().map(f));
+    let label = |f: fn(&GpuRow) -> Option<&'static str>| labels(rows.iter().map(f));
+    let int = |f: fn(&GpuRow) -> i64| i64_array(rows.iter().map(f));
+    let opt = |f: fn(&GpuRow) -> Option<i64>| opt_i64_array(rows.iter().map(f));
+    let coll = |f: fn(&CollArgs) -> Option<i64>| {
+        opt_i64_array(rows.iter().map(move |r| r.coll.as_deref().and_then(f)))
+    };
+    match name {
+        "device" => int(|r| r.device),
+        "stream" => int(|r| r.stream),
+        "kind" => label(|r| Some(r.kind.as_str())),
+        "name" => st(|r| Some(r.name)),
+        "category" => label(|r| Some(r.category.as_str())),
+        "comm_op" => label(|r| r.comm_op),
+        "start_ns" => int(|r| r.start),
+        "end_ns" => int(|r| r.end),
+        "raw_end_ns" => int(|r| r.raw_end),
+        "correlation" => opt(|r| r.correlation),
+        "external_id" => opt(|r| r.external_id),
+        "step" => opt(|r| r.step),
+        "step_source" => label(|r| Some(r.step_source.as_str())),
+        "grid_x" => opt(|r| r.grid[0]),
+        "grid_y" => opt(|r| r.grid[1]),
+        "grid_z" => opt(|r| r.grid[2]),
+        "block_x" => opt(|r| r.block[0]),
+        "block_y" => opt(|r| r.block[1]),
+        "block_z" => opt(|r| r.block[2]),
+        "bytes" => opt(|r| r.bytes),
+        "collective_name" => st(|r| r.coll.as_ref()?.collective_name),
+        "in_msg_nelems" => coll(|c| c.in_msg_nelems),
+        "out_msg_nelems" => coll(|c| c.out_msg_nelems),
+        "group_size" => coll(|c| c.group_size),
+        "dtype" => st(|r| r.coll.as_ref()?.dtype),
+        "process_group" => st(|r| r.coll.as_ref()?.process_group),
+        "process_group_ranks" => st(|r| r.coll.as_ref()?.process_group_ranks),
+        "collective_seq" => coll(|c| c.collective_seq),
+        "comms_id" => st(|r| r.coll.as_ref()?.comms_id),
+        "gemm_m" => coll(|c| c.gemm[0]),
+        "gemm_n" => coll(|c| c.gemm[1]),
+        "gemm_k" => coll(|c| c.gemm[2]),
+        other => unreachable!("gpu_activities has no column {other} here (schema.rs)"),
+    }
+}
+
+fn cpu_batch(rows: &[CpuRow], s: &Interner) -> RecordBatch {
+    par_batch(&CPU_OPS, rows, s, cpu_col)
+}
+
+fn cpu_col(name: &str, rows: &[CpuRow], s: &Interner, d: &mut DictBuilder) -> ArrayRef {
+    let mut st = |f: fn(&CpuRow) -> Option<u32>| d.build(&s.strings, rows.iter().map(f));
+    let opt = |f: fn(&CpuRow) -> Option<i64>| opt_i64_array(rows.iter().map(f));
+    match name {
+        "category" => labels(rows.iter().map(|r| Some(r.category.as_str()))),
+        "name" => st(|r| Some(r.name)),
+        "pid" => opt(|r| r.pid),
+        "tid" => opt(|r| r.tid),
+        "start_ns" => i64_array(rows.iter().map(|r| r.start)),
+        "end_ns" => i64_array(rows.iter().map(|r| r.end)),
+        "correlation" => opt(|r| r.correlation),
+        "external_id" => opt(|r| r.external_id),
+        "step" => opt(|r| r.step),
+        "input_dims" => st(|r| r.input_dims),
+        "input_types" => st(|r| r.input_types),
+        "concrete_inputs" => st(|r| r.concrete_inputs),
+        "input_strides" => st(|r| r.input_strides),
+        other => unreachable!("cpu_ops has no column {other} here (schema.rs)"),
+    }
 }
 
 #[cfg(test)]

@@ -474,6 +474,24 @@ mod tests {
         }
     }
 
+    /// The walk hashes what it reads, the next chunk of a mapped file while the window is
+    /// parsed: the hash is that of the whole file read alone, in either kind of window.
+    #[test]
+    fn the_walk_hashes_the_file_it_reads() {
+        let (text, _) = big_trace(5 * crate::source::CHUNK + 4321);
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t.json");
+        std::fs::write(&p, &text).unwrap();
+        let (want, _) = crate::source::content_hash(&p).unwrap();
+        for may_map in [true, false] {
+            let h = crate::source::Hasher::default();
+            let win =
+                Window::open_as(&p, Arc::new(AtomicU64::new(0)), Some(h.clone()), may_map).unwrap();
+            Driver::new(win).run(&mut Names::default()).unwrap();
+            assert_eq!(crate::source::digest(&h), want, "mapped: {may_map}");
+        }
+    }
+
     #[test]
     fn wrong_split_guesses_are_detected_and_reparsed() {
         // Names full of `},{` and `}, {` make many split guesses land inside strings; the

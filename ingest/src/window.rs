@@ -9,7 +9,7 @@
 
 use std::io;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use memmap2::{Advice, Mmap, UncheckedAdvice};
@@ -35,7 +35,11 @@ pub(crate) enum Window {
         /// The view is `map[start..end]`.
         start: usize,
         end: usize,
+        /// What the view grows to next (`parse_ahead` hashed it already), or `end`.
+        ahead: usize,
         released: usize,
+        /// Counts this file among the mapped files being read (`mapped_step`).
+        _open: OpenMapped,
         progress: Arc<AtomicU64>,
         hash: Option<Hasher>,
     },
@@ -71,6 +75,8 @@ impl Window {
                     map,
                     start: 0,
                     end: 0,
+                    ahead: 0,
+                    _open: OpenMapped::new(),
                     released: 0,
                     progress,
                     hash,
@@ -112,11 +118,13 @@ impl Window {
             Window::Mapped {
                 map,
                 end,
+                ahead,
                 progress,
                 hash,
                 ..
             } => {
-                let next = (*end + CHUNK).min(map.len());
+                debug_assert_eq!(*ahead, *end, "parse_ahead's chunk not yet appended");
+                let next = (*end + mapped_step()).min(map.len());
                 if next == *end {
                     return Ok(false);
                 }
@@ -126,21 +134,41 @@ impl Window {
                         .expect("hasher not poisoned")
                         .update(&map[*end..next]);
                 }
-                *end = next;
+                (*end, *ahead) = (next, next);
                 Ok(true)
             }
         }
     }
 
     /// Parses the window with `f` while the next chunk is read ahead (on another worker, for
-    /// read inputs); `append_ahead` then adds it. The flag: whether there was more input.
+    /// read inputs; hashed, for mapped ones); `append_ahead` then adds it. The flag: whether there was more input.
     pub(crate) fn parse_ahead<R: Send>(
         &mut self,
         f: impl FnOnce(&[u8]) -> R + Send,
     ) -> (R, io::Result<bool>) {
-        if let Window::Mapped { map, end, .. } = self {
-            let more = *end < map.len();
-            return (f(self.bytes()), Ok(more));
+        if let Window::Mapped {
+            map,
+            start,
+            end,
+            ahead,
+            hash,
+            ..
+        } = self
+        {
+            // The hasher reads the next chunk (faulting its pages in) on another worker
+            // while this one is parsed: done between windows, it was serial time.
+            *ahead = (*end + mapped_step()).min(map.len());
+            let (map, view) = (&*map, &map[*start..*end]);
+            let next = &map[*end..*ahead];
+            let (parsed, ()) = rayon::join(
+                || f(view),
+                || {
+                    if let Some(h) = hash {
+                        h.lock().expect("hasher not poisoned").update(next);
+                    }
+                },
+            );
+            return (parsed, Ok(!next.is_empty()));
         }
         let Window::Read {
             chunks,
@@ -175,7 +203,17 @@ impl Window {
                 *eof |= !more;
                 Ok(())
             }
-            Window::Mapped { .. } => self.fill().map(|_| ()),
+            // The chunk `parse_ahead` hashed.
+            Window::Mapped {
+                end,
+                ahead,
+                progress,
+                ..
+            } => {
+                progress.fetch_add((*ahead - *end) as u64, Ordering::Relaxed);
+                *end = *ahead;
+                Ok(())
+            }
         }
     }
 
@@ -212,6 +250,43 @@ impl Window {
     }
 }
 
+/// Mapped files being read now (in this process).
+static MAPPED_OPEN: AtomicUsize = AtomicUsize::new(0);
+
+/// One of `MAPPED_OPEN`, for as long as it lives.
+pub(crate) struct OpenMapped(());
+
+impl OpenMapped {
+    fn new() -> OpenMapped {
+        MAPPED_OPEN.fetch_add(1, Ordering::Relaxed);
+        OpenMapped(())
+    }
+}
+
+impl Drop for OpenMapped {
+    fn drop(&mut self) {
+        MAPPED_OPEN.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// How far a mapped window grows next: `CHUNK` times the workers per file being read, over
+/// two (at least `CHUNK`). A window is cut into two runs of events per worker, and each run
+/// has costs of its own (its strings interned and its names classified afresh, its batch
+/// re-mapped by the spill thread, a wait for the slowest run): with 4 MiB windows on 16
+/// workers the runs were 128 KiB, an eighth of those on two, and one file on 16 cores ran
+/// slower than on 8 (docs/PERFORMANCE.md, issue 33). Growing the window keeps the runs at
+/// about 1 MiB. The mapped pages a window holds count as resident memory, so the window
+/// grows only with the workers a file has to itself: 32 MiB for one file on 16 workers,
+/// 4 MiB again when 16 files are read at once.
+fn mapped_step() -> usize {
+    let files = MAPPED_OPEN.load(Ordering::Relaxed).max(1);
+    step_for(rayon::current_num_threads(), files)
+}
+
+fn step_for(threads: usize, files: usize) -> usize {
+    CHUNK * (threads / (2 * files)).max(1)
+}
+
 fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.
     let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
@@ -219,5 +294,23 @@ fn page_size() -> usize {
         p as usize
     } else {
         4096
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// About 1 MiB runs of events per worker: the window grows with the workers a file has
+    /// to itself, never below `CHUNK`.
+    #[test]
+    fn mapped_windows_grow_with_the_workers_of_a_file() {
+        assert_eq!(step_for(1, 1), CHUNK);
+        assert_eq!(step_for(2, 1), CHUNK);
+        assert_eq!(step_for(8, 1), 4 * CHUNK);
+        assert_eq!(step_for(16, 1), 8 * CHUNK);
+        assert_eq!(step_for(16, 2), 4 * CHUNK);
+        assert_eq!(step_for(16, 16), CHUNK);
+        assert_eq!(step_for(2, 40), CHUNK);
     }
 }

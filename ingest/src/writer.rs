@@ -11,11 +11,15 @@ use arrow_array::builder::StringBuilder;
 use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch};
 use arrow_buffer::NullBuffer;
 use arrow_schema::{DataType, Field, Schema};
-use parquet::arrow::arrow_writer::{ArrowWriter, ArrowWriterOptions};
+use parquet::arrow::arrow_writer::{
+    compute_leaves, ArrowColumnWriter, ArrowRowGroupWriterFactory, ArrowWriter, ArrowWriterOptions,
+};
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::ColumnPath;
+use rayon::prelude::*;
 
 use crate::error::{IngestError, Result};
 use crate::schema::{ColType, Table, SCHEMA_VERSION};
@@ -49,23 +53,16 @@ impl Cols {
 
     /// Appends column `name`, with no nulls (panics when it is not the next column of the schema).
     pub fn i64(&mut self, name: &str, v: impl IntoIterator<Item = i64>) {
-        self.push(name, Arc::new(Int64Array::from_iter_values(v)));
+        self.push(name, i64_array(v));
     }
 
-    /// Values and validity in two plain passes (`Int64Array::from_iter` appended value and
-    /// bit one by one); no validity buffer at all when nothing is null.
+    /// Appends column `name`, nullable (see `opt_i64_array`).
     pub fn opt_i64<I>(&mut self, name: &str, v: I)
     where
         I: IntoIterator<Item = Option<i64>>,
         I::IntoIter: Clone,
     {
-        let v = v.into_iter();
-        let values: Vec<i64> = v.clone().map(|x| x.unwrap_or(0)).collect();
-        let nulls = v
-            .clone()
-            .any(|x| x.is_none())
-            .then(|| NullBuffer::from_iter(v.map(|x| x.is_some())));
-        self.push(name, Arc::new(Int64Array::new(values.into(), nulls)));
+        self.push(name, opt_i64_array(v));
     }
 
     pub(crate) fn f64(&mut self, name: &str, v: impl IntoIterator<Item = f64>) {
@@ -113,6 +110,27 @@ impl Cols {
     }
 }
 
+/// An int64 column with no nulls.
+pub(crate) fn i64_array(v: impl IntoIterator<Item = i64>) -> ArrayRef {
+    Arc::new(Int64Array::from_iter_values(v))
+}
+
+/// Values and validity in two plain passes (`Int64Array::from_iter` appended value and
+/// bit one by one); no validity buffer at all when nothing is null.
+pub(crate) fn opt_i64_array<I>(v: I) -> ArrayRef
+where
+    I: IntoIterator<Item = Option<i64>>,
+    I::IntoIter: Clone,
+{
+    let v = v.into_iter();
+    let values: Vec<i64> = v.clone().map(|x| x.unwrap_or(0)).collect();
+    let nulls = v
+        .clone()
+        .any(|x| x.is_none())
+        .then(|| NullBuffer::from_iter(v.map(|x| x.is_some())));
+    Arc::new(Int64Array::new(values.into(), nulls))
+}
+
 /// Set by `fuzzing::Scratch::new`: batches are built and checked, then counted instead of
 /// encoded. The fuzzer tests the readers; Parquet encoding was 40 % of each of its runs.
 #[cfg(feature = "fuzzing")]
@@ -123,8 +141,123 @@ pub(crate) static DISCARD: std::sync::atomic::AtomicBool =
 pub(crate) struct TableWriter {
     pub table: &'static Table,
     pub path: PathBuf,
-    writer: Option<ArrowWriter<File>>,
+    writer: Option<Open>,
     pub rows: u64,
+}
+
+/// An open file: what `ArrowWriter` does, with the columns of each batch encoded in parallel.
+///
+/// Why: Parquet encoding (levels, dictionaries, delta packing, zstd) was the largest part of
+/// settling a Kineto trace, and `ArrowWriter` encodes a batch's columns one after another, so
+/// on many cores the settle of the biggest table ran on one (docs/PERFORMANCE.md, issue 33).
+/// Each column of a row group has its own `ArrowColumnWriter`, so the columns of a batch are
+/// independent work; they are written on the current rayon pool (the `--jobs` threads) and
+/// appended to the row group in schema order. Every column writer sees exactly the values, in
+/// the same order, that `ArrowWriter` gave it, so the file is byte for byte the same.
+struct Open {
+    file: SerializedFileWriter<File>,
+    factory: ArrowRowGroupWriterFactory,
+    /// The schema of the first batch (every batch of a table has it: `Cols::finish`).
+    schema: arrow_schema::SchemaRef,
+    /// The row group being written: one writer per column (flat schemas: one leaf a field).
+    cols: Vec<ArrowColumnWriter>,
+    /// Rows in `cols`.
+    buffered: usize,
+}
+
+impl Open {
+    fn new(f: File, schema: arrow_schema::SchemaRef, opts: ArrowWriterOptions) -> PResult<Open> {
+        // `ArrowWriter` sets the file up (schema conversion, properties, key-value metadata)
+        // exactly as before; only the encoding of row groups is done here.
+        let (file, factory) =
+            ArrowWriter::try_new_with_options(f, schema.clone(), opts)?.into_serialized_writer()?;
+        Ok(Open {
+            file,
+            factory,
+            schema,
+            cols: Vec::new(),
+            buffered: 0,
+        })
+    }
+
+    /// `ArrowWriter::write` with a row limit only: fills row groups of `ROW_GROUP_ROWS`.
+    fn write(&mut self, batch: &RecordBatch) -> PResult<()> {
+        let mut rest = batch.clone();
+        while rest.num_rows() > 0 {
+            if self.cols.is_empty() {
+                let index = self.file.flushed_row_groups().len();
+                self.cols = self.factory.create_column_writers(index)?;
+                assert_eq!(
+                    self.cols.len(),
+                    self.schema.fields().len(),
+                    "flat schemas: one Parquet column per field"
+                );
+            }
+            let take = rest.num_rows().min(ROW_GROUP_ROWS - self.buffered);
+            let now = rest.slice(0, take);
+            rest = rest.slice(take, rest.num_rows() - take);
+            let fields = self.schema.fields();
+            if on_pool() {
+                let columns = fields.par_iter().zip(now.columns().par_iter());
+                let cols = self.cols.par_iter_mut().zip(columns);
+                cols.try_for_each(|(w, (f, c))| encode(w, f, c))?;
+            } else {
+                let mut cols = self.cols.iter_mut().zip(fields.iter().zip(now.columns()));
+                cols.try_for_each(|(w, (f, c))| encode(w, f, c))?;
+            }
+            self.buffered += take;
+            if self.buffered >= ROW_GROUP_ROWS {
+                self.flush()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes the row group being written (its columns' last pages compressed in parallel).
+    fn flush(&mut self) -> PResult<()> {
+        if self.cols.is_empty() {
+            return Ok(());
+        }
+        let cols = std::mem::take(&mut self.cols);
+        let chunks: Vec<_> = if on_pool() {
+            let chunks = cols.into_par_iter().map(ArrowColumnWriter::close);
+            chunks.collect::<PResult<_>>()?
+        } else {
+            let chunks = cols.into_iter().map(ArrowColumnWriter::close);
+            chunks.collect::<PResult<_>>()?
+        };
+        self.buffered = 0;
+        let mut group = self.file.next_row_group()?;
+        for chunk in chunks {
+            chunk.append_to_row_group(&mut group)?;
+        }
+        group.close()?;
+        Ok(())
+    }
+
+    fn close(mut self) -> PResult<()> {
+        self.flush()?;
+        self.file.close()?;
+        Ok(())
+    }
+}
+
+type PResult<T> = std::result::Result<T, parquet::errors::ParquetError>;
+
+/// Encodes one column of a batch into its writer.
+fn encode(w: &mut ArrowColumnWriter, field: &Field, column: &ArrayRef) -> PResult<()> {
+    for leaf in compute_leaves(field, column)? {
+        w.write(&leaf)?;
+    }
+    Ok(())
+}
+
+/// Whether this thread is a rayon worker, whose pool may take the columns. A sink fed by a
+/// thread of its own (`writer_thread`) encodes on that thread alone, as before: the pool's
+/// workers may all be waiting to hand it rows, and a sink waiting for them would never
+/// drain its queue (a deadlock the tests of the rocprof and Chrome readers found).
+pub(crate) fn on_pool() -> bool {
+    rayon::current_thread_index().is_some()
 }
 
 /// Rows per Parquet row group. The writer holds one encoded row group per table in memory,
@@ -207,8 +340,7 @@ impl TableWriter {
                 .with_skip_arrow_metadata(true);
             // The first batch's schema: the table's, with the same dictionary columns as
             // every later batch of this table (see `Cols::finish`).
-            let w = ArrowWriter::try_new_with_options(f, batch.schema(), opts)
-                .map_err(|e| self.err(e))?;
+            let w = Open::new(f, batch.schema(), opts).map_err(|e| self.err(e))?;
             self.writer = Some(w);
         }
         let res = self.writer.as_mut().expect("created above").write(batch);
@@ -239,4 +371,82 @@ pub fn write_all(
     let mut w = TableWriter::new(table, path.to_path_buf());
     w.write(&batch)?;
     w.close()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dict::labels;
+    use crate::schema::CPU_OPS;
+
+    /// A `cpu_ops` batch of rows `from..from + n`: labels, nullable dictionaries and
+    /// nullable numbers, each with its own pattern of values and nulls.
+    fn batch(from: usize, n: usize) -> RecordBatch {
+        const NAMES: [&str; 5] = [
+            "aten::mm",
+            "aten::add",
+            "cudaLaunchKernel",
+            "a",
+            "ProfilerStep#7",
+        ];
+        let rows = from..from + n;
+        let name = |i: usize| Some(NAMES[(i * 7 + i / 3) % NAMES.len()]);
+        let shape = |i: usize| (i % 5 != 0).then_some(NAMES[i % 3]);
+        let opt = |i: usize, k: usize| (i % k != 0).then_some((i * i % 1_000_003) as i64);
+        let mut b = Cols::new(&CPU_OPS);
+        b.push("category", labels(rows.clone().map(|i| Some(NAMES[i % 2]))));
+        b.push("name", labels(rows.clone().map(name)));
+        b.opt_i64("pid", rows.clone().map(|i| opt(i, 3)));
+        b.opt_i64("tid", rows.clone().map(|i| Some(i as i64 % 17)));
+        b.i64(
+            "start_ns",
+            rows.clone().map(|i| 1_000 * i as i64 + (i % 13) as i64),
+        );
+        b.i64("end_ns", rows.clone().map(|i| 1_000 * i as i64 + 900));
+        b.opt_i64("correlation", rows.clone().map(|i| opt(i, 4)));
+        b.opt_i64("external_id", rows.clone().map(|i| opt(i, 5)));
+        b.opt_i64("step", rows.clone().map(|i| Some((i / 10_000) as i64)));
+        b.push("input_dims", labels(rows.clone().map(shape)));
+        b.push("input_types", labels(rows.clone().map(|i| shape(i + 1))));
+        b.push("concrete_inputs", labels(rows.clone().map(|_| None)));
+        b.push("input_strides", labels(rows.clone().map(|i| shape(i + 2))));
+        b.finish()
+    }
+
+    /// The parallel column writer makes the very file `ArrowWriter` makes from the same
+    /// batches, over several row groups and a batch split across their boundary.
+    #[test]
+    fn parallel_columns_write_the_file_arrow_writer_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let sizes = [8192, 1, 100_000, 8192, 160_000, 3, 270_000];
+        let batches: Vec<RecordBatch> = sizes
+            .iter()
+            .scan(0, |at, &n| {
+                *at += n;
+                Some(batch(*at - n, n))
+            })
+            .collect();
+        let total: usize = sizes.iter().sum();
+        assert!(total > 2 * ROW_GROUP_ROWS);
+        let ours = dir.path().join("ours.parquet");
+        let mut w = TableWriter::new(&CPU_OPS, ours.clone());
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(4)
+            .build()
+            .unwrap();
+        pool.install(|| batches.iter().try_for_each(|b| w.write(b)))
+            .unwrap();
+        assert_eq!(w.close().unwrap(), Some((ours.clone(), total as u64)));
+
+        let theirs = dir.path().join("theirs.parquet");
+        let opts = ArrowWriterOptions::new()
+            .with_properties(properties(&CPU_OPS))
+            .with_skip_arrow_metadata(true);
+        let f = File::create(&theirs).unwrap();
+        let mut w = ArrowWriter::try_new_with_options(f, batches[0].schema(), opts).unwrap();
+        batches.iter().for_each(|b| w.write(b).unwrap());
+        let meta = w.close().unwrap();
+        assert_eq!(meta.num_row_groups(), 3);
+        assert!(std::fs::read(&ours).unwrap() == std::fs::read(&theirs).unwrap());
+    }
 }

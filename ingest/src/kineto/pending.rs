@@ -345,7 +345,7 @@ pub(crate) fn spawn(
 }
 
 /// Reads the spilled batches back in file order, gives every row its step and absolute
-/// times (`base` added), and writes them through two sinks, one per table, on two threads.
+/// times (`base` added), and writes them through two sinks, one per table, side by side.
 pub(crate) fn settle(s: Spilled, links: &Links, base: i64, parts: &Parts) -> Result<SinkOut> {
     let Spilled {
         gpu,
@@ -365,19 +365,22 @@ pub(crate) fn settle(s: Spilled, links: &Links, base: i64, parts: &Parts) -> Res
     let mut gpu_sink = Sink::with_strings(parts, strings.clone());
     let mut cpu_sink = Sink::with_strings(parts, strings);
     cpu_sink.diag.merge(diag);
-    let (g, c) = std::thread::scope(|scope| {
-        let g = scope.spawn(|| {
+    // On the current rayon pool, not on threads of their own: the sinks encode their columns
+    // on it too (`writer::Open`), and `--jobs` bounds all of it.
+    let (g, c) = rayon::join(
+        || {
             let mut st = settler();
             replay(gpu, batches, &dir, &mut gpu_sink, |r, strings, diag| {
                 st.gpu(r, strings, diag)
             })
-        });
-        let mut st = settler();
-        let c = replay(cpu, batches, &dir, &mut cpu_sink, |r, strings, diag| {
-            st.cpu(r, strings, diag)
-        });
-        (g.join().expect("settle thread does not panic"), c)
-    });
+        },
+        || {
+            let mut st = settler();
+            replay(cpu, batches, &dir, &mut cpu_sink, |r, strings, diag| {
+                st.cpu(r, strings, diag)
+            })
+        },
+    );
     g?;
     c?;
     Ok(gpu_sink.finish()?.merge(cpu_sink.finish()?))
