@@ -28,6 +28,12 @@ fn main() {
             m
         })
         .unwrap_or_default();
+    // `--shard I/N`, as `aorta ingest` takes it (several shards write one `--keep DIR`).
+    let shard = args.iter().position(|a| a == "--shard").map(|i| {
+        let s = aorta_ingest::shard::Shard::parse(&args[i + 1]).expect("--shard I/N");
+        args.drain(i..i + 2);
+        s
+    });
     let tmp = std::env::temp_dir().join(format!("aorta-bench-{}", std::process::id()));
     let out = keep.clone().unwrap_or(tmp);
     let paths: Vec<PathBuf> = args.iter().map(PathBuf::from).collect();
@@ -36,6 +42,7 @@ fn main() {
         jobs,
         force: true,
         step_marker,
+        shard,
         ..Default::default()
     };
     let t0 = Instant::now();
