@@ -44,6 +44,32 @@ pub(crate) fn venv_python(modules: &str) -> Option<PathBuf> {
 /// The inputs: the committed four-rank traces (three jobs of four ranks, each rank with its
 /// metrics log) and two small corpus files named on the command line (a rocprofv3 JSON and a
 /// generic Chrome trace: other readers, labels from their directories).
+/// What the shard tests compare against: the Python with pyarrow, a scratch directory, the
+/// inputs and their unsharded dataset (`tmp/base`).
+struct Baseline {
+    py: PathBuf,
+    tmp: tempfile::TempDir,
+    inputs: Vec<PathBuf>,
+    base: PathBuf,
+}
+
+/// None where the corpus or the venv is missing (a failure under `CI=true`, as they say).
+fn baseline() -> Option<Baseline> {
+    let data = corpus()?;
+    let py = venv_python("pyarrow")?;
+    let tmp = tempfile::tempdir().unwrap();
+    let inputs = inputs(&data);
+    let refs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
+    let base = tmp.path().join("base");
+    ingest_ok(&refs, &base, &["-q"]);
+    Some(Baseline {
+        py,
+        tmp,
+        inputs,
+        base,
+    })
+}
+
 fn inputs(data: &Path) -> Vec<PathBuf> {
     vec![
         repo().join("workloads/traces/four-gpu"),
@@ -128,15 +154,16 @@ fn shard_sources(ds: &Path, n: u32) -> Vec<Vec<String>> {
 
 #[test]
 fn shards_run_at_once_give_the_unsharded_dataset_for_1_2_and_7() {
-    let Some(data) = corpus() else { return };
-    let Some(py) = venv_python("pyarrow") else {
+    let Some(Baseline {
+        py,
+        tmp,
+        inputs,
+        base,
+    }) = baseline()
+    else {
         return;
     };
-    let tmp = tempfile::tempdir().unwrap();
-    let inputs = inputs(&data);
     let refs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
-    let base = tmp.path().join("base");
-    ingest_ok(&refs, &base, &["-q"]);
     let want = entries(&base);
     assert_eq!(want.len(), 26, "24 four-gpu files and 2 corpus files");
     let info = |ds: &Path| {
@@ -200,15 +227,15 @@ fn shards_run_at_once_give_the_unsharded_dataset_for_1_2_and_7() {
 /// directory, and the dataset is the unsharded one.
 #[test]
 fn a_killed_shard_run_again_completes_the_dataset() {
-    let Some(data) = corpus() else { return };
-    let Some(py) = venv_python("pyarrow") else {
+    let Some(Baseline {
+        py,
+        tmp,
+        inputs,
+        base,
+    }) = baseline()
+    else {
         return;
     };
-    let tmp = tempfile::tempdir().unwrap();
-    let inputs = inputs(&data);
-    let refs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
-    let base = tmp.path().join("base");
-    ingest_ok(&refs, &base, &["-q"]);
     let ds = tmp.path().join("ds");
     let home = ds.join("shards/0-of-2");
     let mut killed = false;
