@@ -64,6 +64,30 @@ fn list<T: ToString>(v: &[T]) -> String {
     v.iter().map(T::to_string).collect::<Vec<_>>().join(", ")
 }
 
+/// Ranks as a reader scans them: runs of three or more consecutive ranks as `a–b`
+/// (`0–999`, not a thousand numbers), the rest listed (`0, 1, 4–7`); `-` for none.
+fn ranges(v: &[i64]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < v.len() {
+        let mut j = i;
+        while j + 1 < v.len() && v[j + 1] == v[j] + 1 {
+            j += 1;
+        }
+        if j - i >= 2 {
+            parts.push(format!("{}–{}", v[i], v[j]));
+        } else {
+            parts.extend(v[i..=j].iter().map(i64::to_string));
+        }
+        i = j + 1;
+    }
+    if parts.is_empty() {
+        "-".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
 /// The rows' time span as people read it: its length, and its start as a UTC date-time (or,
 /// for a trace clock that starts at its own zero, as a time on that clock). The raw
 /// nanoseconds are in `--format json` and `csv`.
@@ -91,7 +115,7 @@ fn print_run(out: &mut impl Write, r: &RunSummary) -> Result<()> {
     writeln!(
         out,
         "  ranks {} ({}); world size {}",
-        list(&r.ranks),
+        ranges(&r.ranks),
         r.ranks.len(),
         list(&r.world_sizes)
     )?;

@@ -354,3 +354,25 @@ fn the_report_header_names_the_traces_platform_not_the_logs() {
         &html[html.find("<table>").unwrap_or(0)..][..400.min(html.len())]
     );
 }
+
+/// Ranks print as ranges where three or more are consecutive (a 1,000-rank job is `0–999`,
+/// not a thousand numbers): the 4-rank fixture gives `0–3 (4)`, and the JSON keeps the list.
+#[test]
+fn consecutive_ranks_print_as_a_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dir.path().join("ds");
+    let traces = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("workloads/traces/four-gpu/overlap-bench_clean");
+    crate::common::cli::ingest_ok(&[&traces], &ds, &["-q"]);
+    let o = crate::common::cli::aorta(&["info".as_ref(), ds.as_os_str()]);
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(text.contains("  ranks 0–3 (4); world size 4"), "{text}");
+    let o = crate::common::cli::aorta(&[
+        "info".as_ref(),
+        ds.as_os_str(),
+        "--format".as_ref(),
+        "json".as_ref(),
+    ]);
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(ints(&doc["runs"][0]["ranks"]), [0, 1, 2, 3]);
+}
