@@ -248,7 +248,6 @@ fn heatmap(page: &mut Page, r: &SweepReport, a: &str, b: &str, best: usize) {
     }
     let mut xs: Vec<&str> = cells.keys().map(|k| k.0).collect();
     let mut ys: Vec<&str> = cells.keys().map(|k| k.1).collect();
-    xs.dedup();
     sort_values(&mut xs, |x| x);
     xs.dedup();
     sort_values(&mut ys, |y| y);

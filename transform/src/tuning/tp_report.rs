@@ -21,54 +21,83 @@ pub struct TpReport {
     pub summary: String,
 }
 
-/// Computes the scaling of `times` and writes the report into `out` (created if missing).
-pub fn write(times: &[Timing], tolerance: f64, out: &Path) -> Result<TpReport, TpError> {
+/// The report before it is written: `tuning_report.json`'s `tp_scaling` object, the tuner's
+/// YAML files (name, text) and the summary. `aorta sweep report` folds these into its own
+/// files; `aorta sweep tp` writes them as they are ([`write`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TpScaling {
+    /// Per operator (`overall` last), its scaling.
+    pub results: Vec<(String, Scaling)>,
+    /// `{"tolerance": …, "results": {…}}`.
+    pub json: serde_json::Value,
+    /// `optimal_tp_comm_overlap_cfg_tp{N}.yaml` per TP size with methods, then
+    /// `optimal_tp_comm_overlap_cfg.yaml` for the recommended size.
+    pub yamls: Vec<(String, String)>,
+    /// The table in words.
+    pub summary: String,
+}
+
+/// Computes the scaling of `times` and what the tuner's files would hold.
+pub fn compute(times: &[Timing], tolerance: f64) -> Result<TpScaling, TpError> {
     let results = scaling(times, tolerance)?;
-    let io = |p: &Path, e: std::io::Error| TpError::File {
-        path: p.display().to_string(),
-        what: e.to_string(),
-    };
-    std::fs::create_dir_all(out).map_err(|e| io(out, e))?;
-    let mut files = Vec::new();
-    let mut put = |name: String, text: String| -> Result<(), TpError> {
-        let p = out.join(name);
-        std::fs::write(&p, text).map_err(|e| io(&p, e))?;
-        files.push(p);
-        Ok(())
-    };
     let by_op: BTreeMap<&str, &Scaling> = results.iter().map(|(n, s)| (n.as_str(), s)).collect();
-    let doc = json!({"tp_scaling": {"tolerance": tolerance, "results": by_op}});
-    put(
-        "tuning_report.json".into(),
-        serde_json::to_string_pretty(&doc).expect("serializes"),
-    )?;
+    let json = json!({"tolerance": tolerance, "results": by_op});
     let mut sizes: Vec<u32> = times.iter().map(|t| t.tp).collect();
     sizes.sort_unstable();
     sizes.dedup();
+    let mut yamls = Vec::new();
     for &n in &sizes {
         let methods = best_methods(times, n);
         if !methods.is_empty() {
-            put(
+            yamls.push((
                 format!("optimal_tp_comm_overlap_cfg_tp{n}.yaml"),
                 overlap_cfg_yaml(&methods),
-            )?;
+            ));
         }
     }
     // The recommended size: overall's where there is one, else the single operator's.
     let recommended = results.last().map(|(_, s)| s.optimal_tp_size).unwrap_or(1);
     let methods = best_methods(times, recommended);
     if !methods.is_empty() {
-        put(
+        yamls.push((
             "optimal_tp_comm_overlap_cfg.yaml".into(),
             overlap_cfg_yaml(&methods),
-        )?;
+        ));
     }
     let summary = summary_text(&results, tolerance, recommended);
-    put("summary.txt".into(), summary.clone())?;
-    Ok(TpReport {
+    Ok(TpScaling {
         results,
-        files,
+        json,
+        yamls,
         summary,
+    })
+}
+
+/// Computes the scaling of `times` and writes the report into `out` (created if missing).
+pub fn write(times: &[Timing], tolerance: f64, out: &Path) -> Result<TpReport, TpError> {
+    let r = compute(times, tolerance)?;
+    let io = |p: &Path, e: std::io::Error| TpError::File {
+        path: p.display().to_string(),
+        what: e.to_string(),
+    };
+    std::fs::create_dir_all(out).map_err(|e| io(out, e))?;
+    let doc = json!({ "tp_scaling": r.json });
+    let mut texts = vec![(
+        "tuning_report.json".to_string(),
+        serde_json::to_string_pretty(&doc).expect("serializes"),
+    )];
+    texts.extend(r.yamls);
+    texts.push(("summary.txt".into(), r.summary.clone()));
+    let mut files = Vec::new();
+    for (name, text) in texts {
+        let p = out.join(name);
+        std::fs::write(&p, text).map_err(|e| io(&p, e))?;
+        files.push(p);
+    }
+    Ok(TpReport {
+        results: r.results,
+        files,
+        summary: r.summary,
     })
 }
 

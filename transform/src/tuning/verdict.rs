@@ -74,11 +74,10 @@ fn counts(n: usize, m: usize) -> Vec<f64> {
     std::mem::take(&mut table[n][m])
 }
 
-/// P(U ≤ u) under the null hypothesis, for sizes n and m.
-fn cdf(n: usize, m: usize, u: f64) -> f64 {
-    let c = counts(n, m);
-    let total: f64 = c.iter().sum();
-    let below: f64 = c
+/// P(U ≤ u) under the null hypothesis, from the arrangement counts of [`counts`].
+fn cdf(counts: &[f64], u: f64) -> f64 {
+    let total: f64 = counts.iter().sum();
+    let below: f64 = counts
         .iter()
         .enumerate()
         .take_while(|(k, _)| (*k as f64) <= u + 1e-9)
@@ -119,8 +118,9 @@ pub fn test(best: &[f64], other: &[f64], lower_is_better: bool) -> Tested {
             }
         }
     }
-    let p = cdf(n, m, u.ceil());
-    let least = cdf(n, m, 0.0);
+    let c = counts(n, m);
+    let p = cdf(&c, u.ceil());
+    let least = cdf(&c, 0.0);
     let med = |v: &[f64]| crate::summary::median(v).unwrap_or(f64::NAN);
     let (mb, mo) = (med(best), med(other));
     let noise = range(best).max(range(other));
@@ -226,9 +226,9 @@ mod tests {
     }
 }
 
-/// Kruskal–Wallis H of one stratum: `groups[i]` is the value of the knob each sample ran
-/// with; samples are ranked within the stratum (ties get their mean rank).
-fn kruskal_h(groups: &[usize], values: &[f64], k: usize) -> f64 {
+/// Ranks of `values` within their stratum, from 1, ties given their mean rank. Relabelling
+/// the knob's values moves no value, so these are computed once per stratum.
+fn ranks(values: &[f64]) -> Vec<f64> {
     let n = values.len();
     let mut idx: Vec<usize> = (0..n).collect();
     idx.sort_by(|&a, &b| values[a].total_cmp(&values[b]));
@@ -245,13 +245,19 @@ fn kruskal_h(groups: &[usize], values: &[f64], k: usize) -> f64 {
         }
         i = j + 1;
     }
+    rank
+}
+
+/// Kruskal–Wallis H of one stratum: `groups[i]` is the value of the knob sample i ran with,
+/// `rank[i]` its rank within the stratum.
+fn kruskal_h(groups: &[usize], rank: &[f64], k: usize) -> f64 {
     let mut sum = vec![0.0; k];
     let mut cnt = vec![0usize; k];
-    for (g, r) in groups.iter().zip(&rank) {
+    for (g, r) in groups.iter().zip(rank) {
         sum[*g] += r;
         cnt[*g] += 1;
     }
-    let nf = n as f64;
+    let nf = rank.len() as f64;
     let s: f64 = (0..k)
         .filter(|&g| cnt[g] > 0)
         .map(|g| sum[g] * sum[g] / cnt[g] as f64)
@@ -277,10 +283,8 @@ pub fn effect_p(strata: &[Vec<(usize, f64)>], perms: usize, seed: u64) -> Option
             v.len() >= 2
         })
         .map(|s| {
-            (
-                s.iter().map(|x| x.0).collect(),
-                s.iter().map(|x| x.1).collect(),
-            )
+            let values: Vec<f64> = s.iter().map(|x| x.1).collect();
+            (s.iter().map(|x| x.0).collect(), ranks(&values))
         })
         .collect();
     if strata.is_empty() {
@@ -295,7 +299,7 @@ pub fn effect_p(strata: &[Vec<(usize, f64)>], perms: usize, seed: u64) -> Option
         strata
             .iter()
             .zip(labels)
-            .map(|((_, v), g)| kruskal_h(g, v, k))
+            .map(|((_, rank), g)| kruskal_h(g, rank, k))
             .sum()
     };
     let mut labels: Vec<Vec<usize>> = strata.iter().map(|s| s.0.clone()).collect();

@@ -364,13 +364,19 @@ fn knob_effect(rows: &[ConfigRow], varying: &[String], name: &str, min_pct: f64)
                     .collect()
             })
             .collect();
-        let Some(p) = verdict::effect_p(&strata, PERMS, seed ^ m as u64) else {
+        // One arrangement: no context holds two of the param's values, nothing to test.
+        // Too few to reach the corrected level: not worth 10,000 relabellings either.
+        let arranged = arrangements(&strata);
+        if arranged <= 1.0 {
             continue;
-        };
-        if 1.0 / arrangements(&strata) > verdict::ALPHA / METRICS.len() as f64 {
+        }
+        if 1.0 / arranged > verdict::ALPHA / METRICS.len() as f64 {
             underpowered = true;
             continue;
         }
+        let Some(p) = verdict::effect_p(&strata, PERMS, seed ^ m as u64) else {
+            continue;
+        };
         // The largest change inside one context, between its best and worst value.
         let mut change: Option<Moved> = None;
         for rs in contexts.values() {

@@ -21,25 +21,18 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> SweepError + '_ {
 pub(super) fn all(r: &SweepReport, out: &Path) -> Result<Vec<PathBuf>, SweepError> {
     std::fs::create_dir_all(out).map_err(io(out))?;
     let mut files = Vec::new();
-    // The TP scaling check first: its files are the tuner's (YAML per TP size), and its
-    // tuning_report.json and summary.txt are folded into ours below.
-    let mut tp_scaling = Value::Null;
-    let mut tp_summary = String::new();
+    // The TP scaling check: its YAML files are the tuner's; its `tp_scaling` object and its
+    // table go into our tuning_report.json and summary.txt.
     let times = scaling_times(&r.tp_times);
-    if !times.is_empty() {
-        let rep = crate::tuning::tp_report::write(&times, r.tolerance, out)?;
-        let path = out.join("tuning_report.json");
-        let doc: Value = std::fs::read(&path)
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .unwrap_or_default();
-        tp_scaling = doc["tp_scaling"].clone();
-        tp_summary = rep.summary;
-        files.extend(
-            rep.files
-                .into_iter()
-                .filter(|f| f.extension().is_some_and(|e| e == "yaml")),
-        );
+    let tp = if times.is_empty() {
+        None
+    } else {
+        Some(crate::tuning::tp_report::compute(&times, r.tolerance)?)
+    };
+    for (name, text) in tp.iter().flat_map(|t| &t.yamls) {
+        let path = out.join(name);
+        std::fs::write(&path, text).map_err(io(&path))?;
+        files.push(path);
     }
     let path = out.join("sweep.parquet");
     let mut df = frame(r).map_err(|source| SweepError::Polars {
@@ -57,7 +50,7 @@ pub(super) fn all(r: &SweepReport, out: &Path) -> Result<Vec<PathBuf>, SweepErro
     files.push(path);
     let path = out.join("tuning_report.json");
     let mut doc = json_report(r);
-    doc["tp_scaling"] = tp_scaling;
+    doc["tp_scaling"] = tp.as_ref().map_or(Value::Null, |t| t.json.clone());
     let text = serde_json::to_vec_pretty(&doc).map_err(|e| SweepError::Io {
         path: path.clone(),
         source: e.into(),
@@ -65,7 +58,8 @@ pub(super) fn all(r: &SweepReport, out: &Path) -> Result<Vec<PathBuf>, SweepErro
     std::fs::write(&path, text).map_err(io(&path))?;
     files.push(path);
     let path = out.join("summary.txt");
-    std::fs::write(&path, summary(r) + &tp_summary).map_err(io(&path))?;
+    let tp_summary = tp.as_ref().map_or("", |t| t.summary.as_str());
+    std::fs::write(&path, summary(r) + tp_summary).map_err(io(&path))?;
     files.push(path);
     Ok(files)
 }
