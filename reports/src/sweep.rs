@@ -45,6 +45,7 @@ pub fn sweep_report(r: &SweepReport, out: &Path) -> Result<usize, ReportError> {
     let best_step = r.best_for("step_ms").map(|b| b.best);
     if let Some(best) = best_step {
         page.section("Each knob, the others at the best point");
+        let charts = page.plot_count();
         for k in &r.varying {
             // The two metrics of one knob side by side.
             page.raw("<div class=\"row\">\n");
@@ -53,10 +54,17 @@ pub fn sweep_report(r: &SweepReport, out: &Path) -> Result<usize, ReportError> {
             }
             page.raw("</div>\n");
         }
+        if page.plot_count() == charts {
+            page.note(
+                "No knob takes two values with the others at the best point's values (the \
+                 knobs changed together here), so there is no chart of one knob alone.",
+            );
+        }
         if r.varying.len() >= 2 {
             heatmap(&mut page, r, &r.varying[0], &r.varying[1], best);
         }
     }
+    tp_windows(&mut page, r);
     configs_table(&mut page, r);
     searches(&mut page, r);
     page.write(out)?;
@@ -67,9 +75,13 @@ fn headline(page: &mut Page, r: &SweepReport) {
     page.section("Which configuration wins");
     for b in &r.best {
         let text = b.sentence(r);
+        // A winner the repeats separate is the page's answer, in green; a tie or an open
+        // question is information, not an alarm, so it is never drawn red.
         match &b.tested {
-            Some(t) if CHARTED.contains(&b.metric.name) => {
-                page.verdict(t.verdict == Verdict::Distinguishable, &text)
+            Some(t)
+                if CHARTED.contains(&b.metric.name) && t.verdict == Verdict::Distinguishable =>
+            {
+                page.verdict(true, &text)
             }
             _ => page.note(&text),
         }
@@ -214,7 +226,9 @@ fn knob_chart(page: &mut Page, r: &SweepReport, knob: &str, best: usize, metric:
             "name": metric,
         }],
         "layout": {
-            "title": {"text": format!("{metric} against {knob}"), "font": {"size": 13}},
+            // Left-aligned: centred, a long knob name ran under the chart's mode bar.
+            "title": {"text": format!("{metric} against {knob}"), "font": {"size": 13},
+                      "x": 0.02, "xanchor": "left"},
             "height": 260,
             "margin": {"t": 40, "b": 50, "l": 70, "r": 20},
             "xaxis": {"title": {"text": knob}, "type": "category", "automargin": true},
@@ -286,6 +300,60 @@ fn heatmap(page: &mut Page, r: &SweepReport, a: &str, b: &str, best: usize) {
             "yaxis": {"title": {"text": b}, "type": "category", "automargin": true},
         },
     }));
+}
+
+/// TP overlap per operator window and the scaling check, where the traces have windows.
+fn tp_windows(page: &mut Page, r: &SweepReport) {
+    if r.tp.is_empty() {
+        return;
+    }
+    page.section("TP overlap per operator window");
+    if let Some(t) = &r.tp_scaling {
+        for line in t.summary.lines() {
+            page.note(line);
+        }
+    }
+    let mut rows: Vec<&aorta_transform::tuning::tp_windows::TpConfigRow> = r.tp.iter().collect();
+    rows.sort_by(|a, b| {
+        (&a.operator, &a.phase)
+            .cmp(&(&b.operator, &b.phase))
+            .then(a.e2e_us.total_cmp(&b.e2e_us))
+    });
+    let table: Vec<Vec<String>> = rows
+        .iter()
+        .map(|t| {
+            vec![
+                t.operator.clone(),
+                t.phase.clone(),
+                t.config.clone(),
+                num(t.e2e_us),
+                num(t.gemm_us),
+                num(t.comm_us),
+                num(t.overlap_us),
+                num(t.overlap_ratio),
+                t.instances.to_string(),
+            ]
+        })
+        .collect();
+    page.table(
+        &[
+            "operator",
+            "phase",
+            "config",
+            "e2e µs",
+            "GEMM µs",
+            "comm µs",
+            "overlap µs",
+            "overlap ratio",
+            "instances",
+        ],
+        &table,
+    );
+    page.note(
+        "Medians over every instance of the window (all steps of all ranks of the \
+         configuration's runs), fastest e2e first per operator and phase: the winner is the \
+         fastest, not the most overlapped.",
+    );
 }
 
 fn configs_table(page: &mut Page, r: &SweepReport) {

@@ -455,6 +455,10 @@ fn the_report_on_tp_runs_writes_the_tuners_files() {
     }
     let overall = &doc["tp_scaling"]["results"]["overall"];
     assert_eq!(overall["optimal_tp_size"], 1, "{overall}");
+    // The page says it too, with the windows' table.
+    let page = std::fs::read_to_string(out.join("sweep.html")).unwrap();
+    assert!(page.contains("TP overlap per operator window"));
+    assert!(page.contains("recommended: TP 1"));
     for f in [
         "optimal_tp_comm_overlap_cfg.yaml",
         "optimal_tp_comm_overlap_cfg_tp2.yaml",

@@ -22,7 +22,7 @@ pub use metrics::{Metric, StepValues, METRICS};
 
 use super::knob_table::{self, Knob};
 use super::record::SweepRecord;
-use super::tp_scaling::Timing;
+use super::tp_report::TpScaling;
 use super::tp_windows::{self, TpConfigRow, WindowNames};
 use super::verdict::{self, Tested};
 
@@ -159,10 +159,8 @@ pub struct SweepReport {
     pub min_effect_pct: f64,
     /// TP overlap per (configuration, operator, phase): medians over the windows' instances.
     pub tp: Vec<TpConfigRow>,
-    /// Those rows on the TP scaling axis (configurations with a `tp` param).
-    pub tp_times: Vec<Timing>,
-    /// The TP scaling tolerance.
-    pub tolerance: f64,
+    /// The TP scaling check on those rows (configurations with a `tp` param), if any.
+    pub tp_scaling: Option<TpScaling>,
 }
 
 /// Builds the report of the dataset at `root`.
@@ -258,9 +256,15 @@ pub fn build(root: &Path, opts: &Options) -> Result<SweepReport, SweepError> {
         knobs,
         record,
         min_effect_pct: opts.min_effect_pct,
+        tp_scaling: {
+            let times = write::scaling_times(&tp_times);
+            if times.is_empty() {
+                None
+            } else {
+                Some(super::tp_report::compute(&times, opts.tolerance)?)
+            }
+        },
         tp,
-        tp_times,
-        tolerance: opts.tolerance,
     })
 }
 

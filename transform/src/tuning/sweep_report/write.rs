@@ -23,12 +23,7 @@ pub(super) fn all(r: &SweepReport, out: &Path) -> Result<Vec<PathBuf>, SweepErro
     let mut files = Vec::new();
     // The TP scaling check: its YAML files are the tuner's; its `tp_scaling` object and its
     // table go into our tuning_report.json and summary.txt.
-    let times = scaling_times(&r.tp_times);
-    let tp = if times.is_empty() {
-        None
-    } else {
-        Some(crate::tuning::tp_report::compute(&times, r.tolerance)?)
-    };
+    let tp = r.tp_scaling.as_ref();
     for (name, text) in tp.iter().flat_map(|t| &t.yamls) {
         let path = out.join(name);
         std::fs::write(&path, text).map_err(io(&path))?;
@@ -50,7 +45,7 @@ pub(super) fn all(r: &SweepReport, out: &Path) -> Result<Vec<PathBuf>, SweepErro
     files.push(path);
     let path = out.join("tuning_report.json");
     let mut doc = json_report(r);
-    doc["tp_scaling"] = tp.as_ref().map_or(Value::Null, |t| t.json.clone());
+    doc["tp_scaling"] = tp.map_or(Value::Null, |t| t.json.clone());
     let text = serde_json::to_vec_pretty(&doc).map_err(|e| SweepError::Io {
         path: path.clone(),
         source: e.into(),
@@ -58,7 +53,7 @@ pub(super) fn all(r: &SweepReport, out: &Path) -> Result<Vec<PathBuf>, SweepErro
     std::fs::write(&path, text).map_err(io(&path))?;
     files.push(path);
     let path = out.join("summary.txt");
-    let tp_summary = tp.as_ref().map_or("", |t| t.summary.as_str());
+    let tp_summary = tp.map_or("", |t| t.summary.as_str());
     std::fs::write(&path, summary(r) + tp_summary).map_err(io(&path))?;
     files.push(path);
     Ok(files)
@@ -67,7 +62,7 @@ pub(super) fn all(r: &SweepReport, out: &Path) -> Result<Vec<PathBuf>, SweepErro
 /// The scaling check's input: per (TP size, operator, method) one time. An operator measured
 /// in one phase keeps its rows (the YAML names the phase); an operator measured in several
 /// phases is their sum, the operator's whole time (the tuner's `operator_e2e_time_us`).
-fn scaling_times(
+pub(super) fn scaling_times(
     times: &[crate::tuning::tp_scaling::Timing],
 ) -> Vec<crate::tuning::tp_scaling::Timing> {
     use std::collections::{BTreeMap, BTreeSet};
