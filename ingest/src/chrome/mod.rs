@@ -114,10 +114,18 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
     let mut pids = None;
     if let StepMarker::Regex(_) = *job.step_marker {
         let want_pids = !job.rank_map.is_empty();
-        let mut scan = steps::StepScan::new((*job.step_marker).clone(), want_pids);
-        drive(job, &mut scan, unhashed.take())?;
+        let mut scan =
+            steps::StepScan::new((*job.step_marker).clone(), want_pids, job.staging.clone());
+        let walked = drive(job, &mut scan, unhashed.take());
+        if let Some(e) = scan.take_spill_error() {
+            return Err(IngestError::io(&job.staging, e));
+        }
+        walked?;
         pids = Some(std::mem::take(&mut scan.pids));
-        links = Some(scan.finish());
+        links = Some(
+            scan.finish()
+                .map_err(|e| IngestError::io(&job.staging, e))?,
+        );
     }
     let rank = if job.rank_map.is_empty() {
         info.resolve_rank(job, None)

@@ -11,6 +11,7 @@
 //! nothing changes: the file is read once, as before, and rows have no step.
 
 use std::collections::BTreeSet;
+use std::path::PathBuf;
 
 use rustc_hash::FxHashMap;
 
@@ -61,20 +62,26 @@ pub(crate) struct StepScan {
 }
 
 impl StepScan {
-    pub(crate) fn new(marker: StepMarker, want_pids: bool) -> StepScan {
+    /// A scan whose launches wait in a temporary file in `staging`.
+    pub(crate) fn new(marker: StepMarker, want_pids: bool, staging: PathBuf) -> StepScan {
         StepScan {
             marker,
-            links: Links::default(),
+            links: Links::spilling_to(staging),
             open: FxHashMap::default(),
             want_pids,
             pids: BTreeSet::new(),
         }
     }
 
+    /// The error that stopped the walk writing the launches to their file, if one did.
+    pub(crate) fn take_spill_error(&mut self) -> Option<std::io::Error> {
+        self.links.take_spill_error()
+    }
+
     /// The links, spans sorted and every launch given its step.
-    pub(crate) fn finish(mut self) -> Links {
-        self.links.finish();
-        self.links
+    pub(crate) fn finish(mut self) -> std::io::Result<Links> {
+        self.links.finish()?;
+        Ok(self.links)
     }
 
     /// What a slice on a CPU thread notes: its step, if the marker names it, and the

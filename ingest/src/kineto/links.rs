@@ -5,11 +5,18 @@
 //! `ProfilerStep#N` spans, the runtime calls and the kernels in whatever order its buffers
 //! drained (kernels before their launches, annotations after the ops they contain, the base
 //! time after the events). So the row walk notes the top-level metadata, the step spans and
-//! one (correlation, ts, pid) triple per launch as it goes — 24 bytes a launch, the only
-//! memory that grows with the trace — and `pending` settles the rows' steps at the end.
+//! one (correlation, ts, pid) triple per launch as it goes, and `pending` settles the rows'
+//! steps at the end. The launches go to a temporary file as they are absorbed, and `finish`
+//! turns them into a compact correlation → step lookup (`launches`), so the walk's memory
+//! does not grow with them; the step spans do, by ~24 bytes a span (twice that after
+//! `finish`), up to `MAX_STEP_SPANS`.
 //! `LinkPass`, a walk that notes only these, re-reads a file that failed (`first_error`).
 
+use std::path::PathBuf;
+
 use rustc_hash::FxHashMap;
+
+use super::launches::{LaunchLog, LaunchSteps};
 
 use crate::error::ParseErr;
 use crate::json::{usable_time, Cursor, JsonError};
@@ -148,14 +155,38 @@ pub(crate) struct Links {
     cpu_spans: FxHashMap<i64, Vec<Span>>,
     all_cpu_spans: Vec<Span>,
     gpu_spans: Vec<Span>,
-    /// (correlation, step of the launch), sorted by correlation.
-    launch_steps: Vec<(i64, Option<i64>)>,
-    launches: Vec<(i64, i64, i64)>,
+    /// Correlation → step of the launch, once `finish`ed.
+    launch_steps: LaunchSteps,
+    /// The launches absorbed, until `finish`.
+    launches: LaunchLog,
+    /// Why the launches could not be written to their file (the walk stops).
+    spill_error: Option<std::io::Error>,
     /// Step annotations absorbed (CPU and GPU).
     span_count: usize,
 }
 
 impl Links {
+    /// Links whose launches wait in a temporary file in `dir` (the staging directory).
+    pub(crate) fn spilling_to(dir: PathBuf) -> Links {
+        Links {
+            launches: LaunchLog::in_dir(dir),
+            ..Links::default()
+        }
+    }
+
+    /// Links that keep no launches (a walk that only looks for the first error).
+    pub(crate) fn without_launches() -> Links {
+        Links {
+            launches: LaunchLog::discarding(),
+            ..Links::default()
+        }
+    }
+
+    /// The error that stopped the walk writing the launches to their file, if one did.
+    pub(crate) fn take_spill_error(&mut self) -> Option<std::io::Error> {
+        self.spill_error.take()
+    }
+
     pub(crate) fn has_steps(&self) -> bool {
         !self.all_cpu_spans.is_empty() || !self.gpu_spans.is_empty()
     }
@@ -197,12 +228,14 @@ impl Links {
         }
     }
 
+    /// Heap bytes of the correlation → step lookup.
+    pub(crate) fn launch_bytes(&self) -> usize {
+        self.launch_steps.heap_bytes()
+    }
+
     /// `Some(step)` when a runtime call with this correlation exists.
     pub(crate) fn launch_step(&self, corr: i64) -> Option<Option<i64>> {
-        self.launch_steps
-            .binary_search_by_key(&corr, |e| e.0)
-            .ok()
-            .map(|i| self.launch_steps[i].1)
+        self.launch_steps.get(corr)
     }
 
     /// The fallback: a GPU time against the GPU-side step spans (CPU spans if none).
@@ -215,7 +248,8 @@ impl Links {
     }
 
     /// Adds what a run of events noted (runs are absorbed in file order); an error past
-    /// `MAX_STEP_SPANS` step annotations.
+    /// `MAX_STEP_SPANS` step annotations, or when the launches' file cannot be written
+    /// (`take_spill_error` says why).
     pub(crate) fn absorb(&mut self, p: Partial) -> Result<(), ParseErr> {
         self.span_count += p.cpu_spans.len() + p.gpu_spans.len();
         if self.span_count > MAX_STEP_SPANS {
@@ -228,12 +262,16 @@ impl Links {
             self.cpu_spans.entry(pid).or_default().push(span);
         }
         self.gpu_spans.extend(p.gpu_spans);
-        self.launches.extend(p.launches);
+        if let Err(e) = self.launches.extend(&p.launches) {
+            self.spill_error = Some(e);
+            return Err(ParseErr::new(0, "stopped: writing the output failed"));
+        }
         Ok(())
     }
 
-    /// Sorts the spans and gives each launch its step, once every event has been absorbed.
-    pub(crate) fn finish(&mut self) {
+    /// Sorts the spans and gives each launch its step, once every event has been absorbed;
+    /// an error if the launches' file cannot be read back.
+    pub(crate) fn finish(&mut self) -> std::io::Result<()> {
         for spans in self.cpu_spans.values_mut() {
             spans.sort_by_key(|s| (s.start, s.end));
         }
@@ -241,14 +279,10 @@ impl Links {
         self.all_cpu_spans.sort_by_key(|s| (s.start, s.end));
         self.gpu_spans.sort_by_key(|s| (s.start, s.end));
         let launches = std::mem::take(&mut self.launches);
-        let mut steps: Vec<(i64, Option<i64>)> = launches
-            .into_iter()
-            .map(|(corr, ts, pid)| (corr, self.step_at(pid, ts)))
-            .collect();
-        steps.sort_by_key(|e| e.0);
-        steps.dedup_by_key(|e| e.0);
-        steps.shrink_to_fit();
-        self.launch_steps = steps;
+        let mut cache = StepCache::default();
+        self.launch_steps =
+            LaunchSteps::build(launches, |pid, ts| self.step_at_cached(&mut cache, pid, ts))?;
+        Ok(())
     }
 }
 
@@ -290,7 +324,7 @@ impl LinkPass {
     /// The links, settled (the tests' reference for the row walk's notes).
     #[cfg(test)]
     pub(crate) fn finish(mut self) -> Links {
-        self.links.finish();
+        self.links.finish().expect("launches read back");
         self.links
     }
 }
@@ -375,7 +409,7 @@ mod tests {
                 let span = Span { start, end: start + len, step: i as i64 };
                 links.cpu_spans.entry(pid).or_default().push(span);
             }
-            links.finish();
+            links.finish().unwrap();
             let mut cache = StepCache::default();
             for (pid, ts) in queries {
                 prop_assert_eq!(

@@ -6,6 +6,7 @@
 //! spill file until those are all known (`pending`), then go to the sink with their steps.
 
 mod extract;
+mod launches;
 pub(crate) mod links;
 mod memory;
 mod pending;
@@ -88,7 +89,7 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
             classifier: &job.classifier,
             step_marker: &job.step_marker,
         },
-        links: Links::default(),
+        links: Links::spilling_to(job.staging.clone()),
         tx: Some(tx),
         failed,
         memory: Vec::new(),
@@ -96,9 +97,14 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
     let res = drive(job, &mut walk, hasher.clone());
     drop(walk.tx.take());
     let spilled = spiller.join().expect("spill thread does not panic");
+    let launch_spill = walk.links.take_spill_error();
     // A failed spill stops the walk: its error is the one to report.
     let spilled = match (spilled, res) {
         (Err(e), _) => return Err(e),
+        (Ok(_), _) if launch_spill.is_some() => {
+            let e = launch_spill.expect("checked");
+            return Err(IngestError::io(&job.staging, e));
+        }
         (Ok(_), Err(e)) => return Err(first_error(job, e)),
         (Ok(s), Ok(shape)) => (s, shape),
     };
@@ -109,7 +115,10 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
         (None, h) => digest(h.as_ref().expect("hasher set above")),
     };
     let mut links = walk.links;
-    links.finish();
+    links
+        .finish()
+        .map_err(|e| IngestError::io(&job.staging, e))?;
+    let t_links = t0.elapsed() - t1;
     let mut info = RunInfo::new(Format::Kineto, content_hash);
     let rank = info.resolve_rank(job, links.meta.rank);
     let parts = Parts {
@@ -126,9 +135,10 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
         // Stage timings for benchmarking (docs/PERFORMANCE.md).
         let t2 = t0.elapsed();
         eprintln!(
-            "{}: walk {t1:.2?}, settle {:.2?}",
+            "{}: walk {t1:.2?}, settle {:.2?} (launch lookup {t_links:.2?}, {} kB)",
             job.path.display(),
-            t2 - t1
+            t2 - t1,
+            links.launch_bytes() / 1000
         );
     }
     describe(&mut info, &links.meta, &out, shape.events);
@@ -146,7 +156,7 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
 fn first_error(job: &FileJob, e: IngestError) -> IngestError {
     let mut strict = LinkPass {
         marker: (*job.step_marker).clone(),
-        ..LinkPass::default()
+        links: Links::without_launches(),
     };
     drive(job, &mut strict, None).err().unwrap_or(e)
 }
@@ -285,7 +295,7 @@ mod tests {
             drop(rows.tx.take());
             drain.join().unwrap();
             let mut links = rows.links;
-            links.finish();
+            links.finish().unwrap();
             let want = reference.finish();
             assert_eq!(format!("{links:?}"), format!("{want:?}"), "{path:?}");
         }
