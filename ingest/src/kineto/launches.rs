@@ -5,10 +5,10 @@
 //! give that call its step may come anywhere in the file, so every launch (its correlation,
 //! time and process: 24 bytes) waits for the end of the walk. Held in memory they were the
 //! growth of the walk's peak RSS: ~21 MB per GB of Kineto trace (~810,000 launches a GB), so
-//! a trace of ~6.5 GB passed 256 MB. Now the walk appends them, in file order, to an unnamed
-//! temporary file in the staging directory ([`LaunchLog`]; the last 65,536 stay in memory,
-//! so a small trace writes none), and once the spans are known [`LaunchSteps::build`] reads
-//! them back a chunk at a time and keeps only a compact correlation → step lookup.
+//! a trace of ~6.5 GB passed 256 MB. Now the walk appends them, in file order, to a `Spool`
+//! (an unnamed temporary file in the staging directory; a small trace writes none), and once
+//! the spans are known [`LaunchSteps::build`] reads them back a chunk at a time and keeps
+//! only a compact correlation → step lookup.
 //!
 //! The lookup: CUPTI and roctracer number correlations in launch order, so sorted by
 //! correlation the steps form long runs. Ids are grouped in blocks of 4,096; a block keeps
@@ -23,16 +23,11 @@
 
 use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
-use std::fmt;
-use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::path::PathBuf;
+use std::io;
 
 use bytemuck::{Pod, Zeroable};
 
-/// Launches held in memory before they are appended to the file, and read back at once
-/// (1.5 MB).
-const CHUNK: usize = 1 << 16;
+use super::spool::Spool;
 
 /// log2 of the ids a block covers.
 const BLOCK_BITS: u32 = 12;
@@ -45,79 +40,22 @@ const MAX_LISTED: usize = (WORDS * 10) / 2;
 /// A runtime or driver call: its correlation, start (trace-relative ns) and process key.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Pod, Zeroable)]
-struct Launch {
+pub(crate) struct Launch {
     corr: i64,
     ts: i64,
     pid: i64,
 }
 
-/// The launches noted by the walk, in file order: the last ones in memory, the rest in an
-/// unnamed temporary file.
-#[derive(Default)]
-pub(crate) struct LaunchLog {
-    /// Where the file goes (the system's temporary directory if none).
-    dir: Option<PathBuf>,
-    /// Launches are not kept at all (a walk that only looks for the first error).
-    discard: bool,
-    buf: Vec<Launch>,
-    file: Option<File>,
-    /// Launches in the file.
-    spilled: u64,
-}
+/// The launches noted by the walk, in file order.
+pub(crate) type LaunchLog = Spool<Launch>;
 
-impl fmt::Debug for LaunchLog {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LaunchLog")
-            .field("held", &self.buf.len())
-            .field("spilled", &self.spilled)
-            .finish()
-    }
-}
-
-impl LaunchLog {
-    /// A log whose file goes in `dir`.
-    pub(crate) fn in_dir(dir: PathBuf) -> LaunchLog {
-        LaunchLog {
-            dir: Some(dir),
-            ..LaunchLog::default()
-        }
-    }
-
-    /// A log that keeps nothing.
-    pub(crate) fn discarding() -> LaunchLog {
-        LaunchLog {
-            discard: true,
-            ..LaunchLog::default()
-        }
-    }
-
-    /// Appends launches given as (correlation, ts, pid key), in file order.
-    pub(crate) fn extend(&mut self, launches: &[(i64, i64, i64)]) -> io::Result<()> {
-        if self.discard {
-            return Ok(());
-        }
-        self.buf.extend(
-            launches
-                .iter()
-                .map(|&(corr, ts, pid)| Launch { corr, ts, pid }),
-        );
-        if self.buf.len() >= CHUNK {
-            let file = match &mut self.file {
-                Some(f) => f,
-                None => self.file.insert(match &self.dir {
-                    Some(d) => {
-                        std::fs::create_dir_all(d)?;
-                        tempfile::tempfile_in(d)?
-                    }
-                    None => tempfile::tempfile()?,
-                }),
-            };
-            file.write_all(bytemuck::cast_slice(&self.buf))?;
-            self.spilled += self.buf.len() as u64;
-            self.buf.clear();
-        }
-        Ok(())
-    }
+/// Appends launches given as (correlation, ts, pid key), in file order.
+pub(crate) fn log(to: &mut LaunchLog, launches: &[(i64, i64, i64)]) -> io::Result<()> {
+    to.extend(
+        launches
+            .iter()
+            .map(|&(corr, ts, pid)| Launch { corr, ts, pid }),
+    )
 }
 
 /// Correlation id → step of the launch with that id, for every launch of a trace.
@@ -135,18 +73,13 @@ impl LaunchSteps {
         mut step: impl FnMut(i64, i64) -> Option<i64>,
     ) -> io::Result<LaunchSteps> {
         let mut out = LaunchSteps::default();
-        if let Some(mut file) = log.file {
-            file.seek(SeekFrom::Start(0))?;
-            let mut left = log.spilled;
-            let mut chunk = vec![Launch::zeroed(); CHUNK];
-            while left > 0 {
-                let n = left.min(CHUNK as u64) as usize;
-                file.read_exact(bytemuck::cast_slice_mut(&mut chunk[..n]))?;
-                out.add(&chunk[..n], &mut step);
-                left -= n as u64;
-            }
-        }
-        out.add(&log.buf, &mut step);
+        log.drain(
+            |chunk| {
+                out.add(chunk, &mut step);
+                Ok(())
+            },
+            |e| e,
+        )?;
         Ok(out)
     }
 
@@ -352,7 +285,7 @@ mod tests {
         let mut log = log;
         // In runs of a few, as the walk's parts come.
         for part in launches.chunks(7) {
-            log.extend(part).unwrap();
+            super::log(&mut log, part).unwrap();
         }
         let got = LaunchSteps::build(log, step_of).unwrap();
         for (&corr, &step) in &want {
@@ -418,7 +351,7 @@ mod tests {
     fn spilled_launches_match_a_map() {
         let mut launches = Vec::new();
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        for i in 0..(3 * CHUNK as i64 + 123) {
+        for i in 0..(3 * super::super::spool::CHUNK as i64 + 123) {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
@@ -438,7 +371,7 @@ mod tests {
         .unwrap();
         // A discarding log keeps nothing.
         let mut log = LaunchLog::discarding();
-        log.extend(&launches).unwrap();
+        super::log(&mut log, &launches).unwrap();
         let none = LaunchSteps::build(log, step_of).unwrap();
         assert_eq!(none.get(launches[0].0), None);
     }
@@ -449,7 +382,7 @@ mod tests {
         let n = 1_000_000i64;
         let mut log = LaunchLog::default();
         let launches: Vec<_> = (0..n).map(|i| (i + 17, i, 0)).collect();
-        log.extend(&launches).unwrap();
+        super::log(&mut log, &launches).unwrap();
         let steps = LaunchSteps::build(log, |_, ts| Some(ts / 50_000)).unwrap();
         assert_eq!(steps.get(17 + 123_456), Some(Some(2)));
         assert_eq!(steps.get(16), None);

@@ -262,7 +262,7 @@ impl Links {
             self.cpu_spans.entry(pid).or_default().push(span);
         }
         self.gpu_spans.extend(p.gpu_spans);
-        if let Err(e) = self.launches.extend(&p.launches) {
+        if let Err(e) = super::launches::log(&mut self.launches, &p.launches) {
             self.spill_error = Some(e);
             return Err(ParseErr::new(0, "stopped: writing the output failed"));
         }

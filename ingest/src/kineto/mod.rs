@@ -10,6 +10,7 @@ mod launches;
 pub(crate) mod links;
 mod memory;
 mod pending;
+mod spool;
 
 use crate::format::Format;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -38,8 +39,10 @@ struct RowPass<'a> {
     links: Links,
     tx: Option<pending::Sender>,
     failed: Arc<AtomicBool>,
-    /// The `[memory]` events, in file order (few: they skip the spill).
-    memory: Vec<memory::MemEvent>,
+    /// The `[memory]` events, in file order (they skip the rows' spill).
+    memory: memory::MemLog,
+    /// Why the memory events could not be written to their spool's file (the walk stops).
+    memory_error: Option<std::io::Error>,
 }
 
 impl Visitor for RowPass<'_> {
@@ -65,7 +68,13 @@ impl Visitor for RowPass<'_> {
 
     fn take(&mut self, part: extract::Part) -> Result<(), ParseErr> {
         self.links.absorb(part.links)?;
-        self.memory.extend(part.memory);
+        if let Err(e) = self
+            .memory
+            .extend(part.memory.iter().map(memory::MemRec::from))
+        {
+            self.memory_error = Some(e);
+            return Err(ParseErr::new(0, "stopped: writing the output failed"));
+        }
         let sent = self
             .tx
             .as_ref()
@@ -92,12 +101,13 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
         links: Links::spilling_to(job.staging.clone()),
         tx: Some(tx),
         failed,
-        memory: Vec::new(),
+        memory: memory::MemLog::in_dir(job.staging.clone()),
+        memory_error: None,
     };
     let res = drive(job, &mut walk, hasher.clone());
     drop(walk.tx.take());
     let spilled = spiller.join().expect("spill thread does not panic");
-    let launch_spill = walk.links.take_spill_error();
+    let launch_spill = walk.links.take_spill_error().or(walk.memory_error.take());
     // A failed spill stops the walk: its error is the one to report.
     let spilled = match (spilled, res) {
         (Err(e), _) => return Err(e),
@@ -129,8 +139,13 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
     };
     let base = links.meta.base_time_ns.unwrap_or(0);
     let mut out = pending::settle(spilled, &links, base, &parts)?;
-    out.written
-        .extend(memory::write(&walk.memory, &links, base, &parts)?);
+    out.written.extend(memory::write(
+        walk.memory,
+        &links,
+        base,
+        &parts,
+        &job.staging,
+    )?);
     if std::env::var_os("AORTA_TIMING").is_some() {
         // Stage timings for benchmarking (docs/PERFORMANCE.md).
         let t2 = t0.elapsed();
@@ -289,7 +304,8 @@ mod tests {
                 links: Links::default(),
                 tx: Some(tx),
                 failed: Arc::new(AtomicBool::new(false)),
-                memory: Vec::new(),
+                memory: memory::MemLog::default(),
+                memory_error: None,
             };
             walk(&path, &mut rows);
             drop(rows.tx.take());
