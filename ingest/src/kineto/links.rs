@@ -8,8 +8,8 @@
 //! one (correlation, ts, pid) triple per launch as it goes, and `pending` settles the rows'
 //! steps at the end. The launches go to a temporary file as they are absorbed, and `finish`
 //! turns them into a compact correlation → step lookup (`launches`), so the walk's memory
-//! does not grow with them; the step spans do, by ~24 bytes a span (twice that after
-//! `finish`), up to `MAX_STEP_SPANS`.
+//! does not grow with them; the step spans do, by 24 bytes a span (twice that after
+//! `finish` when several processes have spans), up to `MAX_STEP_SPANS`.
 //! `LinkPass`, a walk that notes only these, re-reads a file that failed (`first_error`).
 
 use std::path::PathBuf;
@@ -275,8 +275,15 @@ impl Links {
         for spans in self.cpu_spans.values_mut() {
             spans.sort_by_key(|s| (s.start, s.end));
         }
-        self.all_cpu_spans = self.cpu_spans.values().flatten().copied().collect();
-        self.all_cpu_spans.sort_by_key(|s| (s.start, s.end));
+        if self.cpu_spans.len() == 1 {
+            // One process (the usual trace): its spans are all the spans, and `spans_of`
+            // answers every pid from those, so they are kept once (24 bytes a step).
+            let (_, spans) = self.cpu_spans.drain().next().expect("one entry");
+            self.all_cpu_spans = spans;
+        } else {
+            self.all_cpu_spans = self.cpu_spans.values().flatten().copied().collect();
+            self.all_cpu_spans.sort_by_key(|s| (s.start, s.end));
+        }
         self.gpu_spans.sort_by_key(|s| (s.start, s.end));
         let launches = std::mem::take(&mut self.launches);
         let mut cache = StepCache::default();
