@@ -17,13 +17,13 @@
 //! its launches in id order. The fsdp2 benchmark trace (ids ~10 % dense) costs ~1 MB per GB
 //! this way, against 19 MB as a vector, the rocm mix (a step every ~140 events) ~2.3 MB per
 //! GB. Ids out of order, repeated, sparse or negative stay exact: they only make more
-//! blocks, longer lists or more runs. The worst case, every id in a block of its own, costs
-//! ~100 bytes a launch (the block and its tree entry); no profiler numbers so.
+//! blocks, longer lists or more runs. Blocks of at most 4 launches keep them in a plain map
+//! instead (~30 bytes a launch; a block costs ~100), so ids far apart cost about what the
+//! vector did.
 //!
 //! Which launch counts when a correlation repeats: the first in file order, as the sorted
 //! vector this replaces kept (a stable sort, then `dedup`).
 
-use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 use std::io;
 
@@ -35,6 +35,9 @@ use super::spool::Spool;
 const BLOCK_BITS: u32 = 12;
 const WORDS: usize = (1 << BLOCK_BITS) / 64;
 const OFFSET_MASK: i64 = (1 << BLOCK_BITS) - 1;
+
+/// Blocks with at most this many launches keep them in `LaunchSteps::lone`.
+const MAX_LONE: usize = 4;
 
 /// A block lists its members while that costs less than a bitmap with its counts (640 B).
 const MAX_LISTED: usize = (WORDS * 10) / 2;
@@ -65,6 +68,10 @@ pub(crate) fn log(to: &mut LaunchLog, launches: &[(i64, i64, i64)]) -> io::Resul
 pub(crate) struct LaunchSteps {
     /// By block number (`corr >> BLOCK_BITS`).
     blocks: BTreeMap<i64, Block>,
+    /// The launches of blocks that hold at most `MAX_LONE`: correlation → step. A block of
+    /// its own costs ~100 bytes, an entry here ~30. A block's launches are either here or
+    /// in `blocks`, never in both.
+    lone: BTreeMap<i64, Option<i64>>,
 }
 
 impl LaunchSteps {
@@ -87,7 +94,9 @@ impl LaunchSteps {
 
     /// `Some(step)` when a launch with this correlation exists.
     pub(crate) fn get(&self, corr: i64) -> Option<Option<i64>> {
-        let b = self.blocks.get(&(corr >> BLOCK_BITS))?;
+        let Some(b) = self.blocks.get(&(corr >> BLOCK_BITS)) else {
+            return self.lone.get(&corr).copied();
+        };
         let rank = b.members.rank((corr & OFFSET_MASK) as u16)?;
         let run = b.runs.partition_point(|r| r.0 <= rank) - 1;
         Some(b.runs[run].1)
@@ -103,36 +112,53 @@ impl LaunchSteps {
         v.sort_by_key(|e| e.0);
         v.dedup_by_key(|e| e.0);
         for group in v.chunk_by(|a, b| a.0 >> BLOCK_BITS == b.0 >> BLOCK_BITS) {
-            let entries = group
+            let mut entries = group
                 .iter()
                 .map(|&(c, s)| ((c & OFFSET_MASK) as u16, s))
                 .collect::<Vec<_>>();
-            match self.blocks.entry(group[0].0 >> BLOCK_BITS) {
-                Entry::Vacant(e) => {
-                    e.insert(Block::new(&entries));
+            let key = group[0].0 >> BLOCK_BITS;
+            let first = key << BLOCK_BITS;
+            // An earlier chunk reached this block: its launches came first.
+            let earlier = match self.blocks.remove(&key) {
+                Some(b) => b.entries(),
+                None => {
+                    let lone = self.lone.range(first..=first | OFFSET_MASK);
+                    let lone: Vec<i64> = lone.map(|(&c, _)| c).collect();
+                    lone.iter()
+                        .map(|c| {
+                            let step = self.lone.remove(c).expect("listed above");
+                            ((c & OFFSET_MASK) as u16, step)
+                        })
+                        .collect()
                 }
-                Entry::Occupied(mut e) => {
-                    // An earlier chunk reached this block: its launches came first.
-                    let merged = merge(&e.get().entries(), &entries);
-                    e.insert(Block::new(&merged));
-                }
+            };
+            if !earlier.is_empty() {
+                entries = merge(&earlier, &entries);
+            }
+            if entries.len() <= MAX_LONE {
+                self.lone
+                    .extend(entries.iter().map(|&(off, s)| (first | off as i64, s)));
+            } else {
+                self.blocks.insert(key, Block::new(&entries));
             }
         }
     }
 
     /// Heap bytes held (for tests and `AORTA_TIMING`: tree nodes estimated).
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.blocks
-            .values()
-            .map(|b| {
-                64 + std::mem::size_of::<Block>()
-                    + b.runs.len() * std::mem::size_of::<(u16, Option<i64>)>()
-                    + match &b.members {
-                        Members::List(l) => l.len() * 2,
-                        Members::Bits(_) => std::mem::size_of::<Bitmap>(),
-                    }
-            })
-            .sum()
+        self.lone.len() * 30
+            + self
+                .blocks
+                .values()
+                .map(|b| {
+                    64 + std::mem::size_of::<Block>()
+                        + b.runs.len() * std::mem::size_of::<(u16, Option<i64>)>()
+                        + match &b.members {
+                            Members::List(l) => l.len() * 2,
+                            Members::Bits(_) => std::mem::size_of::<Bitmap>(),
+                        }
+                })
+                .sum::<usize>()
     }
 }
 
@@ -376,6 +402,26 @@ mod tests {
         super::log(&mut log, &launches).unwrap();
         let none = LaunchSteps::build(log, step_of).unwrap();
         assert_eq!(none.get(launches[0].0), None);
+    }
+
+    /// Ids far apart (a block each) cost about what a vector of them did, and answer
+    /// exactly, including ids that join a block of few later and make it a block.
+    #[test]
+    fn sparse_ids_cost_about_a_vector() {
+        let n = 100_000i64;
+        let mut log = LaunchLog::default();
+        let mut launches: Vec<_> = (0..n).map(|i| (i * 10_000 - 7, i, 0)).collect();
+        // Past the first chunk (65,536), a block that held one launch gets nine more.
+        let late = 1_000;
+        launches.extend((1..10).map(|k| (late * 10_000 - 7 + k, n + k, 0)));
+        super::log(&mut log, &launches).unwrap();
+        let steps = LaunchSteps::build(log, |_, ts| Some(ts / 1000)).unwrap();
+        for &(corr, ts, _) in &launches {
+            assert_eq!(steps.get(corr), Some(Some(ts / 1000)), "{corr}");
+            assert_eq!(steps.get(corr + 100), None);
+        }
+        let bytes = steps.heap_bytes();
+        assert!(bytes < 40 * n as usize, "{bytes}");
     }
 
     /// Dense ids with steps in long runs take a few bytes per 1,000 launches.
