@@ -427,6 +427,18 @@ mod tests {
         }
     }
 
+    /// A launches' file that cannot be made stops the walk, and says why.
+    #[test]
+    fn a_launch_spool_that_cannot_be_written_stops_the_walk() {
+        let not_a_dir = tempfile::NamedTempFile::new().unwrap();
+        let mut links = Links::spilling_to(not_a_dir.path().join("staging"));
+        let mut p = Partial::default();
+        (0..super::super::spool::CHUNK as i64).for_each(|i| p.launch(i, i, 1));
+        let e = links.absorb(p).unwrap_err();
+        assert!(e.msg.contains("writing the output failed"), "{}", e.msg);
+        assert!(links.take_spill_error().is_some());
+    }
+
     /// Past `MAX_STEP_SPANS` step annotations the file is refused at the byte of the last
     /// one noted, whichever runs of events they came in.
     #[test]

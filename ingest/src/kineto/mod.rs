@@ -107,16 +107,14 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
     let res = drive(job, &mut walk, hasher.clone());
     drop(walk.tx.take());
     let spilled = spiller.join().expect("spill thread does not panic");
-    let launch_spill = walk.links.take_spill_error().or(walk.memory_error.take());
-    // A failed spill stops the walk: its error is the one to report.
-    let spilled = match (spilled, res) {
-        (Err(e), _) => return Err(e),
-        (Ok(_), _) if launch_spill.is_some() => {
-            let e = launch_spill.expect("checked");
-            return Err(IngestError::io(&job.staging, e));
-        }
-        (Ok(_), Err(e)) => return Err(first_error(job, e)),
-        (Ok(s), Ok(shape)) => (s, shape),
+    let spool_error = walk.links.take_spill_error().or(walk.memory_error.take());
+    // A failed spill (the rows', the launches' or the memory events') stops the walk: its
+    // error is the one to report.
+    let spilled = match (spilled, res, spool_error) {
+        (Err(e), _, _) => return Err(e),
+        (Ok(_), _, Some(e)) => return Err(IngestError::io(&job.staging, e)),
+        (Ok(_), Err(e), None) => return Err(first_error(job, e)),
+        (Ok(s), Ok(shape), None) => (s, shape),
     };
     let (spilled, shape) = spilled;
     let t1 = t0.elapsed();
