@@ -178,11 +178,6 @@ impl Sink {
         self.add_rows(gpu, cpu, diag)
     }
 
-    /// The sink's strings: the table `add_rows` expects ids of.
-    pub(crate) fn strings(&self) -> &Interner {
-        &self.strings
-    }
-
     /// Adds rows whose string ids are already the sink's own.
     pub(crate) fn add_rows(
         &mut self,
@@ -289,11 +284,7 @@ impl Sink {
 
     fn write_gpu(&mut self, rows: &[GpuRow]) -> Result<()> {
         self.tally_gpu(rows);
-        for c in rows.chunks(ARROW_ROWS) {
-            let batch = gpu_batch(c, &self.strings);
-            self.gpu_w.write(&batch)?;
-        }
-        Ok(())
+        write_chunks(&mut self.gpu_w, rows, |c| gpu_batch(c, &self.strings))
     }
 
     /// Steps, counts and the last start per stream, once per run of rows that share a
@@ -329,13 +320,35 @@ impl Sink {
             self.counts.span(r.start, r.end);
         }
         self.counts.cpu += self.cpu_buf.len() as u64;
-        for c in self.cpu_buf.chunks(ARROW_ROWS) {
-            let batch = cpu_batch(c, &self.strings);
-            self.cpu_w.write(&batch)?;
-        }
+        let strings = &self.strings;
+        let res = write_chunks(&mut self.cpu_w, &self.cpu_buf, |c| cpu_batch(c, strings));
         self.cpu_buf.clear();
-        Ok(())
+        res
     }
+}
+
+/// Writes `rows` as Arrow batches of `ARROW_ROWS`, each built by `batch`.
+///
+/// Why: on the pool, a batch's columns are built in parallel, then encoded in parallel
+/// (`writer::Open`), and each step waits for its slowest column (the CPU table has 13), so on
+/// many cores most workers idled in both. Here the next batch is built while the last one is
+/// encoded: twice the work at each wait. The writer gets the same batches in the same order.
+fn write_chunks<R: Sync>(
+    w: &mut TableWriter,
+    rows: &[R],
+    batch: impl Fn(&[R]) -> RecordBatch + Sync,
+) -> Result<()> {
+    let mut chunks = rows.chunks(ARROW_ROWS);
+    if !crate::writer::on_pool() || rayon::current_num_threads() < 2 {
+        return chunks.try_for_each(|c| w.write(&batch(c)));
+    }
+    let mut next = chunks.next().map(&batch);
+    while let Some(b) = next {
+        let (built, written) = rayon::join(|| chunks.next().map(&batch), || w.write(&b));
+        written?;
+        next = built;
+    }
+    Ok(())
 }
 
 /// (device, stream, start, raw end, index in the buffer) of a buffered GPU row. Sorting

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use bytemuck::{Pod, Zeroable};
+use rayon::prelude::*;
 
 use super::links::{Links, StepCache};
 use crate::classify::{Category, Kind};
@@ -356,29 +357,26 @@ pub(crate) fn settle(s: Spilled, links: &Links, base: i64, parts: &Parts) -> Res
         comm_ops,
         batches,
     } = s;
-    let settler = || Settler {
+    let settler = Settler {
         links,
         base,
-        cache: StepCache::default(),
         comm_ops: &comm_ops,
     };
     let mut gpu_sink = Sink::with_strings(parts, strings.clone());
-    let mut cpu_sink = Sink::with_strings(parts, strings);
+    let mut cpu_sink = Sink::with_strings(parts, strings.clone());
     cpu_sink.diag.merge(diag);
+    let st = &settler;
+    let strings = &strings;
     // On the current rayon pool, not on threads of their own: the sinks encode their columns
     // on it too (`writer::Open`), and `--jobs` bounds all of it.
     let (g, c) = rayon::join(
         || {
-            let mut st = settler();
-            replay(gpu, batches, &dir, &mut gpu_sink, |r, strings, diag| {
-                st.gpu(r, strings, diag)
-            })
+            let file = Replay::new(gpu, batches, &dir);
+            file.run(&mut gpu_sink, strings, |c, r, s, d| st.gpu(c, r, s, d))
         },
         || {
-            let mut st = settler();
-            replay(cpu, batches, &dir, &mut cpu_sink, |r, strings, diag| {
-                st.cpu(r, strings, diag)
-            })
+            let file = Replay::new(cpu, batches, &dir);
+            file.run(&mut cpu_sink, strings, |c, r, s, d| st.cpu(c, r, s, d))
         },
     );
     g?;
@@ -408,30 +406,113 @@ impl SinkRow for CpuRow {
     }
 }
 
-/// Reads the batches of one spill file back, settles each record with `row`, and adds each
-/// batch's rows to `sink`.
-fn replay<R: Pod, T: SinkRow>(
-    mut file: File,
-    batches: u64,
-    dir: &Path,
-    sink: &mut Sink,
-    mut row: impl FnMut(&R, &Interner, &mut Diagnostics) -> T,
-) -> Result<()> {
-    let mut recs = Vec::new();
-    for _ in 0..batches {
-        let io = |e| IngestError::io(dir, e);
-        let mut n = 0u64;
-        file.read_exact(bytemuck::bytes_of_mut(&mut n))
-            .map_err(io)?;
-        read_recs(&mut file, &mut recs, n).map_err(io)?;
-        let mut diag = Diagnostics::default();
-        let rows = recs
-            .iter()
-            .map(|r| row(r, sink.strings(), &mut diag))
-            .collect();
-        T::add(sink, rows, diag)?;
+/// Records of consecutive batches settled at once (about 12,000 CPU rows, 5,000 GPU rows):
+/// a few batches to spread over the pool, few enough that the records and rows waiting
+/// (two groups of each per table) stay small: 32 Ki-row groups cost 45 MB of peak RSS.
+const GROUP_BYTES: usize = 1 << 20;
+
+/// One spill file being read back, batch by batch.
+struct Replay<'a> {
+    file: File,
+    /// Batches not read yet.
+    left: u64,
+    dir: &'a Path,
+}
+
+/// The rows of one batch, settled, with the findings settling them gave.
+type Settled<T> = (Vec<T>, Diagnostics);
+
+impl<'a> Replay<'a> {
+    fn new(file: File, batches: u64, dir: &'a Path) -> Replay<'a> {
+        Replay {
+            file,
+            left: batches,
+            dir,
+        }
     }
-    Ok(())
+
+    /// Settles each record with `row` and adds each batch's rows to `sink`, in file order.
+    ///
+    /// Why in groups: on one thread per table, reading the records back and settling them
+    /// (with the sink's buffering) was most of what stayed serial of the settle on many
+    /// cores. On a pool of several threads, the batches of the next group are settled (in
+    /// parallel, each with a step cache of its own) while the sink takes the rows of the
+    /// last one; the sink still gets every batch, in order, as its own `add_rows`, so it
+    /// flushes exactly where it did.
+    fn run<R: Pod + Send + Sync, T: SinkRow + Send>(
+        mut self,
+        sink: &mut Sink,
+        strings: &Interner,
+        row: impl Fn(&mut StepCache, &R, &Interner, &mut Diagnostics) -> T + Sync,
+    ) -> Result<()> {
+        let settle = |recs: &[R]| -> Settled<T> {
+            let (mut cache, mut diag) = (StepCache::default(), Diagnostics::default());
+            let rows = recs.iter().map(|r| row(&mut cache, r, strings, &mut diag));
+            (rows.collect(), diag)
+        };
+        if rayon::current_num_threads() < 2 {
+            // One thread: one batch at a time, one cache for the whole table.
+            let (mut recs, mut cache) = (Vec::new(), StepCache::default());
+            while self.left > 0 {
+                self.read(&mut recs)?;
+                let mut diag = Diagnostics::default();
+                let rows = recs.iter().map(|r| row(&mut cache, r, strings, &mut diag));
+                T::add(sink, rows.collect(), diag)?;
+            }
+            return Ok(());
+        }
+        let mut ready: Vec<Settled<T>> = Vec::new();
+        let mut spare: Vec<Vec<R>> = Vec::new();
+        loop {
+            let group = self.group(&mut spare)?;
+            if group.is_empty() && ready.is_empty() {
+                return Ok(());
+            }
+            let (settled, added) = rayon::join(
+                || {
+                    group
+                        .par_iter()
+                        .map(|recs| settle(recs))
+                        .collect::<Vec<_>>()
+                },
+                || {
+                    ready
+                        .drain(..)
+                        .try_for_each(|(rows, diag)| T::add(sink, rows, diag))
+                },
+            );
+            added?;
+            ready = settled;
+            spare = group;
+        }
+    }
+
+    /// Reads the next batches, up to `GROUP_BYTES` of records (at least one batch while any is
+    /// left), into the record buffers of `spare`.
+    fn group<R: Pod>(&mut self, spare: &mut Vec<Vec<R>>) -> Result<Vec<Vec<R>>> {
+        let mut group = Vec::new();
+        let mut rows = 0;
+        let cap = GROUP_BYTES / std::mem::size_of::<R>();
+        while self.left > 0 && rows < cap {
+            let mut recs = spare.pop().unwrap_or_default();
+            self.read(&mut recs)?;
+            rows += recs.len();
+            group.push(recs);
+        }
+        Ok(group)
+    }
+
+    /// Reads the next batch's records into `recs`.
+    fn read<R: Pod>(&mut self, recs: &mut Vec<R>) -> Result<()> {
+        let io = |e| IngestError::io(self.dir, e);
+        let mut n = 0u64;
+        self.file
+            .read_exact(bytemuck::bytes_of_mut(&mut n))
+            .map_err(io)?;
+        read_recs(&mut self.file, recs, n).map_err(io)?;
+        self.left -= 1;
+        Ok(())
+    }
 }
 
 /// Reads `n` records into `v`.
@@ -441,23 +522,26 @@ fn read_recs<T: Pod>(r: &mut impl Read, v: &mut Vec<T>, n: u64) -> io::Result<()
     r.read_exact(bytemuck::cast_slice_mut(v))
 }
 
-/// What settling a row needs.
+/// What settling a row needs (rows come in file order, so most CPU lookups land in the
+/// previous row's span: the caller keeps a `StepCache` per run of rows).
 struct Settler<'a> {
     links: &'a Links,
     base: i64,
-    /// Rows come in file order, so most CPU lookups land in the previous row's span.
-    cache: StepCache,
     comm_ops: &'a [&'static str],
 }
 
 impl Settler<'_> {
-    fn cpu(&mut self, r: &CpuRec, strings: &Interner, diag: &mut Diagnostics) -> CpuRow {
+    fn cpu(
+        &self,
+        cache: &mut StepCache,
+        r: &CpuRec,
+        strings: &Interner,
+        diag: &mut Diagnostics,
+    ) -> CpuRow {
         let f = r.flags;
         let step = match get(r.step, C_STEP, f) {
             Some(n) => Some(n),
-            None => self
-                .links
-                .step_at_cached(&mut self.cache, r.pid_key, r.start),
+            None => self.links.step_at_cached(cache, r.pid_key, r.start),
         };
         if step.is_none() && self.links.has_steps() {
             outside(diag, r.off, r.name, strings);
@@ -479,7 +563,13 @@ impl Settler<'_> {
         }
     }
 
-    fn gpu(&mut self, r: &GpuRec, strings: &Interner, diag: &mut Diagnostics) -> GpuRow {
+    fn gpu(
+        &self,
+        _: &mut StepCache,
+        r: &GpuRec,
+        strings: &Interner,
+        diag: &mut Diagnostics,
+    ) -> GpuRow {
         let f = r.flags;
         let correlation = get(r.correlation, G_CORR, f);
         let (step, step_source) = self.gpu_step(r, correlation, strings, diag);
