@@ -24,7 +24,7 @@ pub(crate) const FLUSH_ROWS: usize = 1 << 17;
 /// small so that the rows a batch reads (~2 MB) stay in cache while its ~25 columns are
 /// built one after another, and its arrays (64 KiB per int64 column) are reused from the
 /// heap instead of being mapped and faulted in afresh (glibc maps blocks over 1 MiB).
-const ARROW_ROWS: usize = 1 << 13;
+pub(crate) const ARROW_ROWS: usize = 1 << 13;
 
 /// Where one input file's tables go (inside the staging directory).
 #[derive(Debug, Clone)]
