@@ -110,6 +110,7 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
     };
     let mut links = walk.links;
     links.finish();
+    let t_links = t0.elapsed() - t1;
     let mut info = RunInfo::new(Format::Kineto, content_hash);
     let rank = info.resolve_rank(job, links.meta.rank);
     let parts = Parts {
@@ -126,7 +127,7 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
         // Stage timings for benchmarking (docs/PERFORMANCE.md).
         let t2 = t0.elapsed();
         eprintln!(
-            "{}: walk {t1:.2?}, settle {:.2?}",
+            "{}: walk {t1:.2?}, settle {:.2?} (links {t_links:.2?})",
             job.path.display(),
             t2 - t1
         );

@@ -369,19 +369,25 @@ pub(crate) fn settle(s: Spilled, links: &Links, base: i64, parts: &Parts) -> Res
     let strings = &strings;
     // On the current rayon pool, not on threads of their own: the sinks encode their columns
     // on it too (`writer::Open`), and `--jobs` bounds all of it.
+    let t0 = std::time::Instant::now();
     let (g, c) = rayon::join(
         || {
             let file = Replay::new(gpu, batches, &dir);
-            file.run(&mut gpu_sink, strings, |c, r, s, d| st.gpu(c, r, s, d))
+            let res = file.run(&mut gpu_sink, strings, |c, r, s, d| st.gpu(c, r, s, d));
+            let out = res.and_then(|()| gpu_sink.finish());
+            (out, t0.elapsed())
         },
         || {
             let file = Replay::new(cpu, batches, &dir);
-            file.run(&mut cpu_sink, strings, |c, r, s, d| st.cpu(c, r, s, d))
+            let res = file.run(&mut cpu_sink, strings, |c, r, s, d| st.cpu(c, r, s, d));
+            let out = res.and_then(|()| cpu_sink.finish());
+            (out, t0.elapsed())
         },
     );
-    g?;
-    c?;
-    Ok(gpu_sink.finish()?.merge(cpu_sink.finish()?))
+    if std::env::var_os("AORTA_TIMING").is_some() {
+        eprintln!("settle: gpu_activities {:.2?}, cpu_ops {:.2?}", g.1, c.1);
+    }
+    Ok(g.0?.merge(c.0?))
 }
 
 fn write_recs<R: Pod>(out: &mut impl Write, recs: &[R]) -> io::Result<()> {
