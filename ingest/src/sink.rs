@@ -1,5 +1,6 @@
 //! Where parsed rows go: the same-stream clipping, step windows, counts, and the Parquet
 //! writers of `gpu_activities` and `cpu_ops`, flushed every `FLUSH_ROWS` so memory stays flat.
+//! On the pool a flush builds the next Arrow batch while the last is encoded (`write_chunks`).
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;

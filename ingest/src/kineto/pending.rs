@@ -10,6 +10,13 @@
 //! and `settle` reads the batches back in file order once every span and launch is known,
 //! gives each row its step and absolute times, and hands them to the sink batch by batch,
 //! as the two-pass reader did.
+//!
+//! On many cores neither end may run on one thread alone (docs/PERFORMANCE.md, issue 33): the
+//! spill thread only re-maps strings and makes records, and a thread of its own writes them
+//! (so the walk's queue of batches no longer fills behind it: 20 MB less peak memory at one
+//! job); the settle reads a group of batches and settles them on the pool while the sink
+//! takes the rows of the group before (`Replay::run`), and the sink still gets every batch,
+//! in order, on its own, so every file is byte for byte what one thread writes.
 
 use std::fs::File;
 use std::io::{self, Read, Seek, Write};
