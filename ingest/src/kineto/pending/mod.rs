@@ -14,12 +14,13 @@
 //! On many cores neither end may run on one thread alone (docs/PERFORMANCE.md, issue 33): the
 //! spill thread only re-maps strings and makes records, and a thread of its own writes them
 //! (so the walk's queue of batches no longer fills behind it: 20 MB less peak memory at one
-//! job); the settle reads a group of batches and settles them on the pool while the sink
-//! takes the rows of the group before (`Replay::run`), and the sink still gets every batch,
-//! in order, on its own, so every file is byte for byte what one thread writes.
+//! job); the settle (`settle.rs`) reads a group of batches while the last group is settled
+//! on the pool (GPU rows while the sink takes the group before, CPU rows straight into the
+//! sink's buffer), and the sink flushes after the very batches it did, so every file is
+//! byte for byte what one thread writes.
 
 use std::fs::File;
-use std::io::{self, Read, Seek, Write};
+use std::io::{self, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
@@ -27,14 +28,15 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use bytemuck::{Pod, Zeroable};
-use rayon::prelude::*;
 
-use super::links::{Links, StepCache};
 use crate::classify::{Category, Kind};
 use crate::diag::Diagnostics;
 use crate::error::{IngestError, Result};
 use crate::rows::{Batch, CollArgs, CpuCategory, CpuRow, GpuRow, Interner, StepSource};
 use crate::sink::{Parts, Sink, SinkOut};
+
+mod settle;
+pub(crate) use settle::settle;
 
 /// What a CPU row's step waits for.
 #[derive(Debug, Clone, Copy)]
@@ -383,320 +385,7 @@ pub(crate) fn spawn(
     Ok((tx, handle))
 }
 
-/// Reads the spilled batches back in file order, gives every row its step and absolute
-/// times (`base` added), and writes them through two sinks, one per table, side by side.
-pub(crate) fn settle(s: Spilled, links: &Links, base: i64, parts: &Parts) -> Result<SinkOut> {
-    let Spilled {
-        gpu,
-        cpu,
-        dir,
-        strings,
-        diag,
-        comm_ops,
-        batches,
-    } = s;
-    let settler = Settler {
-        links,
-        base,
-        comm_ops: &comm_ops,
-    };
-    let mut gpu_sink = Sink::with_strings(parts, strings.clone());
-    let mut cpu_sink = Sink::with_strings(parts, strings.clone());
-    cpu_sink.diag.merge(diag);
-    let st = &settler;
-    let strings = &strings;
-    // On the current rayon pool, not on threads of their own: the sinks encode their columns
-    // on it too (`writer::Open`), and `--jobs` bounds all of it.
-    let t0 = std::time::Instant::now();
-    let (g, c) = rayon::join(
-        || {
-            let file = Replay::new(gpu, batches, &dir);
-            let res = file.run(&mut gpu_sink, strings, |c, r, s, d| st.gpu(c, r, s, d));
-            let out = res.and_then(|()| gpu_sink.finish());
-            (out, t0.elapsed())
-        },
-        || {
-            let file = Replay::new(cpu, batches, &dir);
-            let res = file.run(&mut cpu_sink, strings, |c, r, s, d| st.cpu(c, r, s, d));
-            let out = res.and_then(|()| cpu_sink.finish());
-            (out, t0.elapsed())
-        },
-    );
-    if std::env::var_os("AORTA_TIMING").is_some() {
-        eprintln!("settle: gpu_activities {:.2?}, cpu_ops {:.2?}", g.1, c.1);
-    }
-    Ok(g.0?.merge(c.0?))
-}
-
 fn write_recs<R: Pod>(out: &mut impl Write, recs: &[R]) -> io::Result<()> {
     out.write_all(bytemuck::bytes_of(&(recs.len() as u64)))?;
     out.write_all(bytemuck::cast_slice(recs))
-}
-
-/// A row type of the sink, and how a batch of it is added.
-trait SinkRow: Sized {
-    fn add(sink: &mut Sink, rows: Vec<Self>, diag: Diagnostics) -> Result<()>;
-}
-
-impl SinkRow for GpuRow {
-    fn add(sink: &mut Sink, rows: Vec<Self>, diag: Diagnostics) -> Result<()> {
-        sink.add_rows(rows, Vec::new(), diag)
-    }
-}
-
-impl SinkRow for CpuRow {
-    fn add(sink: &mut Sink, rows: Vec<Self>, diag: Diagnostics) -> Result<()> {
-        sink.add_rows(Vec::new(), rows, diag)
-    }
-}
-
-/// Records of consecutive batches settled at once (about 12,000 CPU rows, 5,000 GPU rows):
-/// a few batches to spread over the pool, few enough that the records and rows waiting
-/// (two groups of each per table) stay small: 32 Ki-row groups cost 45 MB of peak RSS.
-/// (The tests settle in groups of 64 KiB, so that small traces make many.)
-const GROUP_BYTES: usize = if cfg!(test) { 1 << 16 } else { 1 << 20 };
-
-/// One spill file being read back, batch by batch.
-struct Replay<'a> {
-    file: File,
-    /// Batches not read yet.
-    left: u64,
-    dir: &'a Path,
-}
-
-/// The rows of one batch, settled, with the findings settling them gave.
-type Settled<T> = (Vec<T>, Diagnostics);
-
-impl<'a> Replay<'a> {
-    fn new(file: File, batches: u64, dir: &'a Path) -> Replay<'a> {
-        Replay {
-            file,
-            left: batches,
-            dir,
-        }
-    }
-
-    /// Settles each record with `row` and adds each batch's rows to `sink`, in file order.
-    ///
-    /// Why in groups: on one thread per table, reading the records back and settling them
-    /// (with the sink's buffering) was most of what stayed serial of the settle on many
-    /// cores. On a pool of several threads, the batches of the next group are settled (in
-    /// parallel, each with a step cache of its own) while the sink takes the rows of the
-    /// last one; the sink still gets every batch, in order, as its own `add_rows`, so it
-    /// flushes exactly where it did.
-    fn run<R: Pod + Send + Sync, T: SinkRow + Send>(
-        mut self,
-        sink: &mut Sink,
-        strings: &Interner,
-        row: impl Fn(&mut StepCache, &R, &Interner, &mut Diagnostics) -> T + Sync,
-    ) -> Result<()> {
-        let settle = |recs: &[R]| -> Settled<T> {
-            let (mut cache, mut diag) = (StepCache::default(), Diagnostics::default());
-            let rows = recs.iter().map(|r| row(&mut cache, r, strings, &mut diag));
-            (rows.collect(), diag)
-        };
-        if rayon::current_num_threads() < 2 {
-            // One thread: one batch at a time, one cache for the whole table.
-            let (mut recs, mut cache) = (Vec::new(), StepCache::default());
-            while self.left > 0 {
-                self.read(&mut recs)?;
-                let mut diag = Diagnostics::default();
-                let rows = recs.iter().map(|r| row(&mut cache, r, strings, &mut diag));
-                T::add(sink, rows.collect(), diag)?;
-            }
-            return Ok(());
-        }
-        let mut ready: Vec<Settled<T>> = Vec::new();
-        let mut spare: Vec<Vec<R>> = Vec::new();
-        loop {
-            let group = self.group(&mut spare)?;
-            if group.is_empty() && ready.is_empty() {
-                return Ok(());
-            }
-            let (settled, added) = rayon::join(
-                || {
-                    group
-                        .par_iter()
-                        .map(|recs| settle(recs))
-                        .collect::<Vec<_>>()
-                },
-                || {
-                    ready
-                        .drain(..)
-                        .try_for_each(|(rows, diag)| T::add(sink, rows, diag))
-                },
-            );
-            added?;
-            ready = settled;
-            spare = group;
-        }
-    }
-
-    /// Reads the next batches, up to `GROUP_BYTES` of records (at least one batch while any is
-    /// left), into the record buffers of `spare`.
-    fn group<R: Pod>(&mut self, spare: &mut Vec<Vec<R>>) -> Result<Vec<Vec<R>>> {
-        let mut group = Vec::new();
-        let mut rows = 0;
-        let cap = GROUP_BYTES / std::mem::size_of::<R>();
-        while self.left > 0 && rows < cap {
-            let mut recs = spare.pop().unwrap_or_default();
-            self.read(&mut recs)?;
-            rows += recs.len();
-            group.push(recs);
-        }
-        Ok(group)
-    }
-
-    /// Reads the next batch's records into `recs`.
-    fn read<R: Pod>(&mut self, recs: &mut Vec<R>) -> Result<()> {
-        let io = |e| IngestError::io(self.dir, e);
-        let mut n = 0u64;
-        self.file
-            .read_exact(bytemuck::bytes_of_mut(&mut n))
-            .map_err(io)?;
-        read_recs(&mut self.file, recs, n).map_err(io)?;
-        self.left -= 1;
-        Ok(())
-    }
-}
-
-/// Reads `n` records into `v`.
-fn read_recs<T: Pod>(r: &mut impl Read, v: &mut Vec<T>, n: u64) -> io::Result<()> {
-    v.clear();
-    v.resize(n as usize, T::zeroed());
-    r.read_exact(bytemuck::cast_slice_mut(v))
-}
-
-/// What settling a row needs (rows come in file order, so most CPU lookups land in the
-/// previous row's span: the caller keeps a `StepCache` per run of rows).
-struct Settler<'a> {
-    links: &'a Links,
-    base: i64,
-    comm_ops: &'a [&'static str],
-}
-
-impl Settler<'_> {
-    fn cpu(
-        &self,
-        cache: &mut StepCache,
-        r: &CpuRec,
-        strings: &Interner,
-        diag: &mut Diagnostics,
-    ) -> CpuRow {
-        let f = r.flags;
-        let step = match get(r.step, C_STEP, f) {
-            Some(n) => Some(n),
-            None => self.links.step_at_cached(cache, r.pid_key, r.start),
-        };
-        if step.is_none() && self.links.has_steps() {
-            outside(diag, r.off, r.name, strings);
-        }
-        CpuRow {
-            category: CpuCategory::ALL[(f & 0xff) as usize],
-            name: r.name,
-            pid: get(r.pid_key, C_PID, f),
-            tid: get(r.tid, C_TID, f),
-            start: r.start + self.base,
-            end: r.end + self.base,
-            correlation: get(r.correlation, C_CORR, f),
-            external_id: get(r.external_id, C_EXT, f),
-            step,
-            input_dims: get(r.input_dims, C_DIMS, f),
-            input_types: get(r.input_types, C_TYPES, f),
-            concrete_inputs: get(r.concrete_inputs, C_CONCRETE, f),
-            input_strides: get(r.input_strides, C_STRIDES, f),
-        }
-    }
-
-    fn gpu(
-        &self,
-        _: &mut StepCache,
-        r: &GpuRec,
-        strings: &Interner,
-        diag: &mut Diagnostics,
-    ) -> GpuRow {
-        let f = r.flags;
-        let correlation = get(r.correlation, G_CORR, f);
-        let (step, step_source) = self.gpu_step(r, correlation, strings, diag);
-        let start = r.start + self.base;
-        let raw_end = r.raw_end + self.base;
-        let coll = (f & G_COLL != 0).then(|| {
-            Box::new(CollArgs {
-                collective_name: get(r.collective_name, G_COLL_NAME, f),
-                in_msg_nelems: get(r.in_msg_nelems, G_IN, f),
-                out_msg_nelems: get(r.out_msg_nelems, G_OUT, f),
-                group_size: get(r.group_size, G_GROUP, f),
-                dtype: get(r.dtype, G_DTYPE, f),
-                process_group: get(r.process_group, G_PG, f),
-                process_group_ranks: get(r.process_group_ranks, G_PG_RANKS, f),
-                collective_seq: get(r.collective_seq, G_SEQ, f),
-                comms_id: get(r.comms_id, G_COMMS_ID, f),
-                gemm: std::array::from_fn(|i| get(r.gemm[i], G_GEMM << i, f)),
-            })
-        });
-        GpuRow {
-            device: r.device,
-            stream: r.stream,
-            kind: Kind::ALL[r.kind as usize],
-            name: r.name,
-            category: Category::ALL[r.category as usize],
-            comm_op: (r.comm_op > 0).then(|| self.comm_ops[r.comm_op as usize - 1]),
-            start,
-            end: raw_end.max(start),
-            raw_end,
-            correlation,
-            external_id: get(r.external_id, G_EXT, f),
-            step,
-            step_source,
-            grid: std::array::from_fn(|i| get(r.grid[i], G_GRID << i, f)),
-            block: std::array::from_fn(|i| get(r.block[i], G_BLOCK << i, f)),
-            bytes: get(r.bytes, G_BYTES, f),
-            coll,
-        }
-    }
-
-    /// The step of the launch (by correlation), else of the GPU time, with the findings. In a
-    /// trace without step spans, the activity's own `args.step` where it has one.
-    fn gpu_step(
-        &self,
-        r: &GpuRec,
-        corr: Option<i64>,
-        strings: &Interner,
-        diag: &mut Diagnostics,
-    ) -> (Option<i64>, StepSource) {
-        let links = self.links;
-        let arg_step = get(r.arg_step, G_ARG_STEP, r.flags);
-        let launch = corr.and_then(|c| links.launch_step(c));
-        if launch.is_none() {
-            diag.add_min("kernel_without_launch", Some(r.off as i64), || {
-                format!("{} (correlation {corr:?})", strings.get(r.name))
-            });
-        }
-        if !links.has_steps() {
-            if arg_step.is_some() {
-                return (arg_step, StepSource::Arg);
-            }
-            return (
-                None,
-                launch.map_or(StepSource::None, |_| StepSource::Launch),
-            );
-        }
-        if let Some(step) = launch {
-            if step.is_none() {
-                outside(diag, r.off, r.name, strings);
-            }
-            return (step, StepSource::Launch);
-        }
-        let step = links.gpu_step_at(r.start);
-        if step.is_none() {
-            outside(diag, r.off, r.name, strings);
-        }
-        (step, StepSource::GpuTime)
-    }
-}
-
-fn outside(diag: &mut Diagnostics, off: u64, name: u32, strings: &Interner) {
-    diag.add_min("outside_steps", Some(off as i64), || {
-        strings.get(name).to_string()
-    });
 }
