@@ -203,8 +203,8 @@ impl Sink {
     /// flushes after the batch where `add_rows`, given them batch by batch, would have.
     ///
     /// Why: settled into vectors of their own and added batch by batch, every CPU row was
-    /// copied once more into the buffer, on the one thread of the table, the largest serial
-    /// part left of the settle of a Kineto trace on many cores. Each worker settling rows
+    /// copied once more into the buffer, on the one thread of the table: 30-90 ms per GiB of
+    /// trace that no other core could take (docs/PERFORMANCE.md). Each worker settling rows
     /// keeps its own `C` (a step cache) and findings, merged when it is done; findings keep
     /// the smallest offset, so the order they merge in does not matter.
     pub(crate) fn extend_cpu<R: Sync, C: Default + Send>(

@@ -78,8 +78,8 @@ impl SinkRow for CpuRow {
 }
 
 /// Records of consecutive batches settled at once (about 12,000 CPU rows, 5,000 GPU rows):
-/// a few batches to spread over the pool, few enough that the records and rows waiting
-/// (two groups of each per table) stay small: 32 Ki-row groups cost 45 MB of peak RSS.
+/// a few batches to spread over the pool, few enough that what waits (two groups of records
+/// per table, and of GPU rows) stays small: 32 Ki-row groups cost 45 MB of peak RSS.
 /// (The tests settle in groups of 64 KiB, so that small traces make many.)
 const GROUP_BYTES: usize = if cfg!(test) { 1 << 16 } else { 1 << 20 };
 
