@@ -286,9 +286,7 @@ impl Links {
         }
         self.gpu_spans.sort_by_key(|s| (s.start, s.end));
         let launches = std::mem::take(&mut self.launches);
-        let mut cache = StepCache::default();
-        self.launch_steps =
-            LaunchSteps::build(launches, |pid, ts| self.step_at_cached(&mut cache, pid, ts))?;
+        self.launch_steps = LaunchSteps::build(launches, |pid, ts| self.step_at(pid, ts))?;
         Ok(())
     }
 }

@@ -314,4 +314,94 @@ mod tests {
             assert_eq!(format!("{links:?}"), format!("{want:?}"), "{path:?}");
         }
     }
+
+    /// Walks `path` on a pool of four workers (so that both settles below get the same
+    /// spilled batches), then settles it on `settle_on` into `out`: what the sinks report.
+    fn spill_and_settle(path: &Path, settle_on: &rayon::ThreadPool, out: &Path) -> (String, u64) {
+        let walk_on = rayon::ThreadPoolBuilder::new()
+            .num_threads(4)
+            .build()
+            .unwrap();
+        let classifier = crate::classify::Classifier::with_user_rules(None).unwrap();
+        let (spilled, mut links) = walk_on.install(|| {
+            let (tx, spiller) = pending::spawn(out, Arc::new(AtomicBool::new(false))).unwrap();
+            let mut rows = RowPass {
+                ctx: Ctx {
+                    classifier: &classifier,
+                    step_marker: &Default::default(),
+                },
+                links: Links::default(),
+                tx: Some(tx),
+                failed: Arc::new(AtomicBool::new(false)),
+                memory: memory::MemLog::default(),
+                memory_error: None,
+            };
+            walk(path, &mut rows);
+            drop(rows.tx.take());
+            (spiller.join().unwrap().unwrap(), rows.links)
+        });
+        links.finish().unwrap();
+        let parts = Parts {
+            root: out.to_path_buf(),
+            run: "r".into(),
+            rank: 0,
+            tag: "t".into(),
+        };
+        let base = links.meta.base_time_ns.unwrap_or(0);
+        let o = settle_on
+            .install(|| pending::settle(spilled, &links, base, &parts))
+            .unwrap();
+        let written: Vec<_> = o
+            .written
+            .iter()
+            .map(|(p, n)| (p.strip_prefix(out), n))
+            .collect();
+        let text = format!("{written:?} {:?} {:?} {:?}", o.diag, o.steps, o.counts);
+        (text, o.counts.cpu)
+    }
+
+    /// The settle on a pool (batches settled in groups while the sink takes the last ones,
+    /// Arrow batches built while the last is encoded) writes the very files, with the same
+    /// findings, steps and counts, that the settle on one thread (one batch at a time, as
+    /// before) writes, on every Kineto trace of the corpus.
+    #[test]
+    fn settling_on_the_pool_writes_what_settling_on_one_thread_writes() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/kineto");
+        let mut files = Vec::new();
+        traces(&root, &mut files);
+        if files.is_empty() {
+            assert_ne!(
+                std::env::var("CI").as_deref(),
+                Ok("true"),
+                "no corpus at {root:?}"
+            );
+            return;
+        }
+        let pool = |n| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(n)
+                .build()
+                .unwrap()
+        };
+        let (one, four) = (pool(1), pool(4));
+        let mut cpu_rows = 0;
+        for path in files {
+            let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+            let want = spill_and_settle(&path, &one, a.path());
+            let got = spill_and_settle(&path, &four, b.path());
+            assert_eq!(got, want, "{path:?}");
+            for table in [&crate::schema::CPU_OPS, &crate::schema::GPU_ACTIVITIES] {
+                let rel = crate::schema::partition_dir(table.name, "r", 0).join("part-t.parquet");
+                let (x, y) = (a.path().join(&rel), b.path().join(&rel));
+                assert_eq!(x.exists(), y.exists(), "{path:?} {rel:?}");
+                if x.exists() {
+                    let x = std::fs::read(x).unwrap();
+                    assert!(x == std::fs::read(y).unwrap(), "{path:?} {rel:?}");
+                }
+            }
+            cpu_rows = cpu_rows.max(want.1);
+        }
+        // A trace with several Arrow batches of CPU rows, and several groups of batches.
+        assert!(cpu_rows > 2 * crate::sink::ARROW_ROWS as u64, "{cpu_rows}");
+    }
 }

@@ -1,5 +1,6 @@
 //! Where parsed rows go: the same-stream clipping, step windows, counts, and the Parquet
 //! writers of `gpu_activities` and `cpu_ops`, flushed every `FLUSH_ROWS` so memory stays flat.
+//! On the pool a flush builds the next Arrow batch while the last is encoded (`write_chunks`).
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -24,7 +25,7 @@ pub(crate) const FLUSH_ROWS: usize = 1 << 17;
 /// small so that the rows a batch reads (~2 MB) stay in cache while its ~25 columns are
 /// built one after another, and its arrays (64 KiB per int64 column) are reused from the
 /// heap instead of being mapped and faulted in afresh (glibc maps blocks over 1 MiB).
-const ARROW_ROWS: usize = 1 << 13;
+pub(crate) const ARROW_ROWS: usize = 1 << 13;
 
 /// Where one input file's tables go (inside the staging directory).
 #[derive(Debug, Clone)]
@@ -178,11 +179,6 @@ impl Sink {
         self.add_rows(gpu, cpu, diag)
     }
 
-    /// The sink's strings: the table `add_rows` expects ids of.
-    pub(crate) fn strings(&self) -> &Interner {
-        &self.strings
-    }
-
     /// Adds rows whose string ids are already the sink's own.
     pub(crate) fn add_rows(
         &mut self,
@@ -198,6 +194,47 @@ impl Sink {
         }
         if self.cpu_buf.len() >= FLUSH_ROWS {
             self.flush_cpu()?;
+        }
+        Ok(())
+    }
+
+    /// Adds the CPU rows of consecutive batches (`ends`: where each batch's records end in
+    /// `recs`), each made from its record by `row`, on the pool, straight into the buffer;
+    /// flushes after the batch where `add_rows`, given them batch by batch, would have.
+    ///
+    /// Why: settled into vectors of their own and added batch by batch, every CPU row was
+    /// copied once more into the buffer, on the one thread of the table: 30-90 ms per GiB of
+    /// trace that no other core could take (docs/PERFORMANCE.md). Each worker settling rows
+    /// keeps its own `C` (a step cache) and findings, merged when it is done; findings keep
+    /// the smallest offset, so the order they merge in does not matter.
+    pub(crate) fn extend_cpu<R: Sync, C: Default + Send>(
+        &mut self,
+        recs: &[R],
+        ends: &[usize],
+        row: impl Fn(&mut C, &R, &mut Diagnostics) -> CpuRow + Sync,
+    ) -> Result<()> {
+        let (mut at, mut k) = (0, 0);
+        while k < ends.len() {
+            // Up to the batch after which the buffer holds `FLUSH_ROWS` (it holds fewer now).
+            let room = FLUSH_ROWS - self.cpu_buf.len();
+            let last = (k..ends.len()).find(|&j| ends[j] - at >= room);
+            let next = last.map_or(ends.len(), |j| j + 1);
+            let end = ends[next - 1];
+            let found = std::sync::Mutex::new(Diagnostics::default());
+            let local = || Local {
+                state: C::default(),
+                diag: Diagnostics::default(),
+                into: &found,
+            };
+            let rows = recs[at..end].par_iter();
+            let rows = rows.map_init(local, |l, r| row(&mut l.state, r, &mut l.diag));
+            self.cpu_buf.par_extend(rows);
+            let found = found.into_inner().unwrap_or_else(|e| e.into_inner());
+            self.diag.merge(found);
+            (at, k) = (end, next);
+            if self.cpu_buf.len() >= FLUSH_ROWS {
+                self.flush_cpu()?;
+            }
         }
         Ok(())
     }
@@ -289,11 +326,7 @@ impl Sink {
 
     fn write_gpu(&mut self, rows: &[GpuRow]) -> Result<()> {
         self.tally_gpu(rows);
-        for c in rows.chunks(ARROW_ROWS) {
-            let batch = gpu_batch(c, &self.strings);
-            self.gpu_w.write(&batch)?;
-        }
-        Ok(())
+        write_chunks(&mut self.gpu_w, rows, |c| gpu_batch(c, &self.strings))
     }
 
     /// Steps, counts and the last start per stream, once per run of rows that share a
@@ -325,16 +358,62 @@ impl Sink {
     }
 
     fn flush_cpu(&mut self) -> Result<()> {
-        for r in &self.cpu_buf {
-            self.counts.span(r.start, r.end);
+        // The earliest start and latest end (on the pool: a serial pass over every row).
+        let span = |r: &CpuRow| (r.start, r.end);
+        let wider = |a: (i64, i64), b: (i64, i64)| (a.0.min(b.0), a.1.max(b.1));
+        let span = if crate::writer::on_pool() && rayon::current_num_threads() > 1 {
+            self.cpu_buf.par_iter().map(span).reduce_with(wider)
+        } else {
+            self.cpu_buf.iter().map(span).reduce(wider)
+        };
+        if let Some((start, end)) = span {
+            self.counts.span(start, end);
         }
         self.counts.cpu += self.cpu_buf.len() as u64;
-        for c in self.cpu_buf.chunks(ARROW_ROWS) {
-            let batch = cpu_batch(c, &self.strings);
-            self.cpu_w.write(&batch)?;
-        }
+        let strings = &self.strings;
+        let res = write_chunks(&mut self.cpu_w, &self.cpu_buf, |c| cpu_batch(c, strings));
         self.cpu_buf.clear();
-        Ok(())
+        res
+    }
+}
+
+/// Writes `rows` as Arrow batches of `ARROW_ROWS`, each built by `batch`.
+///
+/// Why: on the pool, a batch's columns are built in parallel, then encoded in parallel
+/// (`writer::Open`), and each step waits for its slowest column (the CPU table has 13), so on
+/// many cores most workers idled in both. Here the next batch is built while the last one is
+/// encoded: twice the work at each wait. The writer gets the same batches in the same order.
+fn write_chunks<R: Sync>(
+    w: &mut TableWriter,
+    rows: &[R],
+    batch: impl Fn(&[R]) -> RecordBatch + Sync,
+) -> Result<()> {
+    let mut chunks = rows.chunks(ARROW_ROWS);
+    if !crate::writer::on_pool() || rayon::current_num_threads() < 2 {
+        return chunks.try_for_each(|c| w.write(&batch(c)));
+    }
+    let mut next = chunks.next().map(&batch);
+    while let Some(b) = next {
+        let (built, written) = rayon::join(|| chunks.next().map(&batch), || w.write(&b));
+        written?;
+        next = built;
+    }
+    Ok(())
+}
+
+/// What a worker of `Sink::extend_cpu` keeps while it settles rows: its findings go to
+/// `into` when it is done.
+struct Local<'a, C> {
+    state: C,
+    diag: Diagnostics,
+    into: &'a std::sync::Mutex<Diagnostics>,
+}
+
+impl<C> Drop for Local<'_, C> {
+    fn drop(&mut self) {
+        let diag = std::mem::take(&mut self.diag);
+        let into = self.into.lock();
+        into.unwrap_or_else(|e| e.into_inner()).merge(diag);
     }
 }
 
@@ -509,25 +588,4 @@ fn cpu_col(name: &str, rows: &[CpuRow], s: &Interner, d: &mut DictBuilder) -> Ar
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    proptest! {
-        #[test]
-        fn stream_grouping_sorts_like_a_plain_sort(
-            rows in proptest::collection::vec((0i64..2, 0i64..100, 0i64..50, 0i64..3), 0..400),
-        ) {
-            // Up to 100 streams on two devices when t is even, three otherwise.
-            let mut keys: Vec<Key> = rows
-                .iter()
-                .enumerate()
-                .map(|(i, &(d, s, t, e))| (d, if t % 2 == 0 { s } else { s % 3 }, t, t + e, i as u32))
-                .collect();
-            let mut want = keys.clone();
-            want.sort_unstable();
-            sort_keys(&mut keys, &mut Vec::new());
-            prop_assert_eq!(keys, want);
-        }
-    }
-}
+mod tests;

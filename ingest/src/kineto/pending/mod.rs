@@ -10,23 +10,33 @@
 //! and `settle` reads the batches back in file order once every span and launch is known,
 //! gives each row its step and absolute times, and hands them to the sink batch by batch,
 //! as the two-pass reader did.
+//!
+//! On many cores neither end may run on one thread alone (docs/PERFORMANCE.md, issue 33): the
+//! spill thread only re-maps strings and makes records, and a thread of its own writes them
+//! (so the walk's queue of batches no longer fills behind it: 20 MB less peak memory at one
+//! job); the settle (`settle.rs`) reads a group of batches while the last group is settled
+//! on the pool (GPU rows while the sink takes the group before, CPU rows straight into the
+//! sink's buffer), and the sink flushes after the very batches it did, so every file is
+//! byte for byte what one thread writes.
 
 use std::fs::File;
-use std::io::{self, Read, Seek, Write};
+use std::io::{self, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use bytemuck::{Pod, Zeroable};
 
-use super::links::{Links, StepCache};
 use crate::classify::{Category, Kind};
 use crate::diag::Diagnostics;
 use crate::error::{IngestError, Result};
 use crate::rows::{Batch, CollArgs, CpuCategory, CpuRow, GpuRow, Interner, StepSource};
 use crate::sink::{Parts, Sink, SinkOut};
+
+mod settle;
+pub(crate) use settle::settle;
 
 /// What a CPU row's step waits for.
 #[derive(Debug, Clone, Copy)]
@@ -148,19 +158,29 @@ fn get<T>(v: T, bit: u32, flags: u32) -> Option<T> {
     (flags & bit != 0).then_some(v)
 }
 
-/// The spill files being written (owned by the spill thread): one per table, so that the
-/// two tables can be settled and written at once.
+/// The records of one batch, on their way to the files (GPU, CPU).
+type Recs = (Vec<GpuRec>, Vec<CpuRec>);
+
+/// Batches of records the spill thread may queue for the file writer (a few hundred KB each).
+const WRITE_QUEUE: usize = 4;
+
+/// The spill being written (owned by the spill thread): one file per table, so that the two
+/// tables can be settled and written at once.
+///
+/// The files are written by a thread of their own, fed records: re-mapping each batch's
+/// strings and making its records was about as much of the spill thread's time as writing
+/// them, and one file on 16 cores walked about as fast as that one thread went.
 pub(crate) struct Spill {
-    gpu_out: File,
-    cpu_out: File,
+    out: Option<SyncSender<Recs>>,
+    /// Record buffers the writer is done with, for the next batches.
+    back: Receiver<Recs>,
+    writer: Option<JoinHandle<io::Result<(File, File)>>>,
     /// Where the files are, for error messages (they have no names of their own).
     dir: PathBuf,
     strings: Interner,
     diag: Diagnostics,
     comm_ops: Vec<&'static str>,
     batches: u64,
-    cpu: Vec<CpuRec>,
-    gpu: Vec<GpuRec>,
 }
 
 /// Written spill files, ready to be settled.
@@ -181,16 +201,27 @@ impl Spill {
         std::fs::create_dir_all(dir).map_err(io)?;
         // Unbuffered: a batch's records go to the kernel in one write, and come back in one
         // read straight into the records (a buffer would copy every byte once more).
+        let mut gpu_out = tempfile::tempfile_in(dir).map_err(io)?;
+        let mut cpu_out = tempfile::tempfile_in(dir).map_err(io)?;
+        let (out, recs) = sync_channel::<Recs>(WRITE_QUEUE);
+        let (give_back, back) = sync_channel::<Recs>(WRITE_QUEUE);
+        let writer = std::thread::spawn(move || {
+            for (gpu, cpu) in recs {
+                write_recs(&mut gpu_out, &gpu)?;
+                write_recs(&mut cpu_out, &cpu)?;
+                let _ = give_back.try_send((gpu, cpu));
+            }
+            Ok((gpu_out, cpu_out))
+        });
         Ok(Spill {
-            gpu_out: tempfile::tempfile_in(dir).map_err(io)?,
-            cpu_out: tempfile::tempfile_in(dir).map_err(io)?,
+            out: Some(out),
+            back,
+            writer: Some(writer),
             dir: dir.to_path_buf(),
             strings: Interner::default(),
             diag: Diagnostics::default(),
             comm_ops: Vec::new(),
             batches: 0,
-            cpu: Vec::new(),
-            gpu: Vec::new(),
         })
     }
 
@@ -198,30 +229,40 @@ impl Spill {
     pub(crate) fn add(&mut self, batch: Batch, waits: Waits) -> Result<()> {
         let (gpu, cpu, diag) = batch.remap(&mut self.strings);
         self.diag.merge(diag);
-        let mut recs = std::mem::take(&mut self.gpu);
-        recs.clear();
-        recs.extend(
+        let (mut gpu_recs, mut cpu_recs) = self.back.try_recv().unwrap_or_default();
+        gpu_recs.clear();
+        gpu_recs.extend(
             gpu.iter()
                 .zip(&waits.gpu)
                 .map(|(r, &off)| self.gpu_rec(r, off)),
         );
-        self.gpu = recs;
-        self.cpu.clear();
-        self.cpu
-            .extend(cpu.iter().zip(&waits.cpu).map(|(r, w)| cpu_rec(r, w)));
+        cpu_recs.clear();
+        cpu_recs.extend(cpu.iter().zip(&waits.cpu).map(|(r, w)| cpu_rec(r, w)));
         // Every batch goes to both files, even with no rows of a table: each sink then gets
         // the batches the one sink of the two-pass reader got, and flushes where it did.
-        let res = (|| {
-            write_recs(&mut self.gpu_out, &self.gpu)?;
-            write_recs(&mut self.cpu_out, &self.cpu)
-        })();
-        res.map_err(|e| IngestError::io(&self.dir, e))?;
+        let sent = self.out.as_ref().map(|o| o.send((gpu_recs, cpu_recs)));
+        if !matches!(sent, Some(Ok(()))) {
+            // The writer stopped: its error is the one to report.
+            let stopped = io::Error::other("the spill writer stopped");
+            let stopped = IngestError::io(&self.dir, stopped);
+            return Err(self.join_writer().err().unwrap_or(stopped));
+        }
         self.batches += 1;
         Ok(())
     }
 
+    /// Waits for the writer to write what it was sent, and takes the files back.
+    fn join_writer(&mut self) -> Result<(File, File)> {
+        drop(self.out.take());
+        let writer = self.writer.take();
+        let res = writer.map(|w| w.join().expect("the spill writer does not panic"));
+        let res = res.unwrap_or_else(|| Err(io::Error::other("the spill writer stopped")));
+        res.map_err(|e| IngestError::io(&self.dir, e))
+    }
+
     /// Rewinds the files for reading.
-    pub(crate) fn finish(self) -> Result<Spilled> {
+    pub(crate) fn finish(mut self) -> Result<Spilled> {
+        let (gpu, cpu) = self.join_writer()?;
         let dir = self.dir;
         let io = |e| IngestError::io(&dir, e);
         let rewind = |mut file: File| -> Result<File> {
@@ -229,8 +270,8 @@ impl Spill {
             Ok(file)
         };
         Ok(Spilled {
-            gpu: rewind(self.gpu_out)?,
-            cpu: rewind(self.cpu_out)?,
+            gpu: rewind(gpu)?,
+            cpu: rewind(cpu)?,
             dir: dir.clone(),
             strings: self.strings,
             diag: self.diag,
@@ -344,224 +385,7 @@ pub(crate) fn spawn(
     Ok((tx, handle))
 }
 
-/// Reads the spilled batches back in file order, gives every row its step and absolute
-/// times (`base` added), and writes them through two sinks, one per table, side by side.
-pub(crate) fn settle(s: Spilled, links: &Links, base: i64, parts: &Parts) -> Result<SinkOut> {
-    let Spilled {
-        gpu,
-        cpu,
-        dir,
-        strings,
-        diag,
-        comm_ops,
-        batches,
-    } = s;
-    let settler = || Settler {
-        links,
-        base,
-        cache: StepCache::default(),
-        comm_ops: &comm_ops,
-    };
-    let mut gpu_sink = Sink::with_strings(parts, strings.clone());
-    let mut cpu_sink = Sink::with_strings(parts, strings);
-    cpu_sink.diag.merge(diag);
-    // On the current rayon pool, not on threads of their own: the sinks encode their columns
-    // on it too (`writer::Open`), and `--jobs` bounds all of it.
-    let (g, c) = rayon::join(
-        || {
-            let mut st = settler();
-            replay(gpu, batches, &dir, &mut gpu_sink, |r, strings, diag| {
-                st.gpu(r, strings, diag)
-            })
-        },
-        || {
-            let mut st = settler();
-            replay(cpu, batches, &dir, &mut cpu_sink, |r, strings, diag| {
-                st.cpu(r, strings, diag)
-            })
-        },
-    );
-    g?;
-    c?;
-    Ok(gpu_sink.finish()?.merge(cpu_sink.finish()?))
-}
-
 fn write_recs<R: Pod>(out: &mut impl Write, recs: &[R]) -> io::Result<()> {
     out.write_all(bytemuck::bytes_of(&(recs.len() as u64)))?;
     out.write_all(bytemuck::cast_slice(recs))
-}
-
-/// A row type of the sink, and how a batch of it is added.
-trait SinkRow: Sized {
-    fn add(sink: &mut Sink, rows: Vec<Self>, diag: Diagnostics) -> Result<()>;
-}
-
-impl SinkRow for GpuRow {
-    fn add(sink: &mut Sink, rows: Vec<Self>, diag: Diagnostics) -> Result<()> {
-        sink.add_rows(rows, Vec::new(), diag)
-    }
-}
-
-impl SinkRow for CpuRow {
-    fn add(sink: &mut Sink, rows: Vec<Self>, diag: Diagnostics) -> Result<()> {
-        sink.add_rows(Vec::new(), rows, diag)
-    }
-}
-
-/// Reads the batches of one spill file back, settles each record with `row`, and adds each
-/// batch's rows to `sink`.
-fn replay<R: Pod, T: SinkRow>(
-    mut file: File,
-    batches: u64,
-    dir: &Path,
-    sink: &mut Sink,
-    mut row: impl FnMut(&R, &Interner, &mut Diagnostics) -> T,
-) -> Result<()> {
-    let mut recs = Vec::new();
-    for _ in 0..batches {
-        let io = |e| IngestError::io(dir, e);
-        let mut n = 0u64;
-        file.read_exact(bytemuck::bytes_of_mut(&mut n))
-            .map_err(io)?;
-        read_recs(&mut file, &mut recs, n).map_err(io)?;
-        let mut diag = Diagnostics::default();
-        let rows = recs
-            .iter()
-            .map(|r| row(r, sink.strings(), &mut diag))
-            .collect();
-        T::add(sink, rows, diag)?;
-    }
-    Ok(())
-}
-
-/// Reads `n` records into `v`.
-fn read_recs<T: Pod>(r: &mut impl Read, v: &mut Vec<T>, n: u64) -> io::Result<()> {
-    v.clear();
-    v.resize(n as usize, T::zeroed());
-    r.read_exact(bytemuck::cast_slice_mut(v))
-}
-
-/// What settling a row needs.
-struct Settler<'a> {
-    links: &'a Links,
-    base: i64,
-    /// Rows come in file order, so most CPU lookups land in the previous row's span.
-    cache: StepCache,
-    comm_ops: &'a [&'static str],
-}
-
-impl Settler<'_> {
-    fn cpu(&mut self, r: &CpuRec, strings: &Interner, diag: &mut Diagnostics) -> CpuRow {
-        let f = r.flags;
-        let step = match get(r.step, C_STEP, f) {
-            Some(n) => Some(n),
-            None => self
-                .links
-                .step_at_cached(&mut self.cache, r.pid_key, r.start),
-        };
-        if step.is_none() && self.links.has_steps() {
-            outside(diag, r.off, r.name, strings);
-        }
-        CpuRow {
-            category: CpuCategory::ALL[(f & 0xff) as usize],
-            name: r.name,
-            pid: get(r.pid_key, C_PID, f),
-            tid: get(r.tid, C_TID, f),
-            start: r.start + self.base,
-            end: r.end + self.base,
-            correlation: get(r.correlation, C_CORR, f),
-            external_id: get(r.external_id, C_EXT, f),
-            step,
-            input_dims: get(r.input_dims, C_DIMS, f),
-            input_types: get(r.input_types, C_TYPES, f),
-            concrete_inputs: get(r.concrete_inputs, C_CONCRETE, f),
-            input_strides: get(r.input_strides, C_STRIDES, f),
-        }
-    }
-
-    fn gpu(&mut self, r: &GpuRec, strings: &Interner, diag: &mut Diagnostics) -> GpuRow {
-        let f = r.flags;
-        let correlation = get(r.correlation, G_CORR, f);
-        let (step, step_source) = self.gpu_step(r, correlation, strings, diag);
-        let start = r.start + self.base;
-        let raw_end = r.raw_end + self.base;
-        let coll = (f & G_COLL != 0).then(|| {
-            Box::new(CollArgs {
-                collective_name: get(r.collective_name, G_COLL_NAME, f),
-                in_msg_nelems: get(r.in_msg_nelems, G_IN, f),
-                out_msg_nelems: get(r.out_msg_nelems, G_OUT, f),
-                group_size: get(r.group_size, G_GROUP, f),
-                dtype: get(r.dtype, G_DTYPE, f),
-                process_group: get(r.process_group, G_PG, f),
-                process_group_ranks: get(r.process_group_ranks, G_PG_RANKS, f),
-                collective_seq: get(r.collective_seq, G_SEQ, f),
-                comms_id: get(r.comms_id, G_COMMS_ID, f),
-                gemm: std::array::from_fn(|i| get(r.gemm[i], G_GEMM << i, f)),
-            })
-        });
-        GpuRow {
-            device: r.device,
-            stream: r.stream,
-            kind: Kind::ALL[r.kind as usize],
-            name: r.name,
-            category: Category::ALL[r.category as usize],
-            comm_op: (r.comm_op > 0).then(|| self.comm_ops[r.comm_op as usize - 1]),
-            start,
-            end: raw_end.max(start),
-            raw_end,
-            correlation,
-            external_id: get(r.external_id, G_EXT, f),
-            step,
-            step_source,
-            grid: std::array::from_fn(|i| get(r.grid[i], G_GRID << i, f)),
-            block: std::array::from_fn(|i| get(r.block[i], G_BLOCK << i, f)),
-            bytes: get(r.bytes, G_BYTES, f),
-            coll,
-        }
-    }
-
-    /// The step of the launch (by correlation), else of the GPU time, with the findings. In a
-    /// trace without step spans, the activity's own `args.step` where it has one.
-    fn gpu_step(
-        &self,
-        r: &GpuRec,
-        corr: Option<i64>,
-        strings: &Interner,
-        diag: &mut Diagnostics,
-    ) -> (Option<i64>, StepSource) {
-        let links = self.links;
-        let arg_step = get(r.arg_step, G_ARG_STEP, r.flags);
-        let launch = corr.and_then(|c| links.launch_step(c));
-        if launch.is_none() {
-            diag.add_min("kernel_without_launch", Some(r.off as i64), || {
-                format!("{} (correlation {corr:?})", strings.get(r.name))
-            });
-        }
-        if !links.has_steps() {
-            if arg_step.is_some() {
-                return (arg_step, StepSource::Arg);
-            }
-            return (
-                None,
-                launch.map_or(StepSource::None, |_| StepSource::Launch),
-            );
-        }
-        if let Some(step) = launch {
-            if step.is_none() {
-                outside(diag, r.off, r.name, strings);
-            }
-            return (step, StepSource::Launch);
-        }
-        let step = links.gpu_step_at(r.start);
-        if step.is_none() {
-            outside(diag, r.off, r.name, strings);
-        }
-        (step, StepSource::GpuTime)
-    }
-}
-
-fn outside(diag: &mut Diagnostics, off: u64, name: u32, strings: &Interner) {
-    diag.add_min("outside_steps", Some(off as i64), || {
-        strings.get(name).to_string()
-    });
 }

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Two `bench_ingest` builds on one file on many cores, and on many files (issue 33;
+# docs/PERFORMANCE.md "One file on many cores").
+#
+#   bench/many_cores.sh BEFORE AFTER [LOG]
+#
+# Generates a 1 GiB fsdp2 and a 1 GiB rocm trace and 16 copies of a ~100 MB trace (SIZE and
+# MSIZE, in MiB; one
+# directory each) under $DATA (default /tmp/many_cores), then runs BEFORE and AFTER
+# alternating, twice each, --jobs $JOBS (default 1 2 4 8 16) on each 1 GiB file and --jobs 1
+# and 16 on the 16 files, the files put back into the page cache before every run; prints
+# MB/s, walk and settle (AORTA_TIMING=1), and wall, user, sys and peak RSS (KB); then checks
+# that both builds write the same Parquet files at 16 jobs (cmp). Needs the corpus traces
+# gen_kineto.py scales (--source: set FSDP2_SRC and ROCM_SRC where the corpus is elsewhere).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+before=$1 after=$2 log=${3:-/dev/stdout}
+D=${DATA:-/tmp/many_cores}
+JOBS=${JOBS:-"1 2 4 8 16"} SIZE=${SIZE:-1024} MSIZE=${MSIZE:-100}
+src=(${FSDP2_SRC:+--source "$FSDP2_SRC"})
+rsrc=(${ROCM_SRC:+--source "$ROCM_SRC"})
+mkdir -p "$D/m"
+one() { # build jobs files...
+  local b=$1 j=$2 f
+  shift 2
+  for f in "$@"; do cat "$f" > /dev/null; done
+  AORTA_TIMING=1 /usr/bin/time -f "TIME %e %U %S %M" "$b" --jobs "$j" "$@" 2>&1 |
+    grep -E "${PAT:-walk|settle:|TIME|MB/s}" | sed -e 's/^files.*time/time/' -e 's/^/   /'
+}
+{
+  nproc; uptime
+  python3 bench/gen_kineto.py "${src[@]}" --size-mb "$SIZE" --out "$D/fsdp2.json" | tail -1
+  python3 bench/gen_kineto.py --mix rocm "${rsrc[@]}" --size-mb "$SIZE" --out "$D/rocm.json" | tail -1
+  python3 bench/gen_kineto.py "${src[@]}" --size-mb "$MSIZE" --out "$D/m/k.json" | tail -1
+  for i in $(seq -w 1 16); do mkdir -p "$D/m/d$i"; cp "$D/m/k.json" "$D/m/d$i/k.json"; done
+  for f in fsdp2 rocm; do for j in $JOBS; do for r in 1 2; do for b in before after; do
+    echo "== $f jobs $j run $r $b"; one "${!b}" "$j" "$D/$f.json"
+  done; done; done; done
+  for j in 1 16; do for r in 1 2; do for b in before after; do
+    echo "== 16 files jobs $j run $r $b"; PAT="TIME|MB/s" one "${!b}" "$j" "$D"/m/d*/k.json
+  done; done; done
+  for f in fsdp2 rocm; do
+    for b in before after; do
+      rm -rf "$D/keep_$b"; "${!b}" --jobs 16 --keep "$D/keep_$b" "$D/$f.json" > /dev/null
+    done
+    (cd "$D/keep_before" && find . -name '*.parquet' | sort | while read -r p; do
+      cmp -s "$p" "../keep_after/$p" && echo "same $f $p" || echo "DIFF $f $p"
+    done)
+  done
+} 2>&1 | tee "$log"
