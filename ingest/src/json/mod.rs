@@ -129,6 +129,95 @@ impl<'a> Cursor<'a> {
         Ok(Some((k, self.skip_value()?)))
     }
 
+    /// The value of the next member when its key is written exactly as `lit` says
+    /// (`"ph":`, the quotes and the colon included), after blanks and, unless `first`, a `,`
+    /// and blanks: `next_member_raw`'s value, read from the same place by the same
+    /// `skip_value`. `Ok(None)`, with nothing consumed, when the bytes differ (another key,
+    /// an escape, a blank before the colon, the end of the input…): the caller then reads the
+    /// member with `next_member_raw`, errors and all.
+    ///
+    /// Why: a reader that knows which key usually comes next (Kineto writes an event's keys
+    /// in one order) compares a few bytes instead of building `member_fast`'s masks and
+    /// finding the key in them, which was the top of the profile.
+    #[inline(always)]
+    pub(crate) fn member_lit<const N: usize>(
+        &mut self,
+        first: bool,
+        lit: &[u8; N],
+    ) -> JResult<Option<&'a [u8]>> {
+        let b = self.b;
+        let mut i = self.i;
+        while b.get(i).is_some_and(|&c| c <= b' ') {
+            i += 1;
+        }
+        if !first {
+            if b.get(i) != Some(&b',') {
+                return Ok(None);
+            }
+            i += 1;
+            while b.get(i).is_some_and(|&c| c <= b' ') {
+                i += 1;
+            }
+        }
+        if b.get(i..i + N) != Some(&lit[..]) {
+            return Ok(None);
+        }
+        self.value_after(i + N).map(Some)
+    }
+
+    /// `member_lit` for a key known only at run time (`Key`): one 32-byte compare.
+    #[inline(always)]
+    pub(crate) fn member_key(&mut self, first: bool, key: &Key) -> JResult<Option<&'a [u8]>> {
+        let b = self.b;
+        let mut i = self.i;
+        while b.get(i).is_some_and(|&c| c <= b' ') {
+            i += 1;
+        }
+        if !first {
+            if b.get(i) != Some(&b',') {
+                return Ok(None);
+            }
+            i += 1;
+            while b.get(i).is_some_and(|&c| c <= b' ') {
+                i += 1;
+            }
+        }
+        let len = key.len as usize;
+        let same = match b.get(i..i + 32) {
+            Some(w) => {
+                let eq = short::equal_bytes(w.try_into().expect("32 bytes"), &key.bytes);
+                eq | !key.mask == u32::MAX
+            }
+            None => b.get(i..i + len) == Some(&key.bytes[..len]),
+        };
+        if !same {
+            return Ok(None);
+        }
+        self.value_after(i + len).map(Some)
+    }
+
+    /// The value after a key's colon at `i`.
+    #[inline(always)]
+    fn value_after(&mut self, i: usize) -> JResult<&'a [u8]> {
+        // One space after the colon is the usual; `value` reads any other blanks.
+        self.i = i + (self.b.get(i) == Some(&b' ')) as usize;
+        self.value()
+    }
+
+    /// `skip_value`, with the usual string and scalar cases inlined into the caller.
+    #[inline(always)]
+    fn value(&mut self) -> JResult<&'a [u8]> {
+        let start = self.i;
+        match self.b.get(start) {
+            Some(b'"') => {
+                self.string_raw()?;
+                Ok(&self.b[start..self.i])
+            }
+            Some(&c) if c > b' ' && c != b'{' && c != b'[' => self.scalar_text(),
+            _ => self.skip_value(),
+        }
+    }
+
     /// A member decided from one 32-byte look (see `short::key_masks`) in the usual case:
     /// blanks, the `,` (unless `first`), a key without escapes, blanks, `:`, blanks and the
     /// value's first byte. A string without escapes, or a number (or literal), that ends
@@ -338,6 +427,48 @@ impl<'a> Cursor<'a> {
             }
             None => Err(JsonError::Incomplete),
         }
+    }
+}
+
+/// A key as a writer usually writes it before its value, `"key":`, for `Cursor::member_key`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Key {
+    /// `"key":`, then zeros up to 32 bytes.
+    bytes: [u8; 32],
+    /// Bit `k` set for each of the `len` bytes that must match.
+    mask: u32,
+    len: u8,
+}
+
+impl Key {
+    /// `key` (at most 29 bytes, no escapes) as `"key":`.
+    pub(crate) const fn new(key: &[u8]) -> Key {
+        assert!(key.len() <= 29, "a key of at most 29 bytes");
+        let mut bytes = [0u8; 32];
+        bytes[0] = b'"';
+        let mut k = 0;
+        while k < key.len() {
+            assert!(key[k] != b'"' && key[k] != b'\\', "a key without escapes");
+            bytes[k + 1] = key[k];
+            k += 1;
+        }
+        bytes[key.len() + 1] = b'"';
+        bytes[key.len() + 2] = b':';
+        let len = key.len() + 3;
+        Key {
+            bytes,
+            mask: if len == 32 {
+                u32::MAX
+            } else {
+                (1u32 << len) - 1
+            },
+            len: len as u8,
+        }
+    }
+
+    /// The key's own bytes (without the quotes and the colon).
+    pub(crate) fn name(&self) -> &[u8] {
+        &self.bytes[1..self.len as usize - 2]
     }
 }
 

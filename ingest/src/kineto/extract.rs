@@ -12,7 +12,60 @@ use crate::classify::{Category, Class, Classifier, Kind};
 use crate::json::{Cursor, JsonError};
 use crate::rows::{Batch, CollArgs, CpuCategory, CpuRow, GpuRow, StepSource};
 use crate::step_span::{Span, StepMarker};
-use crate::trace_event::{self, pid_key, Cat, Ev};
+use crate::trace_event::{self, pid_key, Cat, Ev, Usual};
+
+/// The args of a kernel (copy, memset) in the order Kineto writes them.
+static GPU_USUAL: Usual<13> = trace_event::usual(
+    &GPU_ARGS,
+    [
+        b"External id",
+        b"queued",
+        b"device",
+        b"context",
+        b"stream",
+        b"correlation",
+        b"registers per thread",
+        b"shared memory",
+        b"blocks per SM",
+        b"warps per SM",
+        b"grid",
+        b"block",
+        b"est. achieved occupancy %",
+    ],
+);
+
+/// The args of a copy or memset after its `stream` and `correlation`.
+static COPY_USUAL: Usual<7> = trace_event::usual(
+    &GPU_ARGS,
+    [
+        b"External id",
+        b"device",
+        b"context",
+        b"stream",
+        b"correlation",
+        b"bytes",
+        b"memory bandwidth (GB/s)",
+    ],
+);
+
+/// The args of a CPU op in the order Kineto writes them (a runtime call has
+/// `External id`, `cbid`, `correlation`; an op with autograd `Sequence number` and
+/// `Fwd thread id` after its `External id`).
+static CPU_USUAL: Usual<7> = trace_event::usual(
+    &CPU_ARGS,
+    [
+        b"External id",
+        b"Record function id",
+        b"Concrete Inputs",
+        b"Input type",
+        b"Input Strides",
+        b"Input Dims",
+        b"Ev Idx",
+    ],
+);
+
+static RUNTIME_USUAL: Usual<3> =
+    trace_event::usual(&CPU_ARGS, [b"External id", b"cbid", b"correlation"]);
 
 /// What every worker shares.
 pub(crate) struct Ctx<'a> {
@@ -242,9 +295,13 @@ impl Worker<'_, '_, '_> {
             Cat::Memset => Kind::Memset,
             _ => Kind::Kernel,
         };
+        let usual: &[_] = match kind {
+            Kind::Kernel => &GPU_USUAL,
+            _ => &COPY_USUAL,
+        };
         let a = ev
             .args
-            .map(|a| trace_event::pick(a, &GPU_ARGS))
+            .map(|a| trace_event::pick_usual(a, &GPU_ARGS, usual))
             .unwrap_or_default();
         let name = self.name(ev);
         let (category, name_op) = self.classify(name, kind);
@@ -320,7 +377,10 @@ impl Worker<'_, '_, '_> {
         let name = self.name(ev);
         let [ext, corr, dims, types, concrete, strides] = match (category, ev.args) {
             (CpuCategory::PythonFunction, _) | (_, None) => [None; 6],
-            (_, Some(a)) => trace_event::pick(a, &CPU_ARGS),
+            (CpuCategory::Runtime | CpuCategory::Driver, Some(a)) => {
+                trace_event::pick_usual(a, &CPU_ARGS, &RUNTIME_USUAL)
+            }
+            (_, Some(a)) => trace_event::pick_usual(a, &CPU_ARGS, &CPU_USUAL),
         };
         let pid = ev.pid.and_then(trace_event::int);
         let key = pid_key(ev.pid);
