@@ -277,7 +277,7 @@ const fn same(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// `pick`, faster where the members come in the `usual` order: each such member is a compare
-/// of its key's bytes (`Cursor::member_key`) instead of a search for the key's end; any
+/// of its key's bytes (`Cursor::member_key_at`) instead of a search for the key's end; any
 /// other member is read as `pick` reads it, and the order is taken up again after it. The
 /// values and where the walk stops are `pick`'s.
 pub(crate) fn pick_usual<'a, const N: usize>(
@@ -285,33 +285,64 @@ pub(crate) fn pick_usual<'a, const N: usize>(
     keys: &[&[u8]; N],
     usual: &[(Key, Option<usize>)],
 ) -> [Option<&'a [u8]>; N] {
+    pick_hinted(args, keys, usual, &[None; N]).0
+}
+
+/// `pick_usual`, where `hints[i]` may give the text key `i`'s value likely has (the value
+/// the same key had in an earlier event): a value met in the usual order that starts with
+/// those bytes is taken without scanning it (bit `i` of the mask returned says so). Only a
+/// nested value or a string may be a hint: its last byte ends it, so bytes equal to a value
+/// read before are that value, as `skip_value` would find it; any other hint is not used.
+pub(crate) fn pick_hinted<'a, const N: usize>(
+    args: &'a [u8],
+    keys: &[&[u8]; N],
+    usual: &[(Key, Option<usize>)],
+    hints: &[Option<&[u8]>; N],
+) -> ([Option<&'a [u8]>; N], u32) {
     let mut out = [None; N];
+    let mut hit = 0;
     let mut c = Cursor::new(args);
     if c.expect(b'{', "").is_err() {
-        return out;
+        return (out, hit);
     }
     let mut first = true;
     let mut next = 0;
     loop {
         if let Some((key, slot)) = usual.get(next) {
-            match c.member_key(first, key) {
-                Ok(Some(v)) => {
-                    if let Some(i) = *slot {
-                        out[i] = Some(v);
+            if c.member_key_at(first, key) {
+                let hint = slot.and_then(|i| hints[i]);
+                let (v, hinted) = match hint {
+                    Some(h)
+                        if matches!(h.first(), Some(b'[' | b'{' | b'"'))
+                            && c.b[c.i..].starts_with(h) =>
+                    {
+                        c.i += h.len();
+                        (h.len(), true)
                     }
-                    (first, next) = (false, next + 1);
-                    continue;
+                    _ => match c.value() {
+                        Ok(v) => (v.len(), false),
+                        Err(_) => return (out, hit),
+                    },
+                };
+                if let Some(i) = *slot {
+                    out[i] = Some(&args[c.i - v..c.i]);
+                    hit = if hinted {
+                        hit | 1 << i
+                    } else {
+                        hit & !(1 << i)
+                    };
                 }
-                Ok(None) => {}
-                Err(_) => return out,
+                (first, next) = (false, next + 1);
+                continue;
             }
         }
         let Ok(Some((k, v))) = c.next_member_raw(first) else {
-            return out;
+            return (out, hit);
         };
         first = false;
         if let Some(i) = keys.iter().position(|w| *w == k) {
             out[i] = Some(v);
+            hit &= !(1 << i);
         }
         if let Some(p) = usual.iter().position(|(key, _)| key.name() == k) {
             next = p + 1;
@@ -492,7 +523,22 @@ mod tests {
             let mut text = String::from(lead);
             text.extend(pieces.iter().copied());
             let text = text.as_bytes();
-            proptest::prop_assert_eq!(pick_usual(text, &KEYS, &USUAL), pick(text, &KEYS));
+            let want = pick(text, &KEYS);
+            proptest::prop_assert_eq!(pick_usual(text, &KEYS, &USUAL), want);
+            // Hints, right or wrong, change nothing but the work: a value taken from its
+            // hint is the hint.
+            let all: [&[u8]; 5] = [b"[[1, 2], []]", b"[\"float\", \"\"]", b"5", b"[", b"\"x\""];
+            for h in all {
+                for hints in [[Some(h), None, Some(h)], [None, Some(h), Some(h)]] {
+                    let (got, hit) = pick_hinted(text, &KEYS, &USUAL, &hints);
+                    proptest::prop_assert_eq!(got, want);
+                    for (i, v) in got.iter().enumerate() {
+                        if hit & (1 << i) != 0 {
+                            proptest::prop_assert_eq!(*v, hints[i]);
+                        }
+                    }
+                }
+            }
         }
     }
 

@@ -165,9 +165,11 @@ impl<'a> Cursor<'a> {
         self.value_after(i + N).map(Some)
     }
 
-    /// `member_lit` for a key known only at run time (`Key`): one 32-byte compare.
+    /// `member_lit` for a key known only at run time (`Key`, one 32-byte compare), up to the
+    /// value: true with the cursor after the colon and one space (read the value with
+    /// `value`), or false with nothing consumed.
     #[inline(always)]
-    pub(crate) fn member_key(&mut self, first: bool, key: &Key) -> JResult<Option<&'a [u8]>> {
+    pub(crate) fn member_key_at(&mut self, first: bool, key: &Key) -> bool {
         let b = self.b;
         let mut i = self.i;
         while b.get(i).is_some_and(|&c| c <= b' ') {
@@ -175,7 +177,7 @@ impl<'a> Cursor<'a> {
         }
         if !first {
             if b.get(i) != Some(&b',') {
-                return Ok(None);
+                return false;
             }
             i += 1;
             while b.get(i).is_some_and(|&c| c <= b' ') {
@@ -190,23 +192,29 @@ impl<'a> Cursor<'a> {
             }
             None => b.get(i..i + len) == Some(&key.bytes[..len]),
         };
-        if !same {
-            return Ok(None);
+        if same {
+            self.skip_one_space(i + len);
         }
-        self.value_after(i + len).map(Some)
+        same
+    }
+
+    /// Puts the cursor at `i`, past one space there (after a key's colon, the usual;
+    /// `value` reads any other blanks).
+    #[inline(always)]
+    fn skip_one_space(&mut self, i: usize) {
+        self.i = i + (self.b.get(i) == Some(&b' ')) as usize;
     }
 
     /// The value after a key's colon at `i`.
     #[inline(always)]
     fn value_after(&mut self, i: usize) -> JResult<&'a [u8]> {
-        // One space after the colon is the usual; `value` reads any other blanks.
-        self.i = i + (self.b.get(i) == Some(&b' ')) as usize;
+        self.skip_one_space(i);
         self.value()
     }
 
     /// `skip_value`, with the usual string and scalar cases inlined into the caller.
     #[inline(always)]
-    fn value(&mut self) -> JResult<&'a [u8]> {
+    pub(crate) fn value(&mut self) -> JResult<&'a [u8]> {
         let start = self.i;
         match self.b.get(start) {
             Some(b'"') => {
@@ -430,7 +438,7 @@ impl<'a> Cursor<'a> {
     }
 }
 
-/// A key as a writer usually writes it before its value, `"key":`, for `Cursor::member_key`.
+/// A key as a writer usually writes it before its value, `"key":`, for `Cursor::member_key_at`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Key {
     /// `"key":`, then zeros up to 32 bytes.
