@@ -146,6 +146,7 @@ impl<'a> Cursor<'a> {
         lit: &[u8; N],
     ) -> JResult<Option<&'a [u8]>> {
         let b = self.b;
+        prefetch(b, self.i + PREFETCH_AHEAD);
         let mut i = self.i;
         while b.get(i).is_some_and(|&c| c <= b' ') {
             i += 1;
@@ -171,6 +172,7 @@ impl<'a> Cursor<'a> {
     #[inline(always)]
     pub(crate) fn member_key_at(&mut self, first: bool, key: &Key) -> bool {
         let b = self.b;
+        prefetch(b, self.i + PREFETCH_AHEAD);
         let mut i = self.i;
         while b.get(i).is_some_and(|&c| c <= b' ') {
             i += 1;
