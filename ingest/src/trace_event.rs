@@ -288,11 +288,12 @@ pub(crate) fn pick_usual<'a, const N: usize>(
     pick_hinted(args, keys, usual, &[None; N]).0
 }
 
-/// `pick_usual`, where `hints[i]` may give the text key `i`'s value likely has (the value
-/// the same key had in an earlier event): a value met in the usual order that starts with
-/// those bytes is taken without scanning it (bit `i` of the mask returned says so). Only a
-/// nested value or a string may be a hint: its last byte ends it, so bytes equal to a value
-/// read before are that value, as `skip_value` would find it; any other hint is not used.
+/// `pick_usual`, where `hints[i]` may give the text key `i`'s value likely has: a value
+/// this reader returned before (the same key in an earlier event), whole. A value met in the
+/// usual order that starts with those bytes is taken without scanning it (bit `i` of the
+/// mask returned says so). Only a nested value or a string is used as a hint: its last byte
+/// ends it, so bytes equal to a whole value read before are that value, as `skip_value`
+/// would find it again. (Any other prefix, `[` say, would not be.)
 pub(crate) fn pick_hinted<'a, const N: usize>(
     args: &'a [u8],
     keys: &[&[u8]; N],
@@ -525,9 +526,9 @@ mod tests {
             let text = text.as_bytes();
             let want = pick(text, &KEYS);
             proptest::prop_assert_eq!(pick_usual(text, &KEYS, &USUAL), want);
-            // Hints, right or wrong, change nothing but the work: a value taken from its
-            // hint is the hint.
-            let all: [&[u8]; 5] = [b"[[1, 2], []]", b"[\"float\", \"\"]", b"5", b"[", b"\"x\""];
+            // Hints (values read before), right or wrong, change nothing but the work: a
+            // value taken from its hint is the hint. A scalar is never taken from its hint.
+            let all: [&[u8]; 5] = [b"[[1, 2], []]", b"[\"float\", \"\"]", b"5", b"{}", b"\"x\""];
             for h in all {
                 for hints in [[Some(h), None, Some(h)], [None, Some(h), Some(h)]] {
                     let (got, hit) = pick_hinted(text, &KEYS, &USUAL, &hints);

@@ -5,6 +5,12 @@
 //! walks the bytes once, hands out borrowed slices for the few fields that matter, and skips
 //! the rest with `memchr` over string bodies. It is deliberately lax about what it skips
 //! (it checks nesting and string quoting, not every token), and strict about what it reads.
+//!
+//! A reader that knows which key usually comes next (a Kineto event's `ph`, `cat`, `name`…,
+//! a kernel's `args`) asks for it by its bytes (`member_lit`, `member_key_at`): a compare
+//! instead of `member_fast`'s masks, and the value read by the same code. When the bytes
+//! differ nothing is consumed and the reader goes on member by member, so what it reads,
+//! where it stops and every error are the same either way (proptests in `trace_event`).
 
 use std::borrow::Cow;
 

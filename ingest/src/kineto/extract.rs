@@ -2,6 +2,11 @@
 //!
 //! Times stay trace-relative and steps stay open here: the base time, the spans and the
 //! launches may all come later in the file, so `pending` settles them at its end.
+//!
+//! Where the CPU goes per event (issue 33): `args` are picked in the order Kineto writes
+//! them (`*_USUAL`, `trace_event::pick_usual`), and a CPU row's four shape texts are first
+//! compared with those the last row of its name had (`Part::shape_hints`): about two thirds
+//! match, and a match is neither scanned for its end nor hashed and looked up.
 
 use rustc_hash::FxHashMap;
 
@@ -14,7 +19,7 @@ use crate::rows::{Batch, CollArgs, CpuCategory, CpuRow, GpuRow, StepSource};
 use crate::step_span::{Span, StepMarker};
 use crate::trace_event::{self, pid_key, Cat, Ev, Usual};
 
-/// The args of a kernel (copy, memset) in the order Kineto writes them.
+/// The args of a kernel in the order Kineto writes them.
 static GPU_USUAL: Usual<13> = trace_event::usual(
     &GPU_ARGS,
     [
