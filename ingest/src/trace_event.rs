@@ -43,7 +43,7 @@ impl Cat {
 }
 
 /// An event as raw JSON slices (values keep their quotes).
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Ev<'a> {
     pub ph: &'a [u8],
     pub cat: &'a [u8],
@@ -71,71 +71,6 @@ pub(crate) fn parse_if<'a>(
     c.expect(b'{', "expected an event object")?;
     let mut first = true;
     let (mut has_ph, mut has_cat) = (false, false);
-    // Kineto writes a slice's keys in one order, `"ph": `, `"cat": `, … `"args": `: while the
-    // bytes follow it, each member is a compare of its key's bytes (`Cursor::member_lit`),
-    // read exactly as the loop below reads it. At the first other member (a flow's `"id"`, a
-    // key written another way, the end of the object) the loop takes over from there.
-    'usual: {
-        let Some(v) = c.member_lit(true, b"\"ph\":")? else {
-            break 'usual;
-        };
-        (ev.ph, has_ph, first) = (unquote(v), true, false);
-        macro_rules! next {
-            ($lit:literal, $field:ident) => {
-                let Some(v) = c.member_lit(false, $lit)? else {
-                    break 'usual;
-                };
-                ev.$field = Some(v);
-            };
-        }
-        let Some(v) = c.member_lit(false, b"\"cat\":")? else {
-            // A flow: `"id"`, `"pid"`, `"tid"`, `"ts"`, then its `"cat"`.
-            if c.member_lit(false, b"\"id\":")?.is_none() {
-                break 'usual;
-            }
-            next!(b"\"pid\":", pid);
-            next!(b"\"tid\":", tid);
-            next!(b"\"ts\":", ts);
-            let Some(v) = c.member_lit(false, b"\"cat\":")? else {
-                break 'usual;
-            };
-            (ev.cat, has_cat) = (unquote(v), true);
-            if !wanted(ev.ph, ev.cat) {
-                c.skip_rest_of_object()?;
-                return Ok((ev, false));
-            }
-            break 'usual;
-        };
-        (ev.cat, has_cat) = (unquote(v), true);
-        if !wanted(ev.ph, ev.cat) {
-            c.skip_rest_of_object()?;
-            return Ok((ev, false));
-        }
-        next!(b"\"name\":", name);
-        next!(b"\"pid\":", pid);
-        next!(b"\"tid\":", tid);
-        next!(b"\"ts\":", ts);
-        next!(b"\"dur\":", dur);
-        next!(b"\"args\":", args);
-        // The event's end, as the loop's next member read would find it.
-        c.ws();
-        if c.b.get(c.i) == Some(&b'}') {
-            c.i += 1;
-            return Ok((ev, true));
-        }
-    }
-    members(c, ev, first, (has_ph, has_cat), &wanted)
-}
-
-/// The members of an event from the cursor on, one by one: `parse_if`'s general case.
-/// `first`: no member was read yet; `has`: whether `ph` and `cat` were.
-fn members<'a>(
-    c: &mut Cursor<'a>,
-    mut ev: Ev<'a>,
-    mut first: bool,
-    (mut has_ph, mut has_cat): (bool, bool),
-    wanted: &impl Fn(&[u8], &[u8]) -> bool,
-) -> JResult<(Ev<'a>, bool)> {
     while let Some((k, v)) = c.next_member_raw(first)? {
         first = false;
         match k {
@@ -391,117 +326,7 @@ mod tests {
         assert_eq!(&s[c.i..], b", ");
     }
 
-    /// Pieces of events: Kineto's keys and values, other keys, blanks, escapes, brackets
-    /// and broken bits, so that generated events follow the usual order for a while and then
-    /// leave it anywhere.
-    fn piece() -> impl proptest::strategy::Strategy<Value = &'static str> {
-        proptest::sample::select(vec![
-            "\"ph\": ",
-            "\"ph\":",
-            "\"cat\": ",
-            "\"name\": ",
-            "\"pid\": ",
-            "\"tid\": ",
-            "\"ts\": ",
-            "\"dur\": ",
-            "\"args\": ",
-            "\"id\": ",
-            "\"bp\": ",
-            "\"ph\" : ",
-            "\"c\\u0061t\": ",
-            "\"X\"",
-            "\"f\"",
-            "\"cpu_op\"",
-            "\"fwdbwd\"",
-            "\"a\\\"b\"",
-            "721",
-            "1.5",
-            "-3",
-            "null",
-            "{\"a\": [1, \"}\"]}",
-            "[1, 2]",
-            "{",
-            "}",
-            "[",
-            "]",
-            ", ",
-            ",",
-            ",\n    ",
-            " ",
-            "\n",
-            ":",
-            "\"",
-            "\\",
-            "x",
-        ])
-    }
-
-    fn event_text(pieces: &[&str], usual_first: bool) -> Vec<u8> {
-        let mut t = String::from("{");
-        if usual_first {
-            t.push_str(
-                "\n    \"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::mm\", \"pid\": 7, ",
-            );
-        }
-        t.extend(pieces.iter().copied());
-        t.into_bytes()
-    }
-
     proptest::proptest! {
-        /// The usual-order reading gives what the member-by-member walk gives: the same
-        /// event, the same cursor after it, the same error.
-        #[test]
-        fn usual_order_reads_as_the_walk_does(
-            pieces in proptest::collection::vec(piece(), 0..24),
-            usual_first in proptest::bool::ANY,
-            cut in 0usize..400,
-            flows in proptest::bool::ANY,
-        ) {
-            let mut text = event_text(&pieces, usual_first);
-            text.truncate(text.len().saturating_sub(cut % 8));
-            text.extend_from_slice(b"  ,{\"ph\": \"X\"}");
-            let wanted = |ph: &[u8], _: &[u8]| flows || ph == b"X";
-            let mut fast = Cursor::new(&text);
-            let got = parse_if(&mut fast, wanted);
-            let mut walk = Cursor::new(&text);
-            let want = walk
-                .expect(b'{', "expected an event object")
-                .and_then(|()| members(&mut walk, Ev::default(), true, (false, false), &wanted));
-            proptest::prop_assert_eq!(&got, &want);
-            if want.is_ok() {
-                proptest::prop_assert_eq!(fast.i, walk.i);
-            }
-        }
-
-        /// Kineto's own layouts, with every blank and value varied, read as the walk does.
-        #[test]
-        fn kineto_events_read_as_the_walk_does(
-            blank in proptest::sample::select(vec!["", " ", "\n    ", "  "]),
-            name in proptest::sample::select(vec!["\"aten::mm\"", "\"a\\\"b\"", "\"\"", "7"]),
-            args in proptest::sample::select(vec!["{}", "{\"a\": 1}", "{\"a\": [1, \"}\"]}", "[", "{"]),
-            flow in proptest::bool::ANY,
-            cut in 0usize..200,
-        ) {
-            let text = if flow {
-                format!("{{{blank}\"ph\": \"f\", \"id\": 1, \"pid\": 7,{blank}\"tid\": 8, \"ts\": 1.5, \"cat\": \"fwdbwd\", \"name\": {name}, \"bp\": \"e\"{blank}}}, ")
-            } else {
-                format!("{{{blank}\"ph\": \"X\", \"cat\": \"kernel\", \"name\": {name}, \"pid\": 7, \"tid\": 8,{blank}\"ts\": 1.5, \"dur\": 2,{blank}\"args\": {args}{blank}}}, ")
-            };
-            let text = &text.as_bytes()[..text.len() - cut.min(text.len())];
-            for wanted in [|_: &[u8], _: &[u8]| true, |_: &[u8], _: &[u8]| false] {
-                let mut fast = Cursor::new(text);
-                let got = parse_if(&mut fast, wanted);
-                let mut walk = Cursor::new(text);
-                let want = walk
-                    .expect(b'{', "expected an event object")
-                    .and_then(|()| members(&mut walk, Ev::default(), true, (false, false), &wanted));
-                proptest::prop_assert_eq!(&got, &want);
-                if want.is_ok() {
-                    proptest::prop_assert_eq!(fast.i, walk.i);
-                }
-            }
-        }
-
         /// `pick_usual` picks what `pick` picks, whatever the order, blanks and flaws.
         #[test]
         fn usual_picks_are_picks(

@@ -6,11 +6,12 @@
 //! the rest with `memchr` over string bodies. It is deliberately lax about what it skips
 //! (it checks nesting and string quoting, not every token), and strict about what it reads.
 //!
-//! A reader that knows which key usually comes next (a Kineto event's `ph`, `cat`, `name`…,
-//! a kernel's `args`) asks for it by its bytes (`member_lit`, `member_key_at`): a compare
-//! instead of `member_fast`'s masks, and the value read by the same code. When the bytes
-//! differ nothing is consumed and the reader goes on member by member, so what it reads,
-//! where it stops and every error are the same either way (proptests in `trace_event`).
+//! A reader that knows which key usually comes next (the `args` of a Kineto kernel or CPU op)
+//! asks for it by its bytes (`member_key_at`): a compare instead of `member_fast`'s masks,
+//! and the value read as `skip_value` reads it. When the bytes differ nothing is consumed and
+//! the reader goes on member by member, so what it picks is the same either way (proptests
+//! in `trace_event`). The same for an event's own keys measured slower (issue 33, see
+//! docs/PERFORMANCE.md): there `member_fast` reads key and value from one look.
 
 use std::borrow::Cow;
 
@@ -135,46 +136,13 @@ impl<'a> Cursor<'a> {
         Ok(Some((k, self.skip_value()?)))
     }
 
-    /// The value of the next member when its key is written exactly as `lit` says
-    /// (`"ph":`, the quotes and the colon included), after blanks and, unless `first`, a `,`
-    /// and blanks: `next_member_raw`'s value, read from the same place by the same
-    /// `skip_value`. `Ok(None)`, with nothing consumed, when the bytes differ (another key,
-    /// an escape, a blank before the colon, the end of the input…): the caller then reads the
-    /// member with `next_member_raw`, errors and all.
-    ///
-    /// Why: a reader that knows which key usually comes next (Kineto writes an event's keys
-    /// in one order) compares a few bytes instead of building `member_fast`'s masks and
-    /// finding the key in them, which was the top of the profile.
-    #[inline(always)]
-    pub(crate) fn member_lit<const N: usize>(
-        &mut self,
-        first: bool,
-        lit: &[u8; N],
-    ) -> JResult<Option<&'a [u8]>> {
-        let b = self.b;
-        prefetch(b, self.i + PREFETCH_AHEAD);
-        let mut i = self.i;
-        while b.get(i).is_some_and(|&c| c <= b' ') {
-            i += 1;
-        }
-        if !first {
-            if b.get(i) != Some(&b',') {
-                return Ok(None);
-            }
-            i += 1;
-            while b.get(i).is_some_and(|&c| c <= b' ') {
-                i += 1;
-            }
-        }
-        if b.get(i..i + N) != Some(&lit[..]) {
-            return Ok(None);
-        }
-        self.value_after(i + N).map(Some)
-    }
-
-    /// `member_lit` for a key known only at run time (`Key`, one 32-byte compare), up to the
-    /// value: true with the cursor after the colon and one space (read the value with
-    /// `value`), or false with nothing consumed.
+    /// The next member when its key is written as `key` says (`"key":`, the quotes and the
+    /// colon included), after blanks and, unless `first`, a `,` and blanks: true with the
+    /// cursor after the colon and one space (read the value with `value`, which reads it as
+    /// `skip_value` does), or false with nothing consumed (another key, an escape, a blank
+    /// before the colon, the end of the input…): the caller then reads the member with
+    /// `next_member_raw`, errors and all. One 32-byte compare instead of `member_fast`'s
+    /// masks and search for the key's end.
     #[inline(always)]
     pub(crate) fn member_key_at(&mut self, first: bool, key: &Key) -> bool {
         let b = self.b;
@@ -211,13 +179,6 @@ impl<'a> Cursor<'a> {
     #[inline(always)]
     fn skip_one_space(&mut self, i: usize) {
         self.i = i + (self.b.get(i) == Some(&b' ')) as usize;
-    }
-
-    /// The value after a key's colon at `i`.
-    #[inline(always)]
-    fn value_after(&mut self, i: usize) -> JResult<&'a [u8]> {
-        self.skip_one_space(i);
-        self.value()
     }
 
     /// `skip_value`, with the usual string and scalar cases inlined into the caller.
