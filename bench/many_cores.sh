@@ -7,8 +7,8 @@
 # Generates a 1 GiB fsdp2 and a 1 GiB rocm trace and 16 copies of a ~100 MB trace (SIZE and
 # MSIZE, in MiB; one
 # directory each) under $DATA (default /tmp/many_cores), then runs BEFORE and AFTER
-# alternating, twice each, --jobs $JOBS (default 1 2 4 8 16) on each 1 GiB file and --jobs 1
-# and 16 on the 16 files, the files put back into the page cache before every run; prints
+# alternating, twice each, --jobs $JOBS (default 1 2 4 8 16) on each 1 GiB file and, on the
+# 16 files, --jobs 1 on one core (taskset -c 0: the "one-core speed") and --jobs 16, the files put back into the page cache before every run; prints
 # MB/s, walk and settle (AORTA_TIMING=1), and wall, user, sys and peak RSS (KB); then checks
 # that both builds write the same Parquet files at 16 jobs (cmp). Needs the corpus traces
 # gen_kineto.py scales (--source: set FSDP2_SRC and ROCM_SRC where the corpus is elsewhere).
@@ -24,7 +24,7 @@ one() { # build jobs files...
   local b=$1 j=$2 f
   shift 2
   for f in "$@"; do cat "$f" > /dev/null; done
-  AORTA_TIMING=1 /usr/bin/time -f "TIME %e %U %S %M" "$b" --jobs "$j" "$@" 2>&1 |
+  AORTA_TIMING=1 /usr/bin/time -f "TIME %e %U %S %M" ${PIN:+taskset -c "$PIN"} "$b" --jobs "$j" "$@" 2>&1 |
     grep -E "${PAT:-walk|settle:|TIME|MB/s}" | sed -e 's/^files.*time/time/' -e 's/^/   /'
 }
 {
@@ -37,7 +37,9 @@ one() { # build jobs files...
     echo "== $f jobs $j run $r $b"; one "${!b}" "$j" "$D/$f.json"
   done; done; done; done
   for j in 1 16; do for r in 1 2; do for b in before after; do
-    echo "== 16 files jobs $j run $r $b"; PAT="TIME|MB/s" one "${!b}" "$j" "$D"/m/d*/k.json
+    pin=; [ "$j" = 1 ] && pin=0
+    echo "== 16 files jobs $j${pin:+ on core $pin} run $r $b"
+    PIN=$pin PAT="TIME|MB/s" one "${!b}" "$j" "$D"/m/d*/k.json
   done; done; done
   for f in fsdp2 rocm; do
     for b in before after; do

@@ -37,22 +37,23 @@ impl Interner {
 
     /// The id of a shape column's raw JSON text (`Input Dims`…), interned in its canonical
     /// layout (`json::canonical`); `None` when it is not UTF-8. A raw text met before is
-    /// one hash lookup, whatever its layout.
+    /// one hash lookup, whatever its layout. The second value says whether the string
+    /// interned is `raw` itself (the trace wrote it in the canonical layout).
     #[inline]
-    pub(crate) fn shape(&mut self, raw: &[u8]) -> Option<u32> {
-        if let Some(i) = self
-            .find(raw)
-            .or_else(|| self.shape_layouts.get(raw).copied())
-        {
-            return Some(i);
+    pub(crate) fn shape_as_written(&mut self, raw: &[u8]) -> Option<(u32, bool)> {
+        if let Some(i) = self.find(raw) {
+            return Some((i, true));
+        }
+        if let Some(&i) = self.shape_layouts.get(raw) {
+            return Some((i, false));
         }
         let text = std::str::from_utf8(raw).ok()?;
         match crate::json::canonical::canonical(text) {
-            std::borrow::Cow::Borrowed(t) => Some(self.id(t)),
+            std::borrow::Cow::Borrowed(t) => Some((self.id(t), true)),
             std::borrow::Cow::Owned(t) => {
                 let i = self.id(&t);
                 self.shape_layouts.insert(raw.into(), i);
-                Some(i)
+                Some((i, false))
             }
         }
     }

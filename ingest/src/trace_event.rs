@@ -2,7 +2,7 @@
 
 use std::borrow::Cow;
 
-use crate::json::{int_from_value, us_text_to_ns, Cursor, JResult};
+use crate::json::{int_from_value, us_text_to_ns, Cursor, JResult, Key};
 
 /// The trace categories aorta distinguishes (current and legacy 2021 spellings).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -171,6 +171,121 @@ pub(crate) fn pick<'a, const N: usize>(args: &'a [u8], keys: &[&[u8]; N]) -> [Op
     out
 }
 
+/// The keys of an `args` object in the order a writer usually writes them, each with its
+/// index in the `keys` of `pick_usual` (`None`: a key read past, not picked).
+pub(crate) type Usual<const M: usize> = [(Key, Option<usize>); M];
+
+/// `Usual` for `order`, its indices found in `keys` (at compile time).
+pub(crate) const fn usual<const N: usize, const M: usize>(
+    keys: &[&[u8]; N],
+    order: [&[u8]; M],
+) -> Usual<M> {
+    let mut out = [(Key::new(b""), None); M];
+    let mut m = 0;
+    while m < M {
+        let mut slot = None;
+        let mut n = 0;
+        while n < N {
+            if same(keys[n], order[m]) && slot.is_none() {
+                slot = Some(n);
+            }
+            n += 1;
+        }
+        out[m] = (Key::new(order[m]), slot);
+        m += 1;
+    }
+    out
+}
+
+const fn same(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// `pick`, faster where the members come in the `usual` order: each such member is a compare
+/// of its key's bytes (`Cursor::member_key_at`) instead of a search for the key's end; any
+/// other member is read as `pick` reads it, and the order is taken up again after it. The
+/// values and where the walk stops are `pick`'s.
+pub(crate) fn pick_usual<'a, const N: usize>(
+    args: &'a [u8],
+    keys: &[&[u8]; N],
+    usual: &[(Key, Option<usize>)],
+) -> [Option<&'a [u8]>; N] {
+    pick_hinted(args, keys, usual, &[None; N]).0
+}
+
+/// `pick_usual`, where `hints[i]` may give the text key `i`'s value likely has: a value
+/// this reader returned before (the same key in an earlier event), whole. A value met in the
+/// usual order that starts with those bytes is taken without scanning it (bit `i` of the
+/// mask returned says so). Only a nested value or a string is used as a hint: its last byte
+/// ends it, so bytes equal to a whole value read before are that value, as `skip_value`
+/// would find it again. (Any other prefix, `[` say, would not be.)
+pub(crate) fn pick_hinted<'a, const N: usize>(
+    args: &'a [u8],
+    keys: &[&[u8]; N],
+    usual: &[(Key, Option<usize>)],
+    hints: &[Option<&[u8]>; N],
+) -> ([Option<&'a [u8]>; N], u32) {
+    let mut out = [None; N];
+    let mut hit = 0;
+    let mut c = Cursor::new(args);
+    if c.expect(b'{', "").is_err() {
+        return (out, hit);
+    }
+    let mut first = true;
+    let mut next = 0;
+    loop {
+        if let Some((key, slot)) = usual.get(next) {
+            if c.member_key_at(first, key) {
+                let hint = slot.and_then(|i| hints[i]);
+                let (v, hinted) = match hint {
+                    Some(h)
+                        if matches!(h.first(), Some(b'[' | b'{' | b'"'))
+                            && c.b[c.i..].starts_with(h) =>
+                    {
+                        c.i += h.len();
+                        (h.len(), true)
+                    }
+                    _ => match c.value() {
+                        Ok(v) => (v.len(), false),
+                        Err(_) => return (out, hit),
+                    },
+                };
+                if let Some(i) = *slot {
+                    out[i] = Some(&args[c.i - v..c.i]);
+                    hit = if hinted {
+                        hit | 1 << i
+                    } else {
+                        hit & !(1 << i)
+                    };
+                }
+                (first, next) = (false, next + 1);
+                continue;
+            }
+        }
+        let Ok(Some((k, v))) = c.next_member_raw(first) else {
+            return (out, hit);
+        };
+        first = false;
+        if let Some(i) = keys.iter().position(|w| *w == k) {
+            out[i] = Some(v);
+            hit &= !(1 << i);
+        }
+        if let Some(p) = usual.iter().position(|(key, _)| key.name() == k) {
+            next = p + 1;
+        }
+    }
+}
+
 /// A `[x, y, z]` list of integers (grid, block).
 pub(crate) fn dim3(v: &[u8]) -> [Option<i64>; 3] {
     let mut out = [None; 3];
@@ -209,6 +324,67 @@ mod tests {
         assert_eq!(dim3(grid.unwrap()), [Some(140), Some(1), Some(1)]);
         assert!(missing.is_none());
         assert_eq!(&s[c.i..], b", ");
+    }
+
+    proptest::proptest! {
+        /// `pick_usual` picks what `pick` picks, whatever the order, blanks and flaws.
+        #[test]
+        fn usual_picks_are_picks(
+            pieces in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "\"External id\": ", "\"Record function id\":", "\"Input Dims\": ",
+                    "\"Input type\": ", "\"Ev Idx\": ", "\"other\": ", "\"Input\\u0020Dims\": ",
+                    "[[1, 2], []]", "[\"float\", \"\"]", "5", "\"x\"", "{}", "[", "}",
+                    ", ", ",", ",\n      ", " ", ":", "\"", "\\",
+                ]),
+                0..24,
+            ),
+            lead in proptest::sample::select(vec!["{", "{\n      ", "{\"External id\": 3, ", "["]),
+        ) {
+            const KEYS: [&[u8]; 3] = [b"External id", b"Input Dims", b"Input type"];
+            static USUAL: Usual<5> = usual(
+                &KEYS,
+                [b"External id", b"Record function id", b"Input type", b"Input Dims", b"Ev Idx"],
+            );
+            let mut text = String::from(lead);
+            text.extend(pieces.iter().copied());
+            let text = text.as_bytes();
+            let want = pick(text, &KEYS);
+            proptest::prop_assert_eq!(pick_usual(text, &KEYS, &USUAL), want);
+            // Hints (values read before), right or wrong, change nothing but the work: a
+            // value taken from its hint is the hint. A scalar is never taken from its hint.
+            let all: [&[u8]; 5] = [b"[[1, 2], []]", b"[\"float\", \"\"]", b"5", b"{}", b"\"x\""];
+            for h in all {
+                for hints in [[Some(h), None, Some(h)], [None, Some(h), Some(h)]] {
+                    let (got, hit) = pick_hinted(text, &KEYS, &USUAL, &hints);
+                    proptest::prop_assert_eq!(got, want);
+                    for (i, v) in got.iter().enumerate() {
+                        if hit & (1 << i) != 0 {
+                            proptest::prop_assert_eq!(*v, hints[i]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn usual_keys_know_where_they_go() {
+        const KEYS: [&[u8]; 2] = [b"b", b"a"];
+        let u = usual(&KEYS, [b"a", b"c", b"b"]);
+        assert_eq!(
+            u.map(|(k, slot)| (k.name().to_vec(), slot)),
+            [
+                (b"a".to_vec(), Some(1)),
+                (b"c".to_vec(), None),
+                (b"b".to_vec(), Some(0)),
+            ]
+        );
+        let args = br#"{"a": 1, "c": [2], "b": "x"}"#;
+        assert_eq!(
+            pick_usual(args, &KEYS, &u),
+            [Some(&b"\"x\""[..]), Some(&b"1"[..])]
+        );
     }
 
     #[test]

@@ -5,12 +5,17 @@
 //! walks the bytes once, hands out borrowed slices for the few fields that matter, and skips
 //! the rest with `memchr` over string bodies. It is deliberately lax about what it skips
 //! (it checks nesting and string quoting, not every token), and strict about what it reads.
+//!
+//! A reader that knows which key usually comes next asks for it by its bytes (`expected`).
 
 use std::borrow::Cow;
 
 mod blocks;
 pub(crate) mod canonical;
+mod expected;
 mod short;
+
+pub(crate) use expected::Key;
 
 /// Why a read stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -342,11 +347,11 @@ impl<'a> Cursor<'a> {
 }
 
 /// How far ahead of the cursor `next_key_raw` asks for the bytes (a few events' worth).
-const PREFETCH_AHEAD: usize = 1024;
+pub(super) const PREFETCH_AHEAD: usize = 1024;
 
 /// Asks the CPU to start loading the cache line at `b[at]` (nothing when past the end).
 #[inline(always)]
-fn prefetch(b: &[u8], at: usize) {
+pub(super) fn prefetch(b: &[u8], at: usize) {
     #[cfg(target_arch = "x86_64")]
     if let Some(p) = b.get(at) {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};

@@ -34,6 +34,30 @@ pub(super) fn quote_or_backslash(w: &[u8; 32]) -> u32 {
     mask_of(w, |c| c == b'"' || c == b'\\')
 }
 
+/// Bit `k` is set when byte `k` of `w` equals byte `k` of `lit`.
+#[inline]
+pub(super) fn equal_bytes(w: &[u8; 32], lit: &[u8; 32]) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{__m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8};
+        let half = |k: usize| {
+            // SAFETY: both arrays have 32 bytes, so the 16 at 16*k (k < 2) are in bounds;
+            // loadu has no alignment requirement; SSE2 is part of every x86-64 CPU.
+            unsafe {
+                let a = _mm_loadu_si128(w.as_ptr().add(16 * k) as *const __m128i);
+                let b = _mm_loadu_si128(lit.as_ptr().add(16 * k) as *const __m128i);
+                _mm_movemask_epi8(_mm_cmpeq_epi8(a, b)) as u16 as u32
+            }
+        };
+        half(0) | (half(1) << 16)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    w.iter()
+        .zip(lit)
+        .enumerate()
+        .fold(0, |m, (k, (a, b))| if a == b { m | 1 << k } else { m })
+}
+
 /// What `Cursor::next_member_raw` needs to read `, "key": value` from one 32-byte look:
 /// bit `k` of each mask is set when byte `k` is a quote, a backslash, a blank (a byte up to
 /// space, as the cursor counts blanks), or one of `,` `}` `]` (which, like blanks, end a
@@ -99,6 +123,11 @@ mod tests {
         #[test]
         fn masks_match_the_byte_tests(w in proptest::array::uniform32(any::<u8>())) {
             prop_assert_eq!(quote_or_backslash(&w), mask_of(&w, |c| c == b'"' || c == b'\\'));
+            let mut lit = w;
+            lit[w[0] as usize % 32] ^= 1;
+            lit[w[1] as usize % 32] = b'"';
+            let eq = w.iter().zip(&lit).enumerate().fold(0, |m, (k, (a, b))| if a == b { m | 1 << k } else { m });
+            prop_assert_eq!(equal_bytes(&w, &lit), eq);
             prop_assert_eq!(
                 key_masks(&w),
                 KeyMasks {

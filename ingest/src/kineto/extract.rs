@@ -2,6 +2,11 @@
 //!
 //! Times stay trace-relative and steps stay open here: the base time, the spans and the
 //! launches may all come later in the file, so `pending` settles them at its end.
+//!
+//! Where the CPU goes per event (issue 33): `args` are picked in the order Kineto writes
+//! them (`*_USUAL`, `trace_event::pick_usual`), and a CPU row's four shape texts are first
+//! compared with those the last row of its name had (`Part::shape_hints`): about two thirds
+//! match, and a match is neither scanned for its end nor hashed and looked up.
 
 use rustc_hash::FxHashMap;
 
@@ -12,7 +17,60 @@ use crate::classify::{Category, Class, Classifier, Kind};
 use crate::json::{Cursor, JsonError};
 use crate::rows::{Batch, CollArgs, CpuCategory, CpuRow, GpuRow, StepSource};
 use crate::step_span::{Span, StepMarker};
-use crate::trace_event::{self, pid_key, Cat, Ev};
+use crate::trace_event::{self, pid_key, Cat, Ev, Usual};
+
+/// The args of a kernel in the order Kineto writes them.
+static GPU_USUAL: Usual<13> = trace_event::usual(
+    &GPU_ARGS,
+    [
+        b"External id",
+        b"queued",
+        b"device",
+        b"context",
+        b"stream",
+        b"correlation",
+        b"registers per thread",
+        b"shared memory",
+        b"blocks per SM",
+        b"warps per SM",
+        b"grid",
+        b"block",
+        b"est. achieved occupancy %",
+    ],
+);
+
+/// The args of a copy or memset after its `stream` and `correlation`.
+static COPY_USUAL: Usual<7> = trace_event::usual(
+    &GPU_ARGS,
+    [
+        b"External id",
+        b"device",
+        b"context",
+        b"stream",
+        b"correlation",
+        b"bytes",
+        b"memory bandwidth (GB/s)",
+    ],
+);
+
+/// The args of a CPU op in the order Kineto writes them (a runtime call has
+/// `External id`, `cbid`, `correlation`; an op with autograd `Sequence number` and
+/// `Fwd thread id` after its `External id`).
+static CPU_USUAL: Usual<7> = trace_event::usual(
+    &CPU_ARGS,
+    [
+        b"External id",
+        b"Record function id",
+        b"Concrete Inputs",
+        b"Input type",
+        b"Input Strides",
+        b"Input Dims",
+        b"Ev Idx",
+    ],
+);
+
+static RUNTIME_USUAL: Usual<3> =
+    trace_event::usual(&CPU_ARGS, [b"External id", b"cbid", b"correlation"]);
 
 /// What every worker shares.
 pub(crate) struct Ctx<'a> {
@@ -74,7 +132,13 @@ pub(crate) struct Part {
     /// The allocator's `[memory]` events, in file order.
     pub memory: Vec<MemEvent>,
     classes: FxHashMap<(u32, Kind), Class>,
+    /// By name id: the shape ids the last CPU row of that name had (`NO_SHAPE`: none, or
+    /// not written in the canonical layout), the likely texts of the next one's shapes.
+    shape_hints: Vec<[u32; 4]>,
 }
+
+/// No shape hint (`Part::shape_hints`).
+const NO_SHAPE: u32 = u32::MAX;
 
 impl Part {
     /// A part for about `bytes` bytes of events, its row buffers sized for them (growing
@@ -99,6 +163,7 @@ struct Worker<'p, 'c, 'l> {
     links: &'p mut Partial,
     memory: &'p mut Vec<MemEvent>,
     classes: &'p mut FxHashMap<(u32, Kind), Class>,
+    shape_hints: &'p mut Vec<[u32; 4]>,
     /// Stream offset of the event, for diagnostics.
     off: u64,
 }
@@ -120,6 +185,7 @@ pub(crate) fn event(
         links: &mut part.links,
         memory: &mut part.memory,
         classes: &mut part.classes,
+        shape_hints: &mut part.shape_hints,
         off,
     };
     wk.event(&ev);
@@ -242,9 +308,13 @@ impl Worker<'_, '_, '_> {
             Cat::Memset => Kind::Memset,
             _ => Kind::Kernel,
         };
+        let usual: &[_] = match kind {
+            Kind::Kernel => &GPU_USUAL,
+            _ => &COPY_USUAL,
+        };
         let a = ev
             .args
-            .map(|a| trace_event::pick(a, &GPU_ARGS))
+            .map(|a| trace_event::pick_usual(a, &GPU_ARGS, usual))
             .unwrap_or_default();
         let name = self.name(ev);
         let (category, name_op) = self.classify(name, kind);
@@ -318,9 +388,25 @@ impl Worker<'_, '_, '_> {
 
     fn cpu(&mut self, ev: &Ev, category: CpuCategory, start: i64, raw_end: i64) {
         let name = self.name(ev);
-        let [ext, corr, dims, types, concrete, strides] = match (category, ev.args) {
-            (CpuCategory::PythonFunction, _) | (_, None) => [None; 6],
-            (_, Some(a)) => trace_event::pick(a, &CPU_ARGS),
+        let hints = self
+            .shape_hints
+            .get(name as usize)
+            .copied()
+            .unwrap_or([NO_SHAPE; 4]);
+        let ([ext, corr, dims, types, concrete, strides], hit) = match (category, ev.args) {
+            (CpuCategory::PythonFunction, _) | (_, None) => ([None; 6], 0),
+            (CpuCategory::Runtime | CpuCategory::Driver, Some(a)) => {
+                (trace_event::pick_usual(a, &CPU_ARGS, &RUNTIME_USUAL), 0)
+            }
+            (_, Some(a)) => {
+                // A shape is likely the one the last row of this name had: found by its
+                // bytes, it is neither scanned for its end nor looked up.
+                let text = |i: usize| {
+                    (hints[i] != NO_SHAPE).then(|| self.b.strings.get(hints[i]).as_bytes())
+                };
+                let hinted = [None, None, text(0), text(1), text(2), text(3)];
+                trace_event::pick_hinted(a, &CPU_ARGS, &CPU_USUAL, &hinted)
+            }
         };
         let pid = ev.pid.and_then(trace_event::int);
         let key = pid_key(ev.pid);
@@ -349,11 +435,29 @@ impl Worker<'_, '_, '_> {
         });
         // A shape seen before is found by its bytes, without checking them for UTF-8 again;
         // a new one is stored in the canonical layout whatever the trace's whitespace.
-        let mut raw_text = |v: Option<&[u8]>| self.b.strings.shape(v?);
-        let input_dims = raw_text(dims);
-        let input_types = raw_text(types);
-        let concrete_inputs = raw_text(concrete);
-        let input_strides = raw_text(strides);
+        let mut next_hints = [NO_SHAPE; 4];
+        let mut shape = |k: usize, v: Option<&[u8]>| {
+            if hit & (1 << (k + 2)) != 0 {
+                next_hints[k] = hints[k];
+                return Some(hints[k]);
+            }
+            let (id, as_written) = self.b.strings.shape_as_written(v?)?;
+            if as_written {
+                next_hints[k] = id;
+            }
+            Some(id)
+        };
+        let input_dims = shape(0, dims);
+        let input_types = shape(1, types);
+        let concrete_inputs = shape(2, concrete);
+        let input_strides = shape(3, strides);
+        if next_hints != hints {
+            let at = name as usize;
+            if self.shape_hints.len() <= at {
+                self.shape_hints.resize(at + 1, [NO_SHAPE; 4]);
+            }
+            self.shape_hints[at] = next_hints;
+        }
         self.b.cpu.push(CpuRow {
             category,
             name,
