@@ -198,47 +198,6 @@ impl Sink {
         Ok(())
     }
 
-    /// Adds the CPU rows of consecutive batches (`ends`: where each batch's records end in
-    /// `recs`), each made from its record by `row`, on the pool, straight into the buffer;
-    /// flushes after the batch where `add_rows`, given them batch by batch, would have.
-    ///
-    /// Why: settled into vectors of their own and added batch by batch, every CPU row was
-    /// copied once more into the buffer, on the one thread of the table: 30-90 ms per GiB of
-    /// trace that no other core could take (docs/PERFORMANCE.md). Each worker settling rows
-    /// keeps its own `C` (a step cache) and findings, merged when it is done; findings keep
-    /// the smallest offset, so the order they merge in does not matter.
-    pub(crate) fn extend_cpu<R: Sync, C: Default + Send>(
-        &mut self,
-        recs: &[R],
-        ends: &[usize],
-        row: impl Fn(&mut C, &R, &mut Diagnostics) -> CpuRow + Sync,
-    ) -> Result<()> {
-        let (mut at, mut k) = (0, 0);
-        while k < ends.len() {
-            // Up to the batch after which the buffer holds `FLUSH_ROWS` (it holds fewer now).
-            let room = FLUSH_ROWS - self.cpu_buf.len();
-            let last = (k..ends.len()).find(|&j| ends[j] - at >= room);
-            let next = last.map_or(ends.len(), |j| j + 1);
-            let end = ends[next - 1];
-            let found = std::sync::Mutex::new(Diagnostics::default());
-            let local = || Local {
-                state: C::default(),
-                diag: Diagnostics::default(),
-                into: &found,
-            };
-            let rows = recs[at..end].par_iter();
-            let rows = rows.map_init(local, |l, r| row(&mut l.state, r, &mut l.diag));
-            self.cpu_buf.par_extend(rows);
-            let found = found.into_inner().unwrap_or_else(|e| e.into_inner());
-            self.diag.merge(found);
-            (at, k) = (end, next);
-            if self.cpu_buf.len() >= FLUSH_ROWS {
-                self.flush_cpu()?;
-            }
-        }
-        Ok(())
-    }
-
     pub(crate) fn finish(mut self) -> Result<SinkOut> {
         self.flush_gpu(true)?;
         self.flush_cpu()?;
@@ -358,16 +317,8 @@ impl Sink {
     }
 
     fn flush_cpu(&mut self) -> Result<()> {
-        // The earliest start and latest end (on the pool: a serial pass over every row).
-        let span = |r: &CpuRow| (r.start, r.end);
-        let wider = |a: (i64, i64), b: (i64, i64)| (a.0.min(b.0), a.1.max(b.1));
-        let span = if crate::writer::on_pool() && rayon::current_num_threads() > 1 {
-            self.cpu_buf.par_iter().map(span).reduce_with(wider)
-        } else {
-            self.cpu_buf.iter().map(span).reduce(wider)
-        };
-        if let Some((start, end)) = span {
-            self.counts.span(start, end);
+        for r in &self.cpu_buf {
+            self.counts.span(r.start, r.end);
         }
         self.counts.cpu += self.cpu_buf.len() as u64;
         let strings = &self.strings;
@@ -399,22 +350,6 @@ fn write_chunks<R: Sync>(
         next = built;
     }
     Ok(())
-}
-
-/// What a worker of `Sink::extend_cpu` keeps while it settles rows: its findings go to
-/// `into` when it is done.
-struct Local<'a, C> {
-    state: C,
-    diag: Diagnostics,
-    into: &'a std::sync::Mutex<Diagnostics>,
-}
-
-impl<C> Drop for Local<'_, C> {
-    fn drop(&mut self) {
-        let diag = std::mem::take(&mut self.diag);
-        let into = self.into.lock();
-        into.unwrap_or_else(|e| e.into_inner()).merge(diag);
-    }
 }
 
 /// (device, stream, start, raw end, index in the buffer) of a buffered GPU row. Sorting

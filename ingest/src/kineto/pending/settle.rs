@@ -45,11 +45,7 @@ pub(crate) fn settle(s: Spilled, links: &Links, base: i64, parts: &Parts) -> Res
         },
         || {
             let file = Replay::new(cpu, batches, &dir);
-            let res = if rayon::current_num_threads() < 2 {
-                file.run(&mut cpu_sink, strings, |c, r, s, d| st.cpu(c, r, s, d))
-            } else {
-                file.run_in_place(&mut cpu_sink, |c, r, d| st.cpu(c, r, strings, d))
-            };
+            let res = file.run(&mut cpu_sink, strings, |c, r, s, d| st.cpu(c, r, s, d));
             let out = res.and_then(|()| cpu_sink.finish());
             (out, t0.elapsed())
         },
@@ -110,8 +106,7 @@ impl<'a> Replay<'a> {
     /// cores. On a pool of several threads, the batches of the next group are settled (in
     /// parallel, each with a step cache of its own) while the sink takes the rows of the
     /// last one; the sink still gets every batch, in order, as its own `add_rows`, so it
-    /// flushes exactly where it did. (The CPU table, six times the rows, goes through
-    /// `run_in_place` on a pool: copying its rows into the sink's buffer was serial too.)
+    /// flushes exactly where it did.
     fn run<R: Pod + Send + Sync, T: SinkRow + Send>(
         mut self,
         sink: &mut Sink,
@@ -160,42 +155,6 @@ impl<'a> Replay<'a> {
         }
     }
 
-    /// `run` for the CPU table on a pool: the rows of a group are settled on the pool straight
-    /// into the sink's buffer (`Sink::extend_cpu`), while the next group is read.
-    fn run_in_place(
-        mut self,
-        sink: &mut Sink,
-        row: impl Fn(&mut StepCache, &CpuRec, &mut Diagnostics) -> CpuRow + Sync,
-    ) -> Result<()> {
-        let (mut recs, mut ends) = (Vec::new(), Vec::new());
-        let (mut next, mut next_ends) = (Vec::new(), Vec::new());
-        self.flat_group(&mut recs, &mut ends)?;
-        while !ends.is_empty() {
-            let (read, added) = rayon::join(
-                || self.flat_group(&mut next, &mut next_ends),
-                || sink.extend_cpu(&recs, &ends, &row),
-            );
-            added?;
-            read?;
-            std::mem::swap(&mut recs, &mut next);
-            std::mem::swap(&mut ends, &mut next_ends);
-        }
-        Ok(())
-    }
-
-    /// Reads the next batches, up to `GROUP_BYTES` of records (at least one batch while any
-    /// is left), one after another into `recs`; `ends`: where each batch's records end.
-    fn flat_group<R: Pod>(&mut self, recs: &mut Vec<R>, ends: &mut Vec<usize>) -> Result<()> {
-        recs.clear();
-        ends.clear();
-        let cap = GROUP_BYTES / std::mem::size_of::<R>();
-        while self.left > 0 && recs.len() < cap {
-            self.append(recs)?;
-            ends.push(recs.len());
-        }
-        Ok(())
-    }
-
     /// Reads the next batches, up to `GROUP_BYTES` of records (at least one batch while any is
     /// left), into the record buffers of `spare`.
     fn group<R: Pod>(&mut self, spare: &mut Vec<Vec<R>>) -> Result<Vec<Vec<R>>> {
@@ -213,21 +172,16 @@ impl<'a> Replay<'a> {
 
     /// Reads the next batch's records into `recs`.
     fn read<R: Pod>(&mut self, recs: &mut Vec<R>) -> Result<()> {
-        recs.clear();
-        self.append(recs)
-    }
-
-    /// Reads the next batch's records after those in `recs`.
-    fn append<R: Pod>(&mut self, recs: &mut Vec<R>) -> Result<()> {
         let io = |e| IngestError::io(self.dir, e);
         let mut n = 0u64;
         self.file
             .read_exact(bytemuck::bytes_of_mut(&mut n))
             .map_err(io)?;
-        let at = recs.len();
-        recs.resize(at + n as usize, R::zeroed());
-        let tail = bytemuck::cast_slice_mut(&mut recs[at..]);
-        self.file.read_exact(tail).map_err(io)?;
+        recs.clear();
+        recs.resize(n as usize, R::zeroed());
+        self.file
+            .read_exact(bytemuck::cast_slice_mut(recs))
+            .map_err(io)?;
         self.left -= 1;
         Ok(())
     }
