@@ -260,6 +260,35 @@ mod tests {
         Driver::new(win).run(v).unwrap();
     }
 
+    /// Every Kineto trace of the corpus; `None` (a failure under `CI=true`) without one.
+    fn corpus_traces() -> Option<Vec<PathBuf>> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/kineto");
+        let mut files = Vec::new();
+        traces(&root, &mut files);
+        let ci = std::env::var("CI").as_deref() == Ok("true");
+        assert!(!(files.is_empty() && ci), "no corpus at {root:?}");
+        (!files.is_empty()).then_some(files)
+    }
+
+    /// A row walk sending its batches to `tx`, its launches and memory events kept in memory.
+    fn row_pass<'a>(
+        classifier: &'a crate::classify::Classifier,
+        step_marker: &'a crate::step_span::StepMarker,
+        tx: pending::Sender,
+    ) -> RowPass<'a> {
+        RowPass {
+            ctx: Ctx {
+                classifier,
+                step_marker,
+            },
+            links: Links::default(),
+            tx: Some(tx),
+            failed: Arc::new(AtomicBool::new(false)),
+            memory: memory::MemLog::default(),
+            memory_error: None,
+        }
+    }
+
     fn traces(dir: &Path, out: &mut Vec<PathBuf>) {
         for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
             let p = e.path();
@@ -277,34 +306,17 @@ mod tests {
     /// trace of the corpus.
     #[test]
     fn the_row_walk_notes_what_the_links_walk_finds() {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/kineto");
-        let mut files = Vec::new();
-        traces(&root, &mut files);
-        if files.is_empty() {
-            assert_ne!(
-                std::env::var("CI").as_deref(),
-                Ok("true"),
-                "no corpus at {root:?}"
-            );
+        let Some(files) = corpus_traces() else {
             return;
-        }
+        };
         let classifier = crate::classify::Classifier::with_user_rules(None).unwrap();
         for path in files {
             let mut reference = LinkPass::default();
             walk(&path, &mut reference);
             let (tx, rx) = std::sync::mpsc::sync_channel(crate::writer_thread::WRITER_QUEUE);
             let drain = std::thread::spawn(move || rx.into_iter().count());
-            let mut rows = RowPass {
-                ctx: Ctx {
-                    classifier: &classifier,
-                    step_marker: &Default::default(),
-                },
-                links: Links::default(),
-                tx: Some(tx),
-                failed: Arc::new(AtomicBool::new(false)),
-                memory: memory::MemLog::default(),
-                memory_error: None,
-            };
+            let marker = Default::default();
+            let mut rows = row_pass(&classifier, &marker, tx);
             walk(&path, &mut rows);
             drop(rows.tx.take());
             drain.join().unwrap();
@@ -325,17 +337,8 @@ mod tests {
         let classifier = crate::classify::Classifier::with_user_rules(None).unwrap();
         let (spilled, mut links) = walk_on.install(|| {
             let (tx, spiller) = pending::spawn(out, Arc::new(AtomicBool::new(false))).unwrap();
-            let mut rows = RowPass {
-                ctx: Ctx {
-                    classifier: &classifier,
-                    step_marker: &Default::default(),
-                },
-                links: Links::default(),
-                tx: Some(tx),
-                failed: Arc::new(AtomicBool::new(false)),
-                memory: memory::MemLog::default(),
-                memory_error: None,
-            };
+            let marker = Default::default();
+            let mut rows = row_pass(&classifier, &marker, tx);
             walk(path, &mut rows);
             drop(rows.tx.take());
             (spiller.join().unwrap().unwrap(), rows.links)
@@ -366,17 +369,9 @@ mod tests {
     /// before) writes, on every Kineto trace of the corpus.
     #[test]
     fn settling_on_the_pool_writes_what_settling_on_one_thread_writes() {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/kineto");
-        let mut files = Vec::new();
-        traces(&root, &mut files);
-        if files.is_empty() {
-            assert_ne!(
-                std::env::var("CI").as_deref(),
-                Ok("true"),
-                "no corpus at {root:?}"
-            );
+        let Some(files) = corpus_traces() else {
             return;
-        }
+        };
         let pool = |n| {
             rayon::ThreadPoolBuilder::new()
                 .num_threads(n)
