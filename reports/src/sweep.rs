@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use aorta_transform::tuning::sweep_report::configs::value_order;
 use aorta_transform::tuning::sweep_report::{shown as num, ConfigRow, SweepReport, METRICS};
 use aorta_transform::tuning::verdict::Verdict;
 use serde_json::{json, Value};
@@ -190,15 +191,7 @@ fn along<'a>(r: &'a SweepReport, knob: &str, best: usize) -> Vec<(&'a str, &'a C
 }
 
 fn sort_values<T>(v: &mut [T], key: impl Fn(&T) -> &str) {
-    let all_num = v.iter().all(|x| key(x).parse::<f64>().is_ok());
-    v.sort_by(|a, b| {
-        if all_num {
-            let (x, y) = (key(a).parse::<f64>(), key(b).parse::<f64>());
-            x.unwrap_or(0.0).total_cmp(&y.unwrap_or(0.0))
-        } else {
-            key(a).cmp(key(b))
-        }
-    });
+    v.sort_by(|a, b| value_order(key(a), key(b)));
 }
 
 fn knob_chart(page: &mut Page, r: &SweepReport, knob: &str, best: usize, metric: &str) {

@@ -15,9 +15,8 @@
 //! spill thread only re-maps strings and makes records, and a thread of its own writes them
 //! (so the walk's queue of batches no longer fills behind it: 20 MB less peak memory at one
 //! job); the settle (`settle.rs`) reads a group of batches while the last group is settled
-//! on the pool (GPU rows while the sink takes the group before, CPU rows straight into the
-//! sink's buffer), and the sink flushes after the very batches it did, so every file is
-//! byte for byte what one thread writes.
+//! on the pool while the sink takes the group before, and the sink flushes after the very
+//! batches it did, so every file is byte for byte what one thread writes.
 
 use std::fs::File;
 use std::io::{self, Seek, Write};

@@ -7,6 +7,7 @@
 //! configuration is named by the params that vary across the dataset (`bytes=4194304,serial=true`):
 //! the ones every run shares say nothing about which one wins.
 
+use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
@@ -136,6 +137,91 @@ pub fn group(root: &Path, runs: &[String]) -> Result<(Vec<Config>, Vec<String>),
         params: BTreeMap::new(),
         runs: vec![r],
     }));
-    configs.sort_by(|a, b| a.name.cmp(&b.name));
+    configs.sort_by(param_order);
     Ok((configs, varying))
+}
+
+/// Two param values in order: numbers by value (`2` before `16`), before any other text,
+/// which goes by its bytes. A total order, so the sorts that use it cannot panic.
+pub fn value_order(a: &str, b: &str) -> Ordering {
+    match (a.parse::<f64>(), b.parse::<f64>()) {
+        (Ok(x), Ok(y)) => x.total_cmp(&y).then_with(|| a.cmp(b)),
+        (Ok(_), Err(_)) => Ordering::Less,
+        (Err(_), Ok(_)) => Ordering::Greater,
+        (Err(_), Err(_)) => a.cmp(b),
+    }
+}
+
+/// Configurations param by param (keys in order, values by `value_order`), then by name: a
+/// sweep of `tp` 1, 2, 4, 16 lists them so, not as 1, 16, 2, 4.
+fn param_order(a: &Config, b: &Config) -> Ordering {
+    let (mut x, mut y) = (a.params.iter(), b.params.iter());
+    loop {
+        let o = match (x.next(), y.next()) {
+            (None, None) => return a.name.cmp(&b.name),
+            (None, Some(_)) => Ordering::Less,
+            (Some(_), None) => Ordering::Greater,
+            (Some((ka, va)), Some((kb, vb))) => ka.cmp(kb).then_with(|| value_order(va, vb)),
+        };
+        if o != Ordering::Equal {
+            return o;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(params: &[(&str, &str)]) -> Config {
+        let params: BTreeMap<String, String> = params
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let name = params
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>();
+        Config {
+            name: name.join(","),
+            params,
+            runs: Vec::new(),
+        }
+    }
+
+    /// Numbers by value, before other text; the first param that differs decides.
+    #[test]
+    fn configurations_sort_numbers_by_value() {
+        let mut c = [
+            config(&[("chunks", "4"), ("tp", "16")]),
+            config(&[("chunks", "4"), ("tp", "2")]),
+            config(&[("chunks", "16"), ("tp", "1")]),
+            config(&[("chunks", "auto"), ("tp", "1")]),
+            config(&[("chunks", "4"), ("tp", "1.5")]),
+        ];
+        c.sort_by(param_order);
+        let names: Vec<&str> = c.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "chunks=4,tp=1.5",
+                "chunks=4,tp=2",
+                "chunks=4,tp=16",
+                "chunks=16,tp=1",
+                "chunks=auto,tp=1",
+            ]
+        );
+        // A total order over mixed values (a plain numeric-else-text rule has cycles).
+        let v = ["10", "9", "1a", "a", "-1", "1e3"];
+        for a in v {
+            for b in v {
+                assert_eq!(value_order(a, b), value_order(b, a).reverse(), "{a} {b}");
+                for c in v {
+                    if value_order(a, b).is_lt() && value_order(b, c).is_lt() {
+                        assert!(value_order(a, c).is_lt(), "{a} {b} {c}");
+                    }
+                }
+            }
+        }
+    }
 }
