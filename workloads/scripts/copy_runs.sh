@@ -3,6 +3,7 @@
 # written trace/JSONL is the overlapped mode, or the serial one for the *_serial runs.
 # Usage: workloads/scripts/copy_runs.sh OUTDIR   (BIN=... to use another binary)
 set -u
+. "$(dirname "$0")/gpu_env.sh"
 BIN=${BIN:-./target/release/aorta-copy-overlap}
 OUT=${1:-/tmp/copy-overlap}
 mkdir -p "$OUT"

@@ -6,8 +6,7 @@
 # `aorta run` looks for the benches). Console logs go to OUT_DIR/*.log.
 # Usage (repository root): workloads/scripts/four_gpu_runs.sh BIN_DIR OUT_DIR
 set -u
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
+. "$(dirname "$0")/gpu_env.sh"
 BIN=$(cd "$1" && pwd)
 OUT=$2
 mkdir -p "$OUT"

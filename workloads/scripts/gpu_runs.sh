@@ -3,8 +3,7 @@
 # (overlapped and --serial) and of aorta-copy-overlap, on the device machine.
 # Usage: workloads/scripts/gpu_runs.sh OUTDIR
 set -u
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
+. "$(dirname "$0")/gpu_env.sh"
 BIN=${BIN:-./target/release/aorta-overlap-bench}
 COPY_BIN=${COPY_BIN:-$(dirname "$BIN")/aorta-copy-overlap}
 OUT=${1:-/tmp/overlap-bench}

@@ -5,8 +5,7 @@
 # OUT_DIR/<name>.log, its output to OUT_DIR/<name>/.
 # Usage (repository root): bash workloads/scripts/sweep_runs.sh BIN_DIR OUT_DIR
 set -u
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
+. "$(dirname "$0")/gpu_env.sh"
 BIN=$(cd "$1" && pwd)
 OUT=$2
 mkdir -p "$OUT"

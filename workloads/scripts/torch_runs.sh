@@ -3,8 +3,7 @@
 # one process per GPU, with the knob settings compared there.
 # Usage: workloads/scripts/torch_runs.sh OUTDIR   (NPROC=2 by default)
 set -u
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
+. "$(dirname "$0")/gpu_env.sh"
 OUT=${1:-/tmp/fsdp-overlap}
 NPROC=${NPROC:-2}
 SCRIPT=$(dirname "$0")/../torch/fsdp_overlap.py

@@ -5,8 +5,7 @@
 # Each run should take ~20 s, mostly start-up (torch import, NCCL init; the timed steps are ms),
 # so the six well under 4 minutes (not yet run on a GPU).
 set -u
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
+. "$(dirname "$0")/gpu_env.sh"
 if [ $# -ne 1 ]; then
   echo "usage: $0 OUTDIR" >&2
   exit 2
