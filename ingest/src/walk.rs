@@ -7,6 +7,8 @@
 //! (otherwise that range is parsed again). No serial pre-scan for boundaries is needed.
 //! Memory is the buffer plus the largest single event, whatever the file size.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use rayon::prelude::*;
 
 use crate::error::ParseErr;
@@ -38,6 +40,37 @@ pub(crate) trait Visitor: Sync + Send {
     fn event(&self, c: &mut Cursor<'_>, part: &mut Self::Part, off: u64) -> Result<(), JsonError>;
     /// Takes finished parts, in file order.
     fn take(&mut self, part: Self::Part) -> Result<(), ParseErr>;
+}
+
+/// How many files are being walked at once, in this process (each `Driver::run` counts while
+/// it runs).
+static WALKING: AtomicUsize = AtomicUsize::new(0);
+
+/// One of `WALKING`, for as long as it lives.
+struct Walking(());
+
+impl Walking {
+    fn new() -> Walking {
+        WALKING.fetch_add(1, Ordering::Relaxed);
+        Walking(())
+    }
+}
+
+impl Drop for Walking {
+    fn drop(&mut self) {
+        WALKING.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// How many runs a window is cut into: two per worker the file has to itself.
+///
+/// Why: each run has costs of its own (its strings interned and its names classified afresh,
+/// its batch re-mapped by the spill thread, the wait for the slowest run). Cutting every
+/// file's window into two runs per worker of the pool, as before, made 16 files on 16
+/// workers parse 32 runs of 128 KiB per 4 MiB window, and the process used ~25 % more CPU
+/// than 16 processes of one job each on the same files (docs/PERFORMANCE.md, issue 33).
+fn runs_for(threads: usize, files: usize) -> usize {
+    2 * (threads / files.max(1)).max(1)
 }
 
 pub(crate) struct Driver {
@@ -126,6 +159,7 @@ impl Driver {
     }
 
     pub(crate) fn run<V: Visitor>(mut self, v: &mut V) -> Result<Shape, ParseErr> {
+        let _walking = Walking::new();
         // Only JSON's four blanks may come first: a file of NUL bytes (a sparse file) is
         // refused at its first byte, not read to its end as blanks.
         let (first, mut pos) = self.complete(0, "the file", |c| {
@@ -350,7 +384,10 @@ fn parse_window<V: Visitor>(
     let workers = if buf.len() - pos < 2 * SUB_WINDOW {
         1
     } else {
-        2 * rayon::current_num_threads()
+        runs_for(
+            rayon::current_num_threads(),
+            WALKING.load(Ordering::Relaxed),
+        )
     };
     let g = guesses(buf, pos, workers);
     let starts: Vec<usize> = std::iter::once(pos).chain(g.iter().copied()).collect();
@@ -394,6 +431,18 @@ mod tests {
     use crate::window::MAP_MIN;
     use std::sync::atomic::AtomicU64;
     use std::sync::Arc;
+
+    /// Two runs per worker a file has to itself, never fewer than two.
+    #[test]
+    fn runs_follow_the_workers_of_a_file() {
+        assert_eq!(runs_for(1, 1), 2);
+        assert_eq!(runs_for(16, 1), 32);
+        assert_eq!(runs_for(16, 2), 16);
+        assert_eq!(runs_for(16, 3), 10);
+        assert_eq!(runs_for(16, 16), 2);
+        assert_eq!(runs_for(2, 40), 2);
+        assert_eq!(runs_for(4, 0), 8);
+    }
 
     /// Collects each event's `name`, so the result shows which boundaries were used.
     #[derive(Default)]
