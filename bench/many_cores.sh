@@ -5,13 +5,17 @@
 #   bench/many_cores.sh BEFORE AFTER [LOG]
 #
 # Generates a 1 GiB fsdp2 and a 1 GiB rocm trace and 16 copies of a ~100 MB trace (SIZE and
-# MSIZE, in MiB; one
-# directory each) under $DATA (default /tmp/many_cores), then runs BEFORE and AFTER
-# alternating, twice each, --jobs $JOBS (default 1 2 4 8 16) on each 1 GiB file and, on the
-# 16 files, --jobs 1 on one core (taskset -c 0: the issue's "one-core speed") and --jobs 16, the files put back into the page cache before every run; prints
-# MB/s, walk and settle (AORTA_TIMING=1), and wall, user, sys and peak RSS (KB); then checks
-# that both builds write the same Parquet files at 16 jobs (cmp). Needs the corpus traces
-# gen_kineto.py scales (--source: set FSDP2_SRC and ROCM_SRC where the corpus is elsewhere).
+# MSIZE, in MiB; one directory each) under $DATA (default /tmp/many_cores). First it measures
+# what the machine itself gives on its $N cores (default: all), since lease machines differ
+# and some run their vCPUs on shared physical cores: a compute-only loop on one core and on
+# every core at once, and the 16 files as 16 processes of one job each, one per core, with
+# AFTER (the most that any scheduling inside one process could reach). Then it runs BEFORE and
+# AFTER alternating, twice each, --jobs $JOBS (default 1 2 4 8 16) on each 1 GiB file and, on
+# the 16 files, --jobs 1 on one core (taskset -c 0: the issue's "one-core speed") and
+# --jobs 16, the files put back into the page cache before every run; prints MB/s, walk and
+# settle (AORTA_TIMING=1), and wall, user, sys and peak RSS (KB); then checks that both builds
+# write the same Parquet files at 16 jobs (cmp). Needs the corpus traces gen_kineto.py scales
+# (--source: set FSDP2_SRC and ROCM_SRC where the corpus is elsewhere).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 before=$1 after=$2 log=${3:-/dev/stdout}
@@ -20,6 +24,20 @@ JOBS=${JOBS:-"1 2 4 8 16"} SIZE=${SIZE:-1024} MSIZE=${MSIZE:-100}
 src=(${FSDP2_SRC:+--source "$FSDP2_SRC"})
 rsrc=(${ROCM_SRC:+--source "$ROCM_SRC"})
 mkdir -p "$D/m"
+N=${N:-$(nproc)}
+ms() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
+ceiling() { # build: the compute loop, then the 16 files as separate processes
+  local s i f
+  printf 's = 0\nfor i in range(10_000_000):\n    s += i * i\n' > "$D/loop.py"
+  s=$(date +%s%N); taskset -c 0 python3 "$D/loop.py"; echo "   loop on 1 core: $(ms "$s") ms"
+  s=$(date +%s%N)
+  for i in $(seq 0 $((N - 1))); do taskset -c "$i" python3 "$D/loop.py" & done; wait
+  echo "   loop on $N cores at once: $(ms "$s") ms"
+  cat "$D"/m/d*/k.json > /dev/null
+  s=$(date +%s%N); i=0
+  for f in "$D"/m/d*/k.json; do taskset -c $((i % N)) "$1" --jobs 1 "$f" > /dev/null 2>&1 & i=$((i + 1)); done
+  wait; echo "   16 files as 16 processes of one job: $(ms "$s") ms"
+}
 one() { # build jobs files...
   local b=$1 j=$2 f
   shift 2
@@ -33,6 +51,7 @@ one() { # build jobs files...
   python3 bench/gen_kineto.py --mix rocm "${rsrc[@]}" --size-mb "$SIZE" --out "$D/rocm.json" | tail -1
   python3 bench/gen_kineto.py "${src[@]}" --size-mb "$MSIZE" --out "$D/m/k.json" | tail -1
   for i in $(seq -w 1 16); do mkdir -p "$D/m/d$i"; cp "$D/m/k.json" "$D/m/d$i/k.json"; done
+  for r in 1 2; do echo "== ceiling run $r"; ceiling "$after"; done
   for f in fsdp2 rocm; do for j in $JOBS; do for r in 1 2; do for b in before after; do
     echo "== $f jobs $j run $r $b"; one "${!b}" "$j" "$D/$f.json"
   done; done; done; done

@@ -270,14 +270,14 @@ impl Drop for OpenMapped {
 }
 
 /// How far a mapped window grows next: `CHUNK` times the workers per file being read, over
-/// two (at least `CHUNK`). A window is cut into two runs of events per worker, and each run
-/// has costs of its own (its strings interned and its names classified afresh, its batch
-/// re-mapped by the spill thread, a wait for the slowest run): with 4 MiB windows on 16
-/// workers the runs were 128 KiB, an eighth of those on two, and one file on 16 cores ran
-/// slower than on 8 (docs/PERFORMANCE.md, issue 33). Growing the window keeps the runs at
-/// about 1 MiB. The mapped pages a window holds count as resident memory, so the window
-/// grows only with the workers a file has to itself: 32 MiB for one file on 16 workers,
-/// 4 MiB again when 16 files are read at once.
+/// two (at least `CHUNK`). A window is cut into two runs of events per worker the file has
+/// to itself (`walk::runs_for`), and each run has costs of its own (its strings interned and
+/// its names classified afresh, its batch re-mapped by the spill thread, a wait for the
+/// slowest run): with 4 MiB windows on 16 workers the runs were 128 KiB, an eighth of those
+/// on two, and one file on 16 cores ran slower than on 8 (docs/PERFORMANCE.md, issue 33).
+/// Growing the window keeps the runs at about 1 MiB. The mapped pages a window holds count as
+/// resident memory, so the window grows only with the workers a file has to itself: 32 MiB
+/// for one file on 16 workers, 4 MiB again when 16 files are read at once.
 fn mapped_step() -> usize {
     let files = MAPPED_OPEN.load(Ordering::Relaxed).max(1);
     step_for(rayon::current_num_threads(), files)
