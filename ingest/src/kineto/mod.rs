@@ -6,7 +6,7 @@
 //! spill file until those are all known (`pending`), then go to the sink with their steps.
 
 mod extract;
-mod launches;
+pub(crate) mod launches;
 pub(crate) mod links;
 mod memory;
 mod pending;

@@ -129,7 +129,10 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
     let meta = meta(&conn).map_err(sql)?;
     let pids = ranks::pids(&conn).map_err(sql)?;
     let groups = ranks::assign(job, &pids, content_hash);
-    let steps = steps::Steps::load(&conn, &job.step_marker).map_err(sql)?;
+    let steps = steps::Steps::load(&conn, &job.step_marker, &job.staging).map_err(|e| match e {
+        steps::LoadError::Sql(e) => sql(e),
+        steps::LoadError::Spool(e) => IngestError::io(&job.staging, e),
+    })?;
     let mut router = rows::Router::new(job, groups, &meta, steps);
     router.read_all(&conn).map_err(|e| match e {
         rows::Error::Sql(e) => sql(e),
