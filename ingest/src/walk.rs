@@ -13,7 +13,7 @@ use rayon::prelude::*;
 
 use crate::error::ParseErr;
 use crate::json::{Cursor, JsonError};
-use crate::window::Window;
+use crate::window::{Counted, Window};
 
 /// Below twice this many bytes a window is parsed by one worker.
 pub(crate) const SUB_WINDOW: usize = 256 << 10;
@@ -45,22 +45,6 @@ pub(crate) trait Visitor: Sync + Send {
 /// How many files are being walked at once, in this process (each `Driver::run` counts while
 /// it runs).
 static WALKING: AtomicUsize = AtomicUsize::new(0);
-
-/// One of `WALKING`, for as long as it lives.
-struct Walking(());
-
-impl Walking {
-    fn new() -> Walking {
-        WALKING.fetch_add(1, Ordering::Relaxed);
-        Walking(())
-    }
-}
-
-impl Drop for Walking {
-    fn drop(&mut self) {
-        WALKING.fetch_sub(1, Ordering::Relaxed);
-    }
-}
 
 /// How many runs a window is cut into: two per worker the file has to itself.
 ///
@@ -159,7 +143,7 @@ impl Driver {
     }
 
     pub(crate) fn run<V: Visitor>(mut self, v: &mut V) -> Result<Shape, ParseErr> {
-        let _walking = Walking::new();
+        let _walking = Counted::new(&WALKING);
         // Only JSON's four blanks may come first: a file of NUL bytes (a sparse file) is
         // refused at its first byte, not read to its end as blanks.
         let (first, mut pos) = self.complete(0, "the file", |c| {

@@ -39,7 +39,7 @@ pub(crate) enum Window {
         ahead: usize,
         released: usize,
         /// Counts this file among the mapped files being read (`mapped_step`).
-        _open: OpenMapped,
+        _open: Counted,
         progress: Arc<AtomicU64>,
         hash: Option<Hasher>,
     },
@@ -76,7 +76,7 @@ impl Window {
                     start: 0,
                     end: 0,
                     ahead: 0,
-                    _open: OpenMapped::new(),
+                    _open: Counted::new(&MAPPED_OPEN),
                     released: 0,
                     progress,
                     hash,
@@ -253,19 +253,20 @@ impl Window {
 /// Mapped files being read now (in this process).
 static MAPPED_OPEN: AtomicUsize = AtomicUsize::new(0);
 
-/// One of `MAPPED_OPEN`, for as long as it lives.
-pub(crate) struct OpenMapped(());
+/// One of a count of things in progress (`MAPPED_OPEN`, `walk::WALKING`), for as long as it
+/// lives.
+pub(crate) struct Counted(&'static AtomicUsize);
 
-impl OpenMapped {
-    fn new() -> OpenMapped {
-        MAPPED_OPEN.fetch_add(1, Ordering::Relaxed);
-        OpenMapped(())
+impl Counted {
+    pub(crate) fn new(count: &'static AtomicUsize) -> Counted {
+        count.fetch_add(1, Ordering::Relaxed);
+        Counted(count)
     }
 }
 
-impl Drop for OpenMapped {
+impl Drop for Counted {
     fn drop(&mut self) {
-        MAPPED_OPEN.fetch_sub(1, Ordering::Relaxed);
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
