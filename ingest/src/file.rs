@@ -2,7 +2,7 @@
 //! (`runs`, `steps`, `diagnostics`) are written here, once.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
@@ -12,6 +12,7 @@ use crate::error::Result;
 use crate::format::Format;
 use crate::schema::{DIAGNOSTICS, RUNS, SCHEMA_VERSION, STEPS};
 use crate::sink::{Parts, SinkOut, StepAgg};
+use crate::step_set::StepSet;
 use crate::step_span::Span;
 use crate::writer::{write_all, Cols};
 
@@ -123,6 +124,9 @@ pub(crate) struct RunInfo {
     pub metric_count: u64,
     pub content_hash: String,
     pub diag: Diagnostics,
+    /// Steps with a row of their own and nothing else to say (a metrics log's), beside the
+    /// sink's (see `step_set`).
+    pub step_set: StepSet,
 }
 
 /// `rank3`, `rank-3`, `rank_03`, `worker3` in a file name.
@@ -221,10 +225,11 @@ impl RunInfo {
         };
         let mut written = out.written;
         let steps = step_rows(&out.steps, cpu_spans.0, cpu_spans.1);
+        let (steps_part, step_count) = write_steps(&parts.path(&STEPS), steps, &self.step_set)?;
+        written.extend(steps_part);
         let counts = &out.counts;
-        written.extend(write_all(&STEPS, &parts.path(&STEPS), steps_batch(&steps))?);
         let diag_rows = self.diag.total();
-        let runs = runs_batch(&self, job, counts, steps.len() as u64, diag_rows);
+        let runs = runs_batch(&self, job, counts, step_count, diag_rows);
         written.extend(write_all(&RUNS, &parts.path(&RUNS), runs)?);
         written.extend(write_all(
             &DIAGNOSTICS,
@@ -283,10 +288,53 @@ fn step_rows(aggs: &BTreeMap<Option<i64>, StepAgg>, spans: &[Span], base: i64) -
             })
             .gpu = *agg;
     }
-    if rows.is_empty() {
-        rows.insert(None, StepRow::default());
-    }
     rows.into_values().collect()
+}
+
+/// Steps written a chunk at a time, so that the table's rows are never all in memory.
+const STEP_CHUNK: usize = 1 << 16;
+
+/// Writes the `steps` table: `rows` (sorted by step) with a row of its own for each step of
+/// `set` they lack, in step order; one row of no step when there is none at all. Returns the
+/// part and its rows.
+fn write_steps(
+    path: &Path,
+    rows: Vec<StepRow>,
+    set: &StepSet,
+) -> Result<(Option<(PathBuf, u64)>, u64)> {
+    let mut w = crate::writer::TableWriter::new(&STEPS, path.to_path_buf());
+    let (mut rows, mut set) = (rows.into_iter().peekable(), set.iter().peekable());
+    let (mut chunk, mut count) = (Vec::new(), 0u64);
+    loop {
+        let from_set = |s: i64| StepRow {
+            step: Some(s),
+            ..StepRow::default()
+        };
+        let next = match (rows.peek(), set.peek()) {
+            (Some(r), Some(&s)) if Some(s) < r.step => set.next().map(from_set),
+            (Some(r), Some(&s)) if Some(s) == r.step => {
+                set.next();
+                rows.next()
+            }
+            (Some(_), _) => rows.next(),
+            (None, _) => set.next().map(from_set),
+        };
+        let done = next.is_none();
+        chunk.extend(next);
+        if chunk.len() == STEP_CHUNK || (done && !chunk.is_empty()) {
+            w.write(&steps_batch(&chunk))?;
+            count += chunk.len() as u64;
+            chunk.clear();
+        }
+        if done {
+            break;
+        }
+    }
+    if count == 0 {
+        w.write(&steps_batch(&[StepRow::default()]))?;
+        count = 1;
+    }
+    Ok((w.close()?, count))
 }
 
 pub(crate) fn steps_batch(rows: &[StepRow]) -> arrow_array::RecordBatch {

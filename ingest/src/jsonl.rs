@@ -12,7 +12,8 @@ use serde_json::Value;
 use crate::error::{IngestError, Result};
 use crate::file::{FileJob, FileOutcome, RunInfo};
 use crate::schema::METRICS;
-use crate::sink::{Counts, Parts, SinkOut, StepAgg, FLUSH_ROWS};
+use crate::sink::{Counts, Parts, SinkOut, FLUSH_ROWS};
+use crate::step_set::StepSet;
 use crate::writer::{Cols, TableWriter};
 
 /// One metrics row.
@@ -100,7 +101,7 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
     pending.extend(first);
     let mut w = TableWriter::new(&METRICS, parts.path(&METRICS));
     let mut buf: Vec<Metric> = Vec::new();
-    let mut steps: BTreeMap<Option<i64>, StepAgg> = BTreeMap::new();
+    let mut steps = StepSet::default();
     let (mut skipped, mut n_lines) = (0u64, 0u64);
     loop {
         let rec = match pending.pop() {
@@ -115,13 +116,13 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
                 .iter()
                 .find_map(|k| v.get(*k)?.as_i64());
         }
-        let step = step_of(&v).or(Some(line as i64 - 1));
-        steps.entry(step).or_default();
+        let step = step_of(&v).unwrap_or(line as i64 - 1);
+        steps.insert(step);
         let mut flat = Vec::new();
         flatten(&v, "", &mut flat, &mut skipped);
         for (key, value) in flat {
             buf.push(Metric {
-                step,
+                step: Some(step),
                 key,
                 value,
                 line: line as i64,
@@ -137,10 +138,11 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
     info.diag.add_n("jsonl_non_numeric", skipped, None, || {
         "string or null fields".into()
     });
+    info.step_set = steps;
     let out = SinkOut {
         written: w.close()?.into_iter().collect(),
         diag: Default::default(),
-        steps,
+        steps: BTreeMap::new(),
         counts: Counts::default(),
         vendor_hint: None,
     };

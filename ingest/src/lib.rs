@@ -37,6 +37,7 @@ pub mod shard;
 mod sink;
 mod source;
 mod sqlite;
+mod step_set;
 pub mod step_span;
 pub mod strict;
 pub mod subcategory;
