@@ -66,6 +66,11 @@ impl<T: Pod> Spool<T> {
         }
     }
 
+    /// Where the file goes: `None` for the system's temporary directory.
+    pub(crate) fn dir(&self) -> Option<&std::path::Path> {
+        self.dir.as_deref()
+    }
+
     /// Records held, in memory or in the file.
     pub(crate) fn len(&self) -> u64 {
         self.spilled + self.buf.len() as u64
