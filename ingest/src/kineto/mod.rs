@@ -6,11 +6,11 @@
 //! spill file until those are all known (`pending`), then go to the sink with their steps.
 
 mod extract;
-mod launches;
+pub(crate) mod launches;
 pub(crate) mod links;
 mod memory;
 mod pending;
-mod spool;
+pub(crate) mod spool;
 
 use crate::format::Format;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -62,9 +62,10 @@ const LEN_BITS: u32 = 24;
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Pod, Zeroable)]
 pub(crate) struct Launch {
-    corr: i64,
-    ts: i64,
-    pid: i64,
+    pub corr: i64,
+    pub ts: i64,
+    /// The process key (rocprof: the thread).
+    pub pid: i64,
 }
 
 /// The launches noted by the walk, in file order.
@@ -94,6 +95,15 @@ enum Store {
 struct Limits {
     held_max: usize,
     cache_blocks: usize,
+}
+
+/// Which of the pairs with one correlation a lookup answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Keep {
+    /// The first in file order (a Kineto launch: as the sorted vector it replaced).
+    First,
+    /// The last (rocprof's launches: as the map they replaced, whose inserts overwrote).
+    Last,
 }
 
 /// Numbers lookups apart in the thread-local caches.
@@ -177,11 +187,16 @@ impl LaunchSteps {
         step: impl Fn(i64, i64) -> Option<i64> + Sync,
     ) -> io::Result<LaunchSteps> {
         log.drain(|chunk| self.add(chunk, &step), |e| e)?;
+        self.shrink();
+        Ok(self)
+    }
+
+    /// Gives back what the index and blocks held in memory do not use, once every pair is in.
+    pub(crate) fn shrink(&mut self) {
         self.index.shrink_to_fit();
         if let Store::Mem(held) = &mut self.store {
             held.shrink_to_fit();
         }
-        Ok(self)
     }
 
     /// `Some(step)` when a launch with this correlation exists.
@@ -213,11 +228,42 @@ impl LaunchSteps {
         launches: &[Launch],
         step: &(impl Fn(i64, i64) -> Option<i64> + Sync),
     ) -> io::Result<()> {
-        let mut v: Vec<(i64, Option<i64>)> = launches
+        let v: Vec<(i64, Option<i64>)> = launches
             .par_iter()
             .map(|l| (l.corr, step(l.pid, l.ts)))
             .collect();
-        // Stable: of launches with one correlation, the first in file order stays.
+        self.add_pairs(v, Keep::First)
+    }
+
+    /// An empty lookup whose blocks, past `HELD_MAX`, go to a file in `dir` (the system's
+    /// temporary directory if `None`): for callers that work out the values themselves.
+    pub(crate) fn in_dir(dir: Option<PathBuf>) -> LaunchSteps {
+        LaunchSteps::with_limits(dir, LaunchSteps::default().limits)
+    }
+
+    /// `in_dir`, every block in the file and one cached: for tests of callers.
+    #[cfg(test)]
+    pub(crate) fn in_file(dir: Option<PathBuf>) -> LaunchSteps {
+        LaunchSteps::with_limits(
+            dir,
+            Limits {
+                held_max: 0,
+                cache_blocks: 1,
+            },
+        )
+    }
+
+    /// Adds (correlation, value) pairs, in file order, that come after every pair added
+    /// before; of pairs with one correlation, `keep` says which answers.
+    pub(crate) fn add_pairs(
+        &mut self,
+        mut v: Vec<(i64, Option<i64>)>,
+        keep: Keep,
+    ) -> io::Result<()> {
+        if keep == Keep::Last {
+            v.reverse();
+        }
+        // Stable: of pairs with one correlation, the first (of `v` as it now is) stays.
         v.par_sort_by_key(|e| e.0);
         v.dedup_by_key(|e| e.0);
         // The chunk's blocks, encoded one after another, and where each goes in the index.
@@ -232,10 +278,14 @@ impl LaunchSteps {
                 .collect();
             let at = self.index.binary_search_by_key(&key, |e| e.0).ok();
             if let Some(i) = at {
-                // An earlier chunk reached this block: its launches came first.
+                // An earlier chunk reached this block: its pairs came first.
                 let (off, len) = unpack(self.index[i].1);
                 self.store.read(off, len, &mut old)?;
-                entries = block::merge(&block::entries(&old), &entries);
+                let earlier = block::entries(&old);
+                entries = match keep {
+                    Keep::First => block::merge(&earlier, &entries),
+                    Keep::Last => block::merge(&entries, &earlier),
+                };
                 self.dead += len as u64;
             }
             let start = bytes.len();

@@ -248,3 +248,22 @@ fn a_failed_read_of_the_file_is_kept() {
     assert_eq!(e.raw_os_error(), Some(9), "{e}");
     assert!(steps.take_read_error().is_none());
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    /// Pairs added in chunks, the last of a correlation kept, answer as a map whose inserts
+    /// overwrite does; with every block in the file and one block cached.
+    #[test]
+    fn the_last_of_repeated_pairs_answers(launches in launches()) {
+        let mut want = BTreeMap::new();
+        let mut got = LaunchSteps::with_limits(None, TINY);
+        for chunk in launches.chunks(97) {
+            let pairs: Vec<_> = chunk.iter().map(|&(c, ts, pid)| (c, step_of(pid, ts))).collect();
+            want.extend(pairs.iter().copied());
+            got.add_pairs(pairs, Keep::Last).unwrap();
+        }
+        CACHE.with_borrow_mut(|c| c.blocks.clear());
+        answers_as(&got, &want, &[])?;
+    }
+}
