@@ -199,6 +199,27 @@ impl ApiLinks {
             LaunchSteps::in_dir(dir)
         };
         let (mut at, mut rccl) = (lookup(dir.clone()), lookup(dir));
+        // Per thread, the latest end among its calls up to each (sorted by start): where
+        // `rccl_at`'s backward scan can stop. Without it a launch outside every call scanned
+        // all of its thread's earlier calls (it was asked only of RCCL kernels' launches,
+        // now of every launch).
+        let reach: FxHashMap<i64, Vec<i64>> = self
+            .rccl
+            .iter()
+            .map(|(&tid, calls)| {
+                let mut max = i64::MIN;
+                (
+                    tid,
+                    calls
+                        .iter()
+                        .map(|c| {
+                            max = max.max(c.1);
+                            max
+                        })
+                        .collect(),
+                )
+            })
+            .collect();
         let mut log = std::mem::take(&mut self.launches);
         let res = log.replay(
             |chunk| {
@@ -206,7 +227,7 @@ impl ApiLinks {
                 at.add_pairs(steps, Keep::Last)?;
                 let kinds = chunk
                     .iter()
-                    .map(|l| (l.corr, self.rccl_index(l.pid, l.ts)))
+                    .map(|l| (l.corr, self.rccl_index(&reach, l.pid, l.ts)))
                     .collect();
                 rccl.add_pairs(kinds, Keep::Last)
             },
@@ -255,16 +276,25 @@ impl ApiLinks {
         Some(RCCL_KINDS[i as usize].1)
     }
 
-    /// `rccl_at`, as an index into `RCCL_KINDS` (the first row of its collective).
-    fn rccl_index(&self, tid: i64, ts: i64) -> Option<i64> {
-        let kind = self.rccl_at(tid, ts)?;
+    /// `rccl_at` (sealed, with its threads' `reach`), as an index into `RCCL_KINDS` (the
+    /// first row of its collective).
+    fn rccl_index(&self, reach: &FxHashMap<i64, Vec<i64>>, tid: i64, ts: i64) -> Option<i64> {
+        let (calls, reach) = (self.rccl.get(&tid)?, reach.get(&tid)?);
+        let n = calls.partition_point(|c| c.0 <= ts);
+        let kind = (0..n)
+            .rev()
+            .take_while(|&i| reach[i] >= ts)
+            .find(|&i| ts <= calls[i].1)
+            .map(|i| calls[i].2)?;
         RCCL_KINDS
             .iter()
             .position(|(_, k)| *k == kind)
             .map(|i| i as i64)
     }
 
-    /// The collective of the RCCL call that, on thread `tid`, encloses time `ts`.
+    /// The collective of the RCCL call that, on thread `tid`, encloses time `ts` (the latest
+    /// starting): the plain scan `rccl_index` stops early in (the tests' reference).
+    #[cfg(test)]
     pub(crate) fn rccl_at(&self, tid: i64, ts: i64) -> Option<&'static str> {
         let calls = self.rccl.get(&tid)?;
         let n = calls.partition_point(|c| c.0 <= ts);
