@@ -26,12 +26,15 @@
 //! Answering from the file: GPU rows are settled in file order and their correlations rise
 //! nearly with it, so each thread keeps the last `CACHE_BLOCKS` blocks it read (a thread-local
 //! cache: the settle's workers share one lookup, and ask it ~300,000 times a GB). On the
-//! fsdp2 trace that is a block read per ~130 GPU rows (docs/PERFORMANCE.md gives the counts).
+//! fsdp2 trace that is a block read per ~240 questions, each block read about once
+//! (docs/PERFORMANCE.md gives the counts).
 //! A failed read answers "no launch" and is kept: `take_read_error` reports it after the
 //! settle, as the file's I/O error.
 //!
 //! Which launch counts when a correlation repeats: the first in file order, as the sorted
-//! vector this replaced kept (a stable sort, then `dedup`).
+//! vector this replaced kept (a stable sort, then `dedup`). The rocprof readers use the same
+//! lookup for values they work out themselves (`add_pairs`: a launch's step and RCCL call,
+//! the last call of a correlation answering, as their map did; `Keep`).
 
 mod block;
 
