@@ -165,6 +165,9 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
     let out = writer.join().expect("writer thread does not panic");
     let shape = res?;
     let out = out?;
+    if let Some(e) = pass.links.as_ref().and_then(Links::take_launch_error) {
+        return Err(IngestError::io(&job.staging, e));
+    }
     pass.pairs.finish(&mut info.diag);
     info.content_hash = match (&job.content_hash, &hasher) {
         (Some(h), _) => h.clone(),

@@ -233,6 +233,18 @@ impl Links {
         self.launch_steps.heap_bytes()
     }
 
+    /// The lookup's blocks, bytes in its file, questions answered from the file and blocks
+    /// read for them (for `AORTA_TIMING`).
+    pub(crate) fn launch_stats(&self) -> (usize, u64, u64, u64) {
+        self.launch_steps.stats()
+    }
+
+    /// The error a read of the lookup's file met, if one did: the settle's answers are not
+    /// to be trusted then.
+    pub(crate) fn take_launch_error(&self) -> Option<std::io::Error> {
+        self.launch_steps.take_read_error()
+    }
+
     /// `Some(step)` when a runtime call with this correlation exists.
     pub(crate) fn launch_step(&self, corr: i64) -> Option<Option<i64>> {
         self.launch_steps.get(corr)

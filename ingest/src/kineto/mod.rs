@@ -10,7 +10,7 @@ pub(crate) mod launches;
 pub(crate) mod links;
 mod memory;
 mod pending;
-mod spool;
+pub(crate) mod spool;
 
 use crate::format::Format;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -137,6 +137,9 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
     };
     let base = links.meta.base_time_ns.unwrap_or(0);
     let mut out = pending::settle(spilled, &links, base, &parts)?;
+    if let Some(e) = links.take_launch_error() {
+        return Err(IngestError::io(&job.staging, e));
+    }
     out.written.extend(memory::write(
         walk.memory,
         &links,
@@ -147,11 +150,15 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
     if std::env::var_os("AORTA_TIMING").is_some() {
         // Stage timings for benchmarking (docs/PERFORMANCE.md).
         let t2 = t0.elapsed();
+        let (blocks, file, asked, reads) = links.launch_stats();
         eprintln!(
-            "{}: walk {t1:.2?}, settle {:.2?} (launch lookup {t_links:.2?}, {} kB)",
+            "{}: walk {t1:.2?}, settle {:.2?} (launch lookup {t_links:.2?}, {} kB held, \
+             {blocks} blocks, {} kB in its file, ~{asked} questions from the file, {reads} \
+             blocks read)",
             job.path.display(),
             t2 - t1,
-            links.launch_bytes() / 1000
+            links.launch_bytes() / 1000,
+            file / 1000
         );
     }
     describe(&mut info, &links.meta, &out, shape.events);

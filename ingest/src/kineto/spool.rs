@@ -66,6 +66,11 @@ impl<T: Pod> Spool<T> {
         }
     }
 
+    /// Where the file goes: `None` for the system's temporary directory.
+    pub(crate) fn dir(&self) -> Option<&std::path::Path> {
+        self.dir.as_deref()
+    }
+
     /// Records held, in memory or in the file.
     pub(crate) fn len(&self) -> u64 {
         self.spilled + self.buf.len() as u64
@@ -95,14 +100,15 @@ impl<T: Pod> Spool<T> {
         Ok(())
     }
 
-    /// Hands every record to `f`, in file order, at most `CHUNK` at a time; `io` turns a
-    /// failed read of the file into `f`'s error.
-    pub(crate) fn drain<E>(
-        self,
+    /// Hands every record to `f`, in file order, at most `CHUNK` at a time, and keeps them:
+    /// more may be appended, and all read again. `io` turns a failed read of the file into
+    /// `f`'s error.
+    pub(crate) fn replay<E>(
+        &mut self,
         mut f: impl FnMut(&[T]) -> Result<(), E>,
         io: impl Fn(io::Error) -> E,
     ) -> Result<(), E> {
-        if let Some(mut file) = self.file {
+        if let Some(file) = &mut self.file {
             file.seek(SeekFrom::Start(0)).map_err(&io)?;
             let mut left = self.spilled;
             let mut chunk = Vec::new();
@@ -114,11 +120,22 @@ impl<T: Pod> Spool<T> {
                 f(&chunk[..n])?;
                 left -= n as u64;
             }
+            // At the end again, where the next records go.
         }
         if self.buf.is_empty() {
             return Ok(());
         }
         f(&self.buf)
+    }
+
+    /// Hands every record to `f`, in file order, at most `CHUNK` at a time; `io` turns a
+    /// failed read of the file into `f`'s error.
+    pub(crate) fn drain<E>(
+        mut self,
+        f: impl FnMut(&[T]) -> Result<(), E>,
+        io: impl Fn(io::Error) -> E,
+    ) -> Result<(), E> {
+        self.replay(f, io)
     }
 }
 
@@ -148,6 +165,25 @@ mod tests {
             )
             .unwrap();
             assert_eq!(back, (0..n as u64).collect::<Vec<_>>());
+        }
+        // Replayed, appended to, replayed: every record each time, in order.
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Spool::in_dir(dir.path().into());
+        let mut want = Vec::new();
+        for round in 0..3u64 {
+            let more: Vec<u64> = (0..CHUNK as u64 + 7).map(|i| i * 3 + round).collect();
+            s.extend(more.iter().copied()).unwrap();
+            want.extend(more);
+            let mut back = Vec::new();
+            s.replay(
+                |c: &[u64]| {
+                    back.extend_from_slice(c);
+                    Ok::<_, io::Error>(())
+                },
+                |e| e,
+            )
+            .unwrap();
+            assert_eq!(back, want, "round {round}");
         }
         let mut d = Spool::<u64>::discarding();
         d.extend(0..10).unwrap();

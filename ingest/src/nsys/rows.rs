@@ -343,6 +343,10 @@ impl<'j> Router<'j> {
 
     /// Closes every rank's sink and writes its `runs`, `steps` and `diagnostics`.
     pub(super) fn finish(self, meta: &Meta) -> crate::error::Result<FileOutcome> {
+        // A launch the lookup could not read back was answered "none": the rows are wrong.
+        if let Some(e) = self.steps.take_read_error() {
+            return Err(crate::error::IngestError::io(&self.job.staging, e));
+        }
         let mut total = FileOutcome::default();
         for (i, mut out) in self.outs.into_iter().enumerate() {
             out.sink.add(out.batch)?;

@@ -165,6 +165,11 @@ impl Steps {
             .map(|s| s.step)
     }
 
+    /// The error a read of the launch lookup's file met, if one did.
+    pub(super) fn take_read_error(&self) -> Option<std::io::Error> {
+        self.launches.take_read_error()
+    }
+
     /// `Some(step of the launch)` when process `pid` made a runtime call with `corr`.
     pub(super) fn launch(&self, pid: i64, corr: i64) -> Option<Option<i64>> {
         match launch_key(pid, corr) {

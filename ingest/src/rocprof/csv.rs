@@ -408,11 +408,12 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
         None => Agents::default(),
     };
     let mut emit = Emit::new(&job.classifier, &parts);
-    emit.links = ApiLinks::new((*job.step_marker).clone());
+    emit.links = ApiLinks::new((*job.step_marker).clone()).spooling_to(job.staging.clone());
+    let seal = |links: &mut ApiLinks| links.seal().map_err(|e| IngestError::io(&job.staging, e));
     for i in read_order(&files, &kinds) {
         let (f, k) = (&files[i], &kinds[i]);
         if *k != CsvKind::Api {
-            emit.links.seal();
+            seal(&mut emit.links)?;
         }
         let res = match k {
             CsvKind::Kernel => each_row(f, |r| kernel(&mut emit, &agents, r)),
@@ -423,7 +424,7 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
         };
         res?;
     }
-    emit.links.seal();
+    seal(&mut emit.links)?;
     let spans = emit.links.spans().to_vec();
     let events = emit.events;
     let out = emit.finish()?;

@@ -25,6 +25,7 @@ use super::links::ApiLinks;
 use super::prescan::{self, Steps};
 use super::records::{self, Rec, Strings};
 use super::stream::Stream;
+use super::wanted::Wanted;
 use super::{Api, Dispatch, Emit, MemoryCopy};
 use crate::classify::{Category, Class, Kind};
 use crate::error::{IngestError, ParseErr, Result};
@@ -64,6 +65,8 @@ impl Tables {
 struct Reader<'e, 'c> {
     emit: &'e mut Emit<'c>,
     path: &'e Path,
+    /// Where the launches' spool goes (the staging directory).
+    staging: &'e Path,
     marker: &'e StepMarker,
     t: Tables,
     /// Records read before their tables: (buffer kind, record).
@@ -84,7 +87,7 @@ struct Reader<'e, 'c> {
     /// ids.
     held: Held,
     holding: FxHashSet<(i64, i64)>,
-    wanted: FxHashSet<i64>,
+    wanted: Wanted,
     /// The step spans of the process objects read (the `steps` table).
     spans: Vec<Span>,
 }
@@ -114,7 +117,7 @@ impl Reader<'_, '_> {
     fn process(&mut self, s: &mut Stream) -> Result<(), ParseErr> {
         self.t = Tables::default();
         self.emit.forget_kernel_ids();
-        self.emit.links = ApiLinks::new(self.marker.clone());
+        self.emit.links = ApiLinks::new(self.marker.clone()).spooling_to(self.staging.into());
         (self.seen_dispatch, self.seen_api) = (false, false);
         s.object("a process object", |s, key| match key {
             "metadata" => {
@@ -156,7 +159,8 @@ impl Reader<'_, '_> {
                 spans,
                 launch_steps,
             } = std::mem::take(st);
-            self.emit.links = ApiLinks::with_steps(self.marker.clone(), spans, launch_steps);
+            self.emit.links = ApiLinks::with_steps(self.marker.clone(), spans, launch_steps)
+                .spooling_to(self.staging.into());
         }
     }
 
@@ -168,7 +172,7 @@ impl Reader<'_, '_> {
             self.note_api(r);
         }
         self.seen_api = true;
-        self.emit.links.seal();
+        self.seal(off)?;
         for (b, r) in deferred {
             self.row(b, &r, off, false)?;
         }
@@ -180,7 +184,7 @@ impl Reader<'_, '_> {
     /// Writes the held kernels, in their order, now that the RCCL calls and launches are in.
     fn release(&mut self, off: u64) -> Result<(), ParseErr> {
         self.seen_api = true;
-        self.emit.links.seal();
+        self.seal(off)?;
         let io_err = |e| ParseErr::new(off, format!("reading back held RCCL kernels failed: {e}"));
         self.held
             .take()
@@ -188,6 +192,16 @@ impl Reader<'_, '_> {
         self.holding.clear();
         self.wanted.clear();
         Ok(())
+    }
+
+    /// `ApiLinks::seal`; its I/O error is the file's (reported instead of a parse error).
+    fn seal(&mut self, off: u64) -> Result<(), ParseErr> {
+        self.emit.links.seal().map_err(|e| {
+            let e = IngestError::io(self.staging, e);
+            let msg = e.to_string();
+            self.failed = Some(e);
+            ParseErr::new(off, msg)
+        })
     }
 
     fn agent(&mut self, s: &mut Stream) -> Result<(), ParseErr> {
@@ -332,7 +346,9 @@ impl Reader<'_, '_> {
         let rccl = no_collective(class);
         if !self.seen_api && (rccl || self.holding.contains(&stream)) {
             if rccl {
-                self.wanted.extend(r.corr);
+                self.wanted.extend(r.corr).map_err(|e| {
+                    IngestError::file(self.path, format!("holding RCCL kernels failed: {e}"))
+                })?;
                 self.holding.insert(stream);
             }
             return self.held.push(r).map_err(|e| {
@@ -398,11 +414,13 @@ impl Reader<'_, '_> {
             external: r.ext,
         };
         if let Some(c) = r.call(domain, name).filter(|_| note) {
-            let links = &mut self.emit.links;
-            if !links.note_rccl(&c) {
+            if !self.emit.links.note_rccl(&c) {
                 if let (Some(tid), Some(corr)) = (r.tid, r.corr) {
-                    if !self.seen_dispatch || self.wanted.contains(&corr) {
-                        links.note_launch(corr, tid, start);
+                    let staging = self.staging;
+                    let wanted =
+                        |w: &mut Wanted| w.contains(corr).map_err(|e| IngestError::io(staging, e));
+                    if !self.seen_dispatch || wanted(&mut self.wanted)? {
+                        self.emit.links.note_launch(corr, tid, start);
                     }
                 }
             }
@@ -447,6 +465,7 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
     let mut reader = Reader {
         emit: &mut emit,
         path: &job.path,
+        staging: &job.staging,
         marker: &job.step_marker,
         t: Tables::default(),
         deferred: Vec::new(),
@@ -458,7 +477,7 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
         seen_api: false,
         held: Held::new(&job.staging),
         holding: FxHashSet::default(),
-        wanted: FxHashSet::default(),
+        wanted: Wanted::new(job.staging.clone()),
         spans: Vec::new(),
     };
     let res = walk(&mut reader, &mut Stream::new(win));

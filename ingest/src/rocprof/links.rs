@@ -13,10 +13,19 @@
 //! dispatches before the API records, learns the spans and the launches' steps in a
 //! pre-pass (`prescan`, kept as `CorrRuns`) and holds back the RCCL kernels whose
 //! collective an RCCL call must name (with the later dispatches of their streams, `held`).
+//!
+//! The launches do not stay in memory: they wait in a spool (`kineto::spool`) and `seal`
+//! reads them back into two correlation lookups (`kineto::launches`: an index in memory, the
+//! blocks in a file once large), so a long capture's launches do not grow the reader's
+//! memory (a map of them cost ~48 bytes a launch: ~200 MB for 4.2 M).
+
+use std::io;
+use std::path::PathBuf;
 
 use rustc_hash::FxHashMap;
 
 use super::runs::CorrRuns;
+use crate::kineto::launches::{self, Keep, LaunchLog, LaunchSteps};
 use crate::step_span::{Span, StepMarker};
 
 /// The collective of each RCCL API function that launches one (data, as the rule table).
@@ -49,8 +58,21 @@ pub(crate) struct ApiLinks {
     spans: Vec<Span>,
     /// Thread → its RCCL calls (start, end, collective), sorted by start once sealed.
     rccl: FxHashMap<i64, Vec<(i64, i64, &'static str)>>,
-    /// Correlation id → (thread, start) of the host call.
-    launches: FxHashMap<i64, (i64, i64)>,
+    /// The host calls noted (correlation, start, thread as `pid`), in the order noted: in
+    /// memory up to a chunk, the rest in an unnamed file (`kineto::spool`).
+    launches: LaunchLog,
+    /// Correlation id → the step of the span holding its host call, and → the RCCL call
+    /// around it (an index into `RCCL_KINDS`), as of the last `seal`; a repeated id answers
+    /// for its last call.
+    launch_at: LaunchSteps,
+    launch_rccl: LaunchSteps,
+    /// Something the lookups depend on was noted since they were made.
+    dirty: bool,
+    /// Why a launch could not be written to the spool (`seal` reports it).
+    spill_error: Option<io::Error>,
+    /// The lookups keep every block in their file (tests).
+    #[cfg(test)]
+    in_file: bool,
     /// The step of each launch by correlation id, when a pre-pass worked it out instead of
     /// keeping the launches (the JSON reader); answers before `launches`.
     launch_steps: Option<CorrRuns>,
@@ -72,6 +94,13 @@ impl ApiLinks {
             marker,
             ..ApiLinks::default()
         }
+    }
+
+    /// Links whose launches, past a chunk, wait in a temporary file in `dir` (the staging
+    /// directory), as do their lookups' blocks past 1 MiB.
+    pub(crate) fn spooling_to(mut self, dir: PathBuf) -> ApiLinks {
+        self.launches = LaunchLog::in_dir(dir);
+        self
     }
 
     /// The links a pre-pass found: the step spans and the step of every launch.
@@ -118,6 +147,7 @@ impl ApiLinks {
             .spans
             .partition_point(|s| (s.start, s.end) <= (span.start, span.end));
         self.spans.insert(at, span);
+        self.dirty = true;
     }
 
     /// Notes an RCCL collective call; whether the record is of the RCCL domain (an RCCL
@@ -131,20 +161,89 @@ impl ApiLinks {
                 .entry(tid)
                 .or_default()
                 .push((c.start, c.end, kind));
+            self.dirty = true;
         }
         true
     }
 
     /// The host call with correlation id `corr`, on thread `tid` at `start`.
     pub(crate) fn note_launch(&mut self, corr: i64, tid: i64, start: i64) {
-        self.launches.insert(corr, (tid, start));
+        if let Err(e) = launches::log(&mut self.launches, &[(corr, start, tid)]) {
+            self.spill_error.get_or_insert(e);
+        }
+        self.dirty = true;
     }
 
-    /// Sorts the RCCL calls; call once every API record is in, before the dispatches.
-    pub(crate) fn seal(&mut self) {
+    /// Sorts the RCCL calls and gives every launch noted its step and collective; call once
+    /// every API record is in, before the dispatches (again after more API records). An
+    /// error when the launches' file cannot be written or read back.
+    ///
+    /// Why at `seal`: the answers are those of the spans and RCCL calls noted by then, for
+    /// every launch noted by then (the spool is read again each time something changed), as
+    /// the map of launches this replaced gave when asked after `seal`; no row asks before.
+    pub(crate) fn seal(&mut self) -> io::Result<()> {
         for calls in self.rccl.values_mut() {
-            calls.sort_by_key(|c| (c.0, c.1));
+            if !calls.is_sorted_by_key(|c| (c.0, c.1)) {
+                calls.sort_by_key(|c| (c.0, c.1));
+                self.dirty = true;
+            }
         }
+        if let Some(e) = self.spill_error.take() {
+            return Err(e);
+        }
+        if !self.dirty {
+            return Ok(());
+        }
+        self.dirty = false;
+        let dir = self.launches.dir().map(Into::into);
+        let lookup = |dir| {
+            #[cfg(test)]
+            if self.in_file {
+                return LaunchSteps::in_file(dir);
+            }
+            LaunchSteps::in_dir(dir)
+        };
+        let (mut at, mut rccl) = (lookup(dir.clone()), lookup(dir));
+        // Per thread, the latest end among its calls up to each (sorted by start): where
+        // `rccl_at`'s backward scan can stop. Without it a launch outside every call scanned
+        // all of its thread's earlier calls (it was asked only of RCCL kernels' launches,
+        // now of every launch).
+        let reach: FxHashMap<i64, Vec<i64>> = self
+            .rccl
+            .iter()
+            .map(|(&tid, calls)| {
+                let mut max = i64::MIN;
+                (
+                    tid,
+                    calls
+                        .iter()
+                        .map(|c| {
+                            max = max.max(c.1);
+                            max
+                        })
+                        .collect(),
+                )
+            })
+            .collect();
+        let mut log = std::mem::take(&mut self.launches);
+        let res = log.replay(
+            |chunk| {
+                let steps = chunk.iter().map(|l| (l.corr, self.step_at(l.ts))).collect();
+                at.add_pairs(steps, Keep::Last)?;
+                let kinds = chunk
+                    .iter()
+                    .map(|l| (l.corr, self.rccl_index(&reach, l.pid, l.ts)))
+                    .collect();
+                rccl.add_pairs(kinds, Keep::Last)
+            },
+            |e| e,
+        );
+        self.launches = log;
+        res?;
+        at.shrink();
+        rccl.shrink();
+        (self.launch_at, self.launch_rccl) = (at, rccl);
+        Ok(())
     }
 
     pub(crate) fn spans(&self) -> &[Span] {
@@ -169,7 +268,7 @@ impl ApiLinks {
         }
         match &self.launch_steps {
             Some(runs) => runs.get(corr?).flatten(),
-            None => self.step_at(self.launches.get(&corr?)?.1),
+            None => self.launch_at.get(corr?).flatten(),
         }
     }
 
@@ -178,11 +277,29 @@ impl ApiLinks {
         if self.rccl.is_empty() {
             return None;
         }
-        let &(tid, ts) = self.launches.get(&corr?)?;
-        self.rccl_at(tid, ts)
+        let i = self.launch_rccl.get(corr?).flatten()?;
+        Some(RCCL_KINDS[i as usize].1)
     }
 
-    /// The collective of the RCCL call that, on thread `tid`, encloses time `ts`.
+    /// `rccl_at` (sealed, with its threads' `reach`), as an index into `RCCL_KINDS` (the
+    /// first row of its collective).
+    fn rccl_index(&self, reach: &FxHashMap<i64, Vec<i64>>, tid: i64, ts: i64) -> Option<i64> {
+        let (calls, reach) = (self.rccl.get(&tid)?, reach.get(&tid)?);
+        let n = calls.partition_point(|c| c.0 <= ts);
+        let kind = (0..n)
+            .rev()
+            .take_while(|&i| reach[i] >= ts)
+            .find(|&i| ts <= calls[i].1)
+            .map(|i| calls[i].2)?;
+        RCCL_KINDS
+            .iter()
+            .position(|(_, k)| *k == kind)
+            .map(|i| i as i64)
+    }
+
+    /// The collective of the RCCL call that, on thread `tid`, encloses time `ts` (the latest
+    /// starting): the plain scan `rccl_index` stops early in (the tests' reference).
+    #[cfg(test)]
     pub(crate) fn rccl_at(&self, tid: i64, ts: i64) -> Option<&'static str> {
         let calls = self.rccl.get(&tid)?;
         let n = calls.partition_point(|c| c.0 <= ts);
@@ -222,7 +339,7 @@ mod tests {
             6,
         ));
         l.note(&call("HIP_RUNTIME_API_EXT", "hipLaunchKernel", 250, 251, 8));
-        l.seal();
+        l.seal().unwrap();
         assert_eq!(l.spans().len(), 2, "only the marker's ranges");
         assert_eq!(
             (
@@ -246,5 +363,73 @@ mod tests {
         assert_eq!(l.rccl_at(7, 250), None, "outside every RCCL call");
         assert_eq!(l.rccl_at(8, 130), None, "another thread");
         assert_eq!(rccl_kind("ncclGroupEnd"), None);
+    }
+}
+
+#[cfg(test)]
+mod spool_tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    /// Enough launches that the spool writes its file and the lookups theirs, some ids
+    /// repeated (the last call answers, as the map this replaced did), RCCL calls on two
+    /// threads, and more API records after a first `seal`: every launch answers as a map
+    /// of (thread, start) asked after the last `seal` does.
+    #[test]
+    fn spooled_launches_answer_as_a_map() {
+        let marker = StepMarker::parse(r"^step (\d+)$").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut l = ApiLinks::new(marker).spooling_to(dir.path().into());
+        l.in_file = true;
+        let mut map: HashMap<i64, (i64, i64)> = HashMap::new();
+        let call = |domain: &'static str, name: &'static str, tid, start: i64, corr| Call {
+            domain,
+            name,
+            tid: Some(tid),
+            start,
+            end: start + 40,
+            correlation: Some(corr),
+        };
+        let n = 3 * crate::kineto::spool::CHUNK as i64;
+        for round in 0..2 {
+            for i in 0..n {
+                // Ids rise with time; one in 50 repeats an earlier one.
+                let corr = if i % 50 == 7 { i / 2 } else { i + round * n };
+                let (tid, start) = (i % 2, 10 * i + round);
+                l.note(&call(
+                    "HIP_RUNTIME_API",
+                    "hipLaunchKernel",
+                    tid,
+                    start,
+                    corr,
+                ));
+                map.insert(corr, (tid, start));
+                if i % 1000 == 0 {
+                    l.note(&call("MARKER_CORE_API", "step 0", 0, start, -1));
+                    l.note(&call("RCCL_API", "ncclAllGather", i % 3, start + 5, -1));
+                }
+            }
+            // A step span per 10,000 ns, noted late (the lookups are made again).
+            for k in 0..(n / 1000) {
+                let name: &'static str = Box::leak(format!("step {k}").into_boxed_str());
+                let mut c = call("MARKER_CORE_API", name, 0, k * 10_000, -1);
+                c.end = k * 10_000 + 9_000;
+                l.note(&c);
+            }
+            l.seal().unwrap();
+        }
+        let mut asked = 0;
+        for (&corr, &(tid, ts)) in &map {
+            assert_eq!(l.launch_step(Some(corr)), l.step_at(ts), "{corr}");
+            assert_eq!(l.launch_rccl(Some(corr)), l.rccl_at(tid, ts), "{corr}");
+            asked += 1;
+        }
+        assert!(asked > n as usize, "{asked}");
+        assert!(l.launch_rccl(Some(10 * n)).is_none());
+        assert!(l.launch_step(Some(-5)).is_none());
+        // The launches went through the spool's file, the lookups through theirs.
+        assert!(l.launches.len() > crate::kineto::spool::CHUNK as u64);
+        assert!(l.launch_at.stats().1 > 0, "{:?}", l.launch_at.stats());
     }
 }

@@ -20,6 +20,7 @@ mod records;
 pub(crate) mod rocpd;
 mod runs;
 mod stream;
+mod wanted;
 
 use crate::file::RankSource;
 use std::sync::atomic::{AtomicBool, Ordering};

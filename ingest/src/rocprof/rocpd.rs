@@ -240,12 +240,9 @@ fn message(extdata: &str) -> Option<String> {
 }
 
 /// The step spans, RCCL calls and launches of the regions, before any kernel is read.
-fn links(
-    path: &Path,
-    conn: &Connection,
-    marker: &crate::step_span::StepMarker,
-) -> Result<ApiLinks> {
-    let mut links = ApiLinks::new(marker.clone());
+fn links(path: &Path, conn: &Connection, job: &FileJob) -> Result<ApiLinks> {
+    let marker = &job.step_marker;
+    let mut links = ApiLinks::new((**marker).clone()).spooling_to(job.staging.clone());
     each(path, conn, "regions", REGIONS, |r| {
         let get = |i| r.get::<_, Option<i64>>(i).map_err(|e| sql_err(path, e));
         let g = region(path, r)?;
@@ -261,7 +258,7 @@ fn links(
         }
         Ok(())
     })?;
-    links.seal();
+    links.seal().map_err(|e| IngestError::io(&job.staging, e))?;
     Ok(links)
 }
 
@@ -303,7 +300,7 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
     info.runtime_version = Some(format!("rocpd_schema_version={version}"));
     let parts = super::parts_for(job, &mut info, rank, &pids(&conn));
     let mut emit = Emit::new(&job.classifier, &parts);
-    emit.links = links(path, &conn, &job.step_marker)?;
+    emit.links = links(path, &conn, job)?;
     let spans = emit.links.spans().to_vec();
     let res = kernels(path, &conn, &mut emit)
         .and_then(|()| copies(path, &conn, &mut emit))
