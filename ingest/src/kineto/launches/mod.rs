@@ -34,7 +34,8 @@
 //! Which launch counts when a correlation repeats: the first in file order, as the sorted
 //! vector this replaced kept (a stable sort, then `dedup`). The rocprof readers use the same
 //! lookup for values they work out themselves (`add_pairs`: a launch's step and RCCL call,
-//! the last call of a correlation answering, as their map did; `Keep`).
+//! the last call of a correlation answering, as their map did; `Keep`), and the nsys reader
+//! for its runtime calls, keyed by process and correlation (`nsys::steps`).
 
 mod block;
 
