@@ -22,12 +22,38 @@ pub(crate) fn settle(s: Spilled, links: &Links, base: i64, parts: &Parts) -> Res
         diag,
         comm_ops,
         batches,
+        index,
     } = s;
     let settler = Settler {
         links,
         base,
         comm_ops: &comm_ops,
     };
+    if groups::fits() {
+        let cx = groups::Ctx {
+            settler: &settler,
+            strings: &strings,
+            parts,
+        };
+        let (gpu, cpu) = (
+            groups::Records::new(gpu, index.0, &dir),
+            groups::Records::new(cpu, index.1, &dir),
+        );
+        let t0 = std::time::Instant::now();
+        let (g, c) = rayon::join(
+            || (groups::gpu_table(gpu, &cx), t0.elapsed()),
+            || (groups::cpu_table(cpu, &cx, diag), t0.elapsed()),
+        );
+        if std::env::var_os("AORTA_TIMING").is_some() {
+            eprintln!(
+                "settle in groups: gpu_activities {:.2?}, cpu_ops {:.2?}",
+                g.1, c.1
+            );
+        }
+        let mut out = g.0?.merge(c.0?);
+        out.vendor_hint = crate::sink::vendor_hint(&strings);
+        return Ok(out);
+    }
     let mut gpu_sink = Sink::with_strings(parts, strings.clone());
     let mut cpu_sink = Sink::with_strings(parts, strings.clone());
     cpu_sink.diag.merge(diag);
@@ -189,14 +215,14 @@ impl<'a> Replay<'a> {
 
 /// What settling a row needs (rows come in file order, so most CPU lookups land in the
 /// previous row's span: the caller keeps a `StepCache` per run of rows).
-struct Settler<'a> {
+pub(super) struct Settler<'a> {
     links: &'a Links,
     base: i64,
     comm_ops: &'a [&'static str],
 }
 
 impl Settler<'_> {
-    fn cpu(
+    pub(super) fn cpu(
         &self,
         cache: &mut StepCache,
         r: &CpuRec,
@@ -228,7 +254,7 @@ impl Settler<'_> {
         }
     }
 
-    fn gpu(
+    pub(super) fn gpu(
         &self,
         _: &mut StepCache,
         r: &GpuRec,
