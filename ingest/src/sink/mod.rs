@@ -256,7 +256,7 @@ impl Sink {
             }
             match keys.get(j + 1) {
                 Some(next) if (next.0, next.1) == key => {
-                    clip(&mut self.diag, &self.strings, &mut r, next.2);
+                    r.end = clipped(&mut self.diag, &self.strings, &r, next.2);
                     out.push(r);
                 }
                 _ if !last => keep.push(r),
@@ -307,18 +307,55 @@ impl Sink {
     }
 }
 
-/// Clips `r` to end where the next activity of its stream starts, with a diagnostic.
-pub(crate) fn clip(diag: &mut Diagnostics, strings: &Interner, r: &mut GpuRow, next_start: i64) {
-    if next_start < r.end {
-        let ns = r.end - next_start;
-        diag.add("same_stream_overlap", None, || {
-            let name = strings.get(r.name);
-            format!(
-                "{name} on stream {} ends {ns} ns after the next one starts",
-                r.stream
-            )
-        });
-        r.end = next_start.max(r.start);
+/// The end of `r` clipped to where the next activity of its stream starts, with a
+/// diagnostic when that is before it ends.
+pub(crate) fn clipped(
+    diag: &mut Diagnostics,
+    strings: &Interner,
+    r: &GpuRow,
+    next_start: i64,
+) -> i64 {
+    if next_start >= r.end {
+        return r.end;
+    }
+    let ns = r.end - next_start;
+    diag.add("same_stream_overlap", None, || {
+        let name = strings.get(r.name);
+        format!(
+            "{name} on stream {} ends {ns} ns after the next one starts",
+            r.stream
+        )
+    });
+    next_start.max(r.start)
+}
+
+/// A GPU row as a flush writes it: a row and its end (clipped).
+///
+/// Why not rows alone: the settle on the pool (`kineto::pending::groups`) writes a flush's
+/// rows straight from its buffer, with their clipped ends beside them, instead of copying
+/// each ~230-byte row once more (the copy was most of a flush's serial time).
+pub(crate) trait Written: Sync {
+    fn row(&self) -> &GpuRow;
+    fn end(&self) -> i64;
+}
+
+impl Written for GpuRow {
+    fn row(&self) -> &GpuRow {
+        self
+    }
+
+    fn end(&self) -> i64 {
+        self.end
+    }
+}
+
+impl Written for (&GpuRow, i64) {
+    fn row(&self) -> &GpuRow {
+        self.0
+    }
+
+    fn end(&self) -> i64 {
+        self.1
     }
 }
 
@@ -341,24 +378,26 @@ pub(crate) fn out_of_order(
 /// Adds written GPU rows to the steps' windows and the counts, once per run of rows that
 /// share a stream and a step (rows come sorted by stream and start) rather than once per
 /// row; `written` gets each run's stream and the start of its last row.
-pub(crate) fn tally_gpu(
-    rows: &[GpuRow],
+pub(crate) fn tally_gpu<W: Written>(
+    rows: &[W],
     steps: &mut BTreeMap<Option<i64>, StepAgg>,
     counts: &mut Counts,
     mut written: impl FnMut((i64, i64), i64),
 ) {
-    let same =
-        |a: &GpuRow, b: &GpuRow| (a.device, a.stream, a.step) == (b.device, b.stream, b.step);
+    let same = |a: &W, b: &W| {
+        let (a, b) = (a.row(), b.row());
+        (a.device, a.stream, a.step) == (b.device, b.stream, b.step)
+    };
     for run in rows.chunk_by(same) {
-        let (first, last) = (&run[0], &run[run.len() - 1]);
+        let (first, last) = (run[0].row(), run[run.len() - 1].row());
         written((first.device, first.stream), last.start);
         let start = run
             .iter()
-            .map(|r| r.start)
+            .map(|r| r.row().start)
             .min()
             .expect("runs are not empty");
-        let end = run.iter().map(|r| r.end).max().expect("runs are not empty");
-        let kernels = run.iter().filter(|r| r.kind == Kind::Kernel).count() as u64;
+        let end = run.iter().map(W::end).max().expect("runs are not empty");
+        let kernels = run.iter().filter(|r| r.row().kind == Kind::Kernel).count() as u64;
         let agg = steps.entry(first.step).or_default();
         agg.start = Some(agg.start.map_or(start, |s| s.min(start)));
         agg.end = Some(agg.end.map_or(end, |e| e.max(end)));
@@ -491,17 +530,18 @@ fn par_batch<R: Sync>(
     b.finish()
 }
 
-pub(crate) fn gpu_batch(rows: &[GpuRow], s: &Interner) -> RecordBatch {
-    par_batch(&GPU_ACTIVITIES, rows, s, gpu_col)
+pub(crate) fn gpu_batch<W: Written>(rows: &[W], s: &Interner) -> RecordBatch {
+    par_batch(&GPU_ACTIVITIES, rows, s, gpu_col::<W>)
 }
 
-fn gpu_col(name: &str, rows: &[GpuRow], s: &Interner, d: &mut DictBuilder) -> ArrayRef {
-    let mut st = |f: fn(&GpuRow) -> Option<u32>| d.build(&s.strings, rows.iter().map(f));
-    let label = |f: fn(&GpuRow) -> Option<&'static str>| labels(rows.iter().map(f));
-    let int = |f: fn(&GpuRow) -> i64| i64_array(rows.iter().map(f));
-    let opt = |f: fn(&GpuRow) -> Option<i64>| opt_i64_array(rows.iter().map(f));
+fn gpu_col<W: Written>(name: &str, rows: &[W], s: &Interner, d: &mut DictBuilder) -> ArrayRef {
+    let each = || rows.iter().map(W::row);
+    let mut st = |f: fn(&GpuRow) -> Option<u32>| d.build(&s.strings, each().map(f));
+    let label = |f: fn(&GpuRow) -> Option<&'static str>| labels(each().map(f));
+    let int = |f: fn(&GpuRow) -> i64| i64_array(each().map(f));
+    let opt = |f: fn(&GpuRow) -> Option<i64>| opt_i64_array(each().map(f));
     let coll = |f: fn(&CollArgs) -> Option<i64>| {
-        opt_i64_array(rows.iter().map(move |r| r.coll.as_deref().and_then(f)))
+        opt_i64_array(each().map(move |r| r.coll.as_deref().and_then(f)))
     };
     match name {
         "device" => int(|r| r.device),
@@ -511,7 +551,8 @@ fn gpu_col(name: &str, rows: &[GpuRow], s: &Interner, d: &mut DictBuilder) -> Ar
         "category" => label(|r| Some(r.category.as_str())),
         "comm_op" => label(|r| r.comm_op),
         "start_ns" => int(|r| r.start),
-        "end_ns" => int(|r| r.end),
+        // The clipped end (a flush writes rows with their ends beside them: `Written`).
+        "end_ns" => i64_array(rows.iter().map(W::end)),
         "raw_end_ns" => int(|r| r.raw_end),
         "correlation" => opt(|r| r.correlation),
         "external_id" => opt(|r| r.external_id),

@@ -101,9 +101,10 @@ impl<'a> Records<'a> {
         }
     }
 
-    /// The records of rows `range` (of any batches).
-    fn read<R: Pod>(&self, range: Range<u64>) -> Result<Vec<R>> {
-        let mut out = vec![R::zeroed(); (range.end - range.start) as usize];
+    /// The records of rows `range` (of any batches), into `out`.
+    fn read<R: Pod>(&self, range: Range<u64>, out: &mut Vec<R>) -> Result<()> {
+        out.clear();
+        out.resize((range.end - range.start) as usize, R::zeroed());
         // The last batch starting at or before the first row: the one holding it (batches
         // of no rows start where the next one does).
         let mut b = self.starts.partition_point(|&s| s <= range.start) - 1;
@@ -117,7 +118,31 @@ impl<'a> Records<'a> {
             res.map_err(|e| IngestError::io(self.dir, e))?;
             (at, filled, b) = (at + n as u64, filled + n, b + 1);
         }
-        Ok(out)
+        Ok(())
+    }
+}
+
+/// CPU time of this thread (for AORTA_TIMING: on a loaded machine the wall time of a
+/// stretch of one thread counts the time it waited for a core).
+#[derive(Clone, Copy)]
+struct ThreadTime(std::time::Duration);
+
+impl ThreadTime {
+    fn now() -> ThreadTime {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid timespec to write to.
+        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        ThreadTime(std::time::Duration::new(
+            ts.tv_sec as u64,
+            ts.tv_nsec as u32,
+        ))
+    }
+
+    fn elapsed(self) -> std::time::Duration {
+        ThreadTime::now().0.saturating_sub(self.0)
     }
 }
 
@@ -125,6 +150,14 @@ impl<'a> Records<'a> {
 /// encoded pages and a few Arrow batches.
 fn groups_ahead() -> usize {
     (rayon::current_num_threads() / 2).max(1)
+}
+
+thread_local! {
+    /// A worker's CPU rows of one Arrow batch, kept from batch to batch: 8,192 of them are
+    /// just over the 1 MiB above which the allocator maps fresh pages for every batch
+    /// (`alloc::tune_allocator`; 60,000 more page faults per GB). Taken out, not borrowed:
+    /// building the batch may run other tasks on this thread, which take their own.
+    static CPU_ROWS: std::cell::Cell<Vec<CpuRow>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
 /// Arrow batches of a CPU row group built at once, before they are encoded.
@@ -163,22 +196,30 @@ pub(super) fn cpu_table(recs: Records, cx: &Ctx, walk_diag: Diagnostics) -> Resu
         w.open(sink::cpu_batch(&[], cx.strings).schema())?;
         let batches = cpu_batches(&recs.ix);
         let groups = recs.rows.div_ceil(ROW_GROUP_ROWS as u64) as usize;
-        let mut failed = None;
+        let (mut failed, mut appending) = (None, std::time::Duration::ZERO);
+        let ahead = groups_ahead();
         let w = &mut w;
         let groups_of = w.groups();
         ordered(
             groups,
-            groups_ahead(),
+            ahead,
             |k| cpu_group(k, &batches, &recs, cx, &groups_of),
             |res| {
+                let t = ThreadTime::now();
                 let res = res.and_then(|(chunks, rows, d, c)| {
                     diag.merge(d);
                     counts.add(c);
                     w.append_chunks(chunks, rows)
                 });
+                appending += t.elapsed();
                 res.map_err(|e| failed = Some(e)).is_ok()
             },
         );
+        if std::env::var_os("AORTA_TIMING").is_some() {
+            eprintln!(
+                "cpu_ops: {groups} row groups, {ahead} at once, appended in {appending:.2?} CPU"
+            );
+        }
         if let Some(e) = failed {
             return Err(e);
         }
@@ -217,22 +258,23 @@ fn cpu_group(
     let (mut diag, mut counts) = (Diagnostics::default(), Counts::default());
     for run in batches[first..last].chunks(CPU_RUN) {
         let built = run.par_iter().map(|b| {
-            let recs: Vec<CpuRec> = recs.read(b.clone())?;
             let mine = b.start.max(own.start)..b.end.min(own.end);
             let (mut cache, mut d, mut theirs) = Default::default();
-            let rows: Vec<CpuRow> = (b.start..)
-                .zip(&recs)
-                .map(|(at, rec)| {
-                    // Rows of the batch in the next or last group: their findings are
-                    // that group's.
-                    let d = if mine.contains(&at) {
-                        &mut d
-                    } else {
-                        &mut theirs
-                    };
-                    cx.settler.cpu(&mut cache, rec, cx.strings, d)
-                })
-                .collect();
+            let mut read: Vec<CpuRec> = Vec::new();
+            recs.read(b.clone(), &mut read)?;
+            let mut rows = CPU_ROWS.with(std::cell::Cell::take);
+            rows.clear();
+            rows.extend((b.start..).zip(&read).map(|(at, rec)| {
+                // Rows of the batch in the next or last group: their findings are that
+                // group's.
+                let d = if mine.contains(&at) {
+                    &mut d
+                } else {
+                    &mut theirs
+                };
+                cx.settler.cpu(&mut cache, rec, cx.strings, d)
+            }));
+            drop(read);
             let at = (mine.start - b.start) as usize;
             let mut c = Counts::default();
             for row in &rows[at..at + (mine.end - mine.start) as usize] {
@@ -240,6 +282,7 @@ fn cpu_group(
             }
             c.cpu = mine.end - mine.start;
             let batch = sink::cpu_batch(&rows, cx.strings);
+            CPU_ROWS.with(|r| r.set(rows));
             Ok((batch.slice(at, c.cpu as usize), d, c))
         });
         let built: Vec<Result<_>> = built.collect();
@@ -293,8 +336,10 @@ fn gpu_flushes(ix: &[Ix]) -> Vec<Flush> {
     out
 }
 
-/// Records settled per task (32 in the unit tests, like `sink::SINK_ROWS`).
-const SETTLE_ROWS: usize = if cfg!(test) { 1 << 5 } else { 1 << 13 };
+/// Records settled per task: 4,096 GPU rows (~0.9 MB, as many records ~0.85 MB) stay under
+/// the allocator's 1 MiB mapping threshold (`alloc::tune_allocator`), so their buffers come
+/// from the heap, not from fresh pages. (32 in the unit tests, like `sink::SINK_ROWS`.)
+const SETTLE_ROWS: usize = if cfg!(test) { 1 << 5 } else { 1 << 12 };
 
 /// The new rows of a GPU flush, settled, in pieces of `SETTLE_ROWS`, with their sort keys.
 struct New {
@@ -303,14 +348,16 @@ struct New {
     diag: Diagnostics,
 }
 
+/// Settles the new rows of flush `f`.
 fn settle_gpu(f: &Flush, recs: &Records, cx: &Ctx) -> Result<New> {
     let step = SETTLE_ROWS as u64;
     let pieces: Vec<u64> = (f.new.start..f.new.end).step_by(SETTLE_ROWS).collect();
     let settled = pieces.par_iter().map(|&a| {
-        let recs: Vec<GpuRec> = recs.read(a..(a + step).min(f.new.end))?;
+        let mut read: Vec<GpuRec> = Vec::new();
+        recs.read(a..(a + step).min(f.new.end), &mut read)?;
         let (mut cache, mut diag) = (StepCache::default(), Diagnostics::default());
-        let rows: Vec<GpuRow> = recs
-            .iter()
+        let settled = read.iter();
+        let rows: Vec<GpuRow> = settled
             .map(|r| cx.settler.gpu(&mut cache, r, cx.strings, &mut diag))
             .collect();
         // Keys index the flush's buffer: the kept rows first.
@@ -377,14 +424,18 @@ pub(super) fn gpu_table(recs: Records, cx: &Ctx) -> Result<SinkOut> {
     let (mut diag, mut steps, mut counts): (Diagnostics, _, Counts) = Default::default();
     let flushes = gpu_flushes(&recs.ix);
     if recs.rows > 0 {
-        w.open(sink::gpu_batch(&[], cx.strings).schema())?;
+        w.open(sink::gpu_batch::<GpuRow>(&[], cx.strings).schema())?;
     }
     let mut chain = Chain::default();
     let mut carry = Carry::default();
-    let (mut scratch, mut sort_scratch) = (Vec::new(), Vec::new());
+    let mut scratch = Vec::new();
+    // The settled rows' vectors, for the flush after next.
     let mut next = flushes.first().map(|f| settle_gpu(f, &recs, cx));
     let mut encode: Vec<RecordBatch> = Vec::new();
+    // Time on this thread alone (AORTA_TIMING).
+    let mut serial = std::time::Duration::ZERO;
     for (i, f) in flushes.iter().enumerate() {
+        let t = ThreadTime::now();
         let new = next.take().expect("settled ahead")?;
         diag.merge(new.diag);
         assert_eq!(carry.kept.len(), f.kept, "the kept rows are one per stream");
@@ -397,8 +448,9 @@ pub(super) fn gpu_table(recs: Records, cx: &Ctx) -> Result<SinkOut> {
         let kept_keys = carry.kept.iter().enumerate();
         keys.extend(kept_keys.map(|(i, r)| (r.device, r.stream, r.start, r.raw_end, i as u32)));
         keys.extend_from_slice(&new.keys);
-        sink::sort_keys(&mut keys, &mut sort_scratch);
+        keys.par_sort_unstable();
         let marks = mark(&keys, f.last);
+        serial += t.elapsed();
         let ((pieces, settled), written) = rayon::join(
             || {
                 rayon::join(
@@ -414,6 +466,7 @@ pub(super) fn gpu_table(recs: Records, cx: &Ctx) -> Result<SinkOut> {
             || chain.write(&mut w, &encode),
         );
         written?;
+        let t = ThreadTime::now();
         next = settled;
         encode.clear();
         for (b, d, s, c) in pieces {
@@ -430,9 +483,14 @@ pub(super) fn gpu_table(recs: Records, cx: &Ctx) -> Result<SinkOut> {
         carry.last_written.extend(marks.written);
         carry.kept = kept;
         scratch = keys;
+        serial += t.elapsed();
     }
     chain.write(&mut w, &encode)?;
     chain.finish(&mut w)?;
+    if std::env::var_os("AORTA_TIMING").is_some() {
+        let n = flushes.len();
+        eprintln!("gpu_activities: {n} flushes, serial (keys, marks, kept rows) {serial:.2?} CPU");
+    }
     Ok(SinkOut {
         written: w.close()?.into_iter().collect(),
         diag,
@@ -497,22 +555,22 @@ fn piece(
 ) -> Piece {
     let stream = |k: &Key| (k.0, k.1);
     let mut diag = Diagnostics::default();
-    let mut out = Vec::with_capacity(range.len());
+    // Rows as written: the buffer's, with their clipped ends (`sink::Written`).
+    let mut out: Vec<(&GpuRow, i64)> = Vec::with_capacity(range.len());
     for j in range {
         let k = &keys[j];
-        let mut r = buf.row(k.4).clone();
+        let r = buf.row(k.4);
         if j.checked_sub(1)
             .is_none_or(|p| stream(&keys[p]) != stream(k))
         {
-            sink::out_of_order(&mut diag, cx.strings, &carry.last_written, &r);
+            sink::out_of_order(&mut diag, cx.strings, &carry.last_written, r);
         }
         match keys.get(j + 1) {
             Some(next) if stream(next) == stream(k) => {
-                sink::clip(&mut diag, cx.strings, &mut r, next.2);
-                out.push(r);
+                out.push((r, sink::clipped(&mut diag, cx.strings, r, next.2)));
             }
             _ if !last => {}
-            _ => out.push(r),
+            _ => out.push((r, r.end)),
         }
     }
     let (mut steps, mut counts) = Default::default();
