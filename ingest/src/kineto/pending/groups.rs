@@ -197,13 +197,16 @@ pub(super) fn cpu_table(recs: Records, cx: &Ctx, walk_diag: Diagnostics) -> Resu
         let batches = cpu_batches(&recs.ix);
         let groups = recs.rows.div_ceil(ROW_GROUP_ROWS as u64) as usize;
         let (mut failed, mut appending) = (None, std::time::Duration::ZERO);
+        let (t0, mut at) = (std::time::Instant::now(), Vec::new());
         let ahead = groups_ahead();
         let w = &mut w;
         let groups_of = w.groups();
         ordered(
             groups,
             ahead,
-            |k| cpu_group(k, &batches, &recs, cx, &groups_of),
+            |k| cpu_group(k, &batches, recs.rows, &groups_of),
+            |group| cpu_step(group, &batches, &recs, cx),
+            cpu_end,
             |res| {
                 let t = ThreadTime::now();
                 let res = res.and_then(|(chunks, rows, d, c)| {
@@ -212,12 +215,13 @@ pub(super) fn cpu_table(recs: Records, cx: &Ctx, walk_diag: Diagnostics) -> Resu
                     w.append_chunks(chunks, rows)
                 });
                 appending += t.elapsed();
+                at.push(t0.elapsed().as_millis());
                 res.map_err(|e| failed = Some(e)).is_ok()
             },
         );
         if std::env::var_os("AORTA_TIMING").is_some() {
             eprintln!(
-                "cpu_ops: {groups} row groups, {ahead} at once, appended in {appending:.2?} CPU"
+                "cpu_ops: {groups} row groups, {ahead} at once, appended at {at:?} ms, in {appending:.2?} CPU"
             );
         }
         if let Some(e) = failed {
@@ -241,62 +245,106 @@ type Encoded = (
     Counts,
 );
 
-/// Row group `k` of the CPU table: its records read back, settled, built into the Arrow
-/// batches the sink built (`batches`), and encoded.
+/// A CPU row group being built, `CPU_RUN` Arrow batches a step (`ordered`).
+struct CpuGroup {
+    /// Its rows.
+    own: Range<u64>,
+    /// The Arrow batches (indexes into the table's) still to build.
+    todo: Range<usize>,
+    g: crate::writer::Group,
+    diag: Diagnostics,
+    counts: Counts,
+}
+
+/// Row group `k` of the CPU table, about to be built.
 fn cpu_group(
     k: usize,
     batches: &[Range<u64>],
-    recs: &Records,
-    cx: &Ctx,
+    rows: u64,
     groups: &crate::writer::Groups,
-) -> Result<Encoded> {
+) -> Result<CpuGroup> {
     let r = ROW_GROUP_ROWS as u64;
-    let own = k as u64 * r..((k as u64 + 1) * r).min(recs.rows);
+    let own = k as u64 * r..((k as u64 + 1) * r).min(rows);
     let first = batches.partition_point(|b| b.end <= own.start);
     let last = batches.partition_point(|b| b.start < own.end);
-    let mut g = groups.group(k)?;
-    let (mut diag, mut counts) = (Diagnostics::default(), Counts::default());
-    for run in batches[first..last].chunks(CPU_RUN) {
-        let built = run.par_iter().map(|b| {
-            let mine = b.start.max(own.start)..b.end.min(own.end);
-            let (mut cache, mut d, mut theirs) = Default::default();
-            let mut read: Vec<CpuRec> = Vec::new();
-            recs.read(b.clone(), &mut read)?;
-            let mut rows = CPU_ROWS.with(std::cell::Cell::take);
-            rows.clear();
-            rows.extend((b.start..).zip(&read).map(|(at, rec)| {
-                // Rows of the batch in the next or last group: their findings are that
-                // group's.
-                let d = if mine.contains(&at) {
-                    &mut d
-                } else {
-                    &mut theirs
-                };
-                cx.settler.cpu(&mut cache, rec, cx.strings, d)
-            }));
-            drop(read);
-            let at = (mine.start - b.start) as usize;
-            let mut c = Counts::default();
-            for row in &rows[at..at + (mine.end - mine.start) as usize] {
-                c.span(row.start, row.end);
-            }
-            c.cpu = mine.end - mine.start;
-            let batch = sink::cpu_batch(&rows, cx.strings);
-            CPU_ROWS.with(|r| r.set(rows));
-            Ok((batch.slice(at, c.cpu as usize), d, c))
-        });
-        let built: Vec<Result<_>> = built.collect();
-        let mut run = Vec::with_capacity(built.len());
-        for res in built {
-            let (b, d, c) = res?;
-            diag.merge(d);
-            counts.add(c);
-            run.push(b);
+    Ok(CpuGroup {
+        own,
+        todo: first..last,
+        g: groups.group(k)?,
+        diag: Diagnostics::default(),
+        counts: Counts::default(),
+    })
+}
+
+/// The next `CPU_RUN` Arrow batches of a CPU row group: their records read back, settled,
+/// built into the batches the sink built (`batches`), and encoded. False once it is done
+/// (or failed).
+fn cpu_step(
+    group: &mut Result<CpuGroup>,
+    batches: &[Range<u64>],
+    recs: &Records,
+    cx: &Ctx,
+) -> bool {
+    let Ok(cg) = group else {
+        return false;
+    };
+    let next = cg.todo.start..(cg.todo.start + CPU_RUN).min(cg.todo.end);
+    cg.todo.start = next.end;
+    let own = cg.own.clone();
+    let built = batches[next].par_iter().map(|b| {
+        let mine = b.start.max(own.start)..b.end.min(own.end);
+        let (mut cache, mut d, mut theirs) = Default::default();
+        let mut read: Vec<CpuRec> = Vec::new();
+        recs.read(b.clone(), &mut read)?;
+        let mut rows = CPU_ROWS.with(std::cell::Cell::take);
+        rows.clear();
+        rows.extend((b.start..).zip(&read).map(|(at, rec)| {
+            // Rows of the batch in the next or last group: their findings are that group's.
+            let d = if mine.contains(&at) {
+                &mut d
+            } else {
+                &mut theirs
+            };
+            cx.settler.cpu(&mut cache, rec, cx.strings, d)
+        }));
+        drop(read);
+        let at = (mine.start - b.start) as usize;
+        let mut c = Counts::default();
+        for row in &rows[at..at + (mine.end - mine.start) as usize] {
+            c.span(row.start, row.end);
         }
-        g.encode(&run)?;
+        c.cpu = mine.end - mine.start;
+        let batch = sink::cpu_batch(&rows, cx.strings);
+        CPU_ROWS.with(|r| r.set(rows));
+        Ok((batch.slice(at, c.cpu as usize), d, c))
+    });
+    let built: Vec<Result<_>> = built.collect();
+    let mut run = Vec::with_capacity(built.len());
+    for res in built {
+        match res {
+            Ok((b, d, c)) => {
+                cg.diag.merge(d);
+                cg.counts.add(c);
+                run.push(b);
+            }
+            Err(e) => {
+                *group = Err(e);
+                return false;
+            }
+        }
     }
-    let rows = g.rows;
-    Ok((g.close()?, rows, diag, counts))
+    if let Err(e) = cg.g.encode(&run) {
+        *group = Err(e);
+        return false;
+    }
+    !cg.todo.is_empty()
+}
+
+/// A built CPU row group, encoded.
+fn cpu_end(group: Result<CpuGroup>) -> Result<Encoded> {
+    let cg = group?;
+    let rows = cg.g.rows;
+    Ok((cg.g.close()?, rows, cg.diag, cg.counts))
 }
 
 /// One flush of the GPU sink: the records of the batches it took, the rows it held back
@@ -434,6 +482,7 @@ pub(super) fn gpu_table(recs: Records, cx: &Ctx) -> Result<SinkOut> {
     let mut encode: Vec<RecordBatch> = Vec::new();
     // Time on this thread alone (AORTA_TIMING).
     let mut serial = std::time::Duration::ZERO;
+    let (t0, mut at) = (std::time::Instant::now(), Vec::new());
     for (i, f) in flushes.iter().enumerate() {
         let t = ThreadTime::now();
         let new = next.take().expect("settled ahead")?;
@@ -484,12 +533,14 @@ pub(super) fn gpu_table(recs: Records, cx: &Ctx) -> Result<SinkOut> {
         carry.kept = kept;
         scratch = keys;
         serial += t.elapsed();
+        at.push(t0.elapsed().as_millis());
     }
     chain.write(&mut w, &encode)?;
     chain.finish(&mut w)?;
     if std::env::var_os("AORTA_TIMING").is_some() {
         let n = flushes.len();
-        eprintln!("gpu_activities: {n} flushes, serial (keys, marks, kept rows) {serial:.2?} CPU");
+        let end = t0.elapsed().as_millis();
+        eprintln!("gpu_activities: {n} flushes done at {at:?} ms, written at {end} ms; serial (keys, marks, kept rows) {serial:.2?} CPU");
     }
     Ok(SinkOut {
         written: w.close()?.into_iter().collect(),
@@ -579,68 +630,107 @@ fn piece(
     (batch, diag, steps, counts)
 }
 
-/// Runs `task(k)` for `k` in `0..n` on the pool, at most `ahead` of them started and not
-/// yet taken, and hands the results to `take` in order of `k` (on whichever thread finished
-/// the one it waited for). Once `take` returns false no more tasks start.
-fn ordered<T: Send>(
+/// Runs tasks `0..n` on the pool, at most `ahead` of them started and not yet taken, and
+/// hands their results to `take` in order (on whichever thread finished the one it waited
+/// for). Task `k` is `begin(k)`, then `step` until it returns false, then `end`; once `take`
+/// returns false no more tasks start.
+///
+/// Why steps: each step is a rayon task of its own. A thread waiting in a `join` (the GPU
+/// table's flushes, the launches' lookup) runs tasks it steals, and one that stole a whole
+/// row group came back to its own work only a row group later.
+fn ordered<S: Send, T: Send>(
     n: usize,
     ahead: usize,
-    task: impl Fn(usize) -> T + Sync,
+    begin: impl Fn(usize) -> S + Sync,
+    step: impl Fn(&mut S) -> bool + Sync,
+    end: impl Fn(S) -> T + Sync,
     take: impl FnMut(T) -> bool + Send,
 ) {
-    struct State<T, F> {
-        started: usize,
-        taken: usize,
-        done: BTreeMap<usize, T>,
-        take: F,
-        stop: bool,
-    }
-    let state = Mutex::new(State {
-        started: ahead.min(n),
-        taken: 0,
-        done: BTreeMap::new(),
-        take,
-        stop: false,
+    let o = Ordered {
+        n,
+        begin,
+        step,
+        end,
+        state: Mutex::new(Taken {
+            started: ahead.min(n),
+            taken: 0,
+            done: BTreeMap::new(),
+            take,
+            stop: false,
+        }),
+    };
+    let o = &o;
+    rayon::scope(|s| {
+        for k in 0..ahead.min(n) {
+            o.spawn(s, k, (o.begin)(k));
+        }
     });
-    fn start<'s, T, F, G>(
-        s: &rayon::Scope<'s>,
-        k: usize,
-        n: usize,
-        state: &'s Mutex<State<T, F>>,
-        task: &'s G,
-    ) where
-        T: Send + 's,
-        F: FnMut(T) -> bool + Send + 's,
-        G: Fn(usize) -> T + Sync + 's,
+}
+
+/// What `ordered` runs.
+struct Ordered<B, P, E, Tk> {
+    n: usize,
+    begin: B,
+    step: P,
+    end: E,
+    state: Mutex<Tk>,
+}
+
+/// What `ordered` has started and taken.
+struct Taken<T, F> {
+    started: usize,
+    taken: usize,
+    done: BTreeMap<usize, T>,
+    take: F,
+    stop: bool,
+}
+
+impl<S, T, B, P, E, F> Ordered<B, P, E, Taken<T, F>>
+where
+    S: Send,
+    T: Send,
+    B: Fn(usize) -> S + Sync,
+    P: Fn(&mut S) -> bool + Sync,
+    E: Fn(S) -> T + Sync,
+    F: FnMut(T) -> bool + Send,
+{
+    /// The next step of task `k` (at `state`), as a task of its own.
+    fn spawn<'s>(&'s self, s: &rayon::Scope<'s>, k: usize, mut state: S)
+    where
+        S: 's,
     {
         s.spawn(move |s| {
-            let res = task(k);
-            let mut st = state.lock().expect("no task panics holding it");
-            st.done.insert(k, res);
-            while !st.stop {
-                let at = st.taken;
-                let Some(res) = st.done.remove(&at) else {
-                    break;
-                };
-                st.taken += 1;
-                if !(st.take)(res) {
-                    st.stop = true;
-                }
-                if !st.stop && st.started < n {
-                    let k = st.started;
-                    st.started += 1;
-                    start(s, k, n, state, task);
-                }
+            if (self.step)(&mut state) {
+                self.spawn(s, k, state);
+            } else {
+                self.done(s, k, (self.end)(state));
             }
         });
     }
-    let task = &task;
-    let state = &state;
-    rayon::scope(|s| {
-        for k in 0..ahead.min(n) {
-            start(s, k, n, state, task);
+
+    /// Task `k` is done: takes what is next in order, and starts as many tasks.
+    fn done<'s>(&'s self, s: &rayon::Scope<'s>, k: usize, res: T)
+    where
+        S: 's,
+    {
+        let mut st = self.state.lock().expect("no task panics holding it");
+        st.done.insert(k, res);
+        while !st.stop {
+            let at = st.taken;
+            let Some(res) = st.done.remove(&at) else {
+                break;
+            };
+            st.taken += 1;
+            if !(st.take)(res) {
+                st.stop = true;
+            }
+            if !st.stop && st.started < self.n {
+                let k = st.started;
+                st.started += 1;
+                self.spawn(s, k, (self.begin)(k));
+            }
         }
-    });
+    }
 }
 
 #[cfg(test)]
@@ -671,8 +761,16 @@ mod tests {
                         let now = running.fetch_add(1, Ordering::SeqCst) + 1;
                         most.fetch_max(now, Ordering::SeqCst);
                         ran.fetch_add(1, Ordering::SeqCst);
-                        // Later tasks finish first.
-                        std::thread::sleep(std::time::Duration::from_micros(200 * (k % 4) as u64));
+                        // Steps: later tasks have fewer, so they finish first.
+                        (k, 3 - k % 4)
+                    },
+                    |(_, left): &mut (usize, usize)| {
+                        std::thread::sleep(std::time::Duration::from_micros(100));
+                        *left = left.saturating_sub(1);
+                        *left > 0
+                    },
+                    |(k, left)| {
+                        assert_eq!(left, 0);
                         k
                     },
                     |k| {
