@@ -1,6 +1,11 @@
 //! Where parsed rows go: the same-stream clipping, step windows, counts, and the Parquet
 //! writers of `gpu_activities` and `cpu_ops`, flushed every `FLUSH_ROWS` so memory stays flat.
 //! On the pool a flush builds the next Arrow batch while the last is encoded (`write_chunks`).
+//!
+//! The Kineto settle on many cores (`kineto::pending::groups`) does what these sinks do
+//! without them, flush by flush and row group by row group on the pool; it shares their
+//! parts (`Key`, `clipped`, `out_of_order`, `tally_gpu`, the batch builders), so the
+//! two cannot drift apart, and a test compares their files byte for byte.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
