@@ -145,48 +145,54 @@ pub(in crate::kineto::pending) fn gpu_table(recs: Records, cx: &Ctx) -> Result<S
         w.open(sink::gpu_batch::<GpuRow>(&[], cx.strings).schema())?;
     }
     let mut chain = Chain::default();
+    // The rows kept back by the flush before, and the last starts it wrote.
     let mut carry = Carry::default();
-    let mut scratch = Vec::new();
-    // The settled rows' vectors, for the flush after next.
-    let mut next = flushes.first().map(|f| settle_gpu(f, &recs, cx));
+    let mut ready = match flushes.first() {
+        Some(f) => Some(prepare(f, settle_gpu(f, &recs, cx)?, &[])),
+        None => None,
+    };
     let mut encode: Vec<RecordBatch> = Vec::new();
     // Time on this thread alone (AORTA_TIMING).
     let mut serial = std::time::Duration::ZERO;
     let (t0, mut at) = (std::time::Instant::now(), Vec::new());
     for (i, f) in flushes.iter().enumerate() {
         let t = ThreadTime::now();
-        let new = next.take().expect("settled ahead")?;
-        diag.merge(new.diag);
-        assert_eq!(carry.kept.len(), f.kept, "the kept rows are one per stream");
+        let mut r = ready.take().expect("prepared ahead");
+        diag.merge(std::mem::take(&mut r.new.diag));
         let buf = Buffer {
             kept: &carry.kept,
-            new: &new.rows,
+            new: &r.new.rows,
         };
-        let mut keys = std::mem::take(&mut scratch);
-        keys.clear();
-        let kept_keys = carry.kept.iter().enumerate();
-        keys.extend(kept_keys.map(|(i, r)| (r.device, r.stream, r.start, r.raw_end, i as u32)));
-        keys.extend_from_slice(&new.keys);
-        keys.par_sort_unstable();
-        let marks = mark(&keys, f.last);
+        // What the next flush starts from: known from the marks, before the pieces.
+        let mut last_written = carry.last_written.clone();
+        last_written.extend(r.marks.written.iter().copied());
+        let kept = r.marks.kept.iter().map(|&j| buf.row(r.keys[j].4).clone());
+        let next_carry = Carry {
+            kept: kept.collect(),
+            last_written,
+        };
         serial += t.elapsed();
-        let ((pieces, settled), written) = rayon::join(
+        let ((pieces, prepared), written) = rayon::join(
             || {
                 rayon::join(
                     || {
-                        let pieces = marks.pieces.par_iter();
+                        let pieces = r.marks.pieces.par_iter();
                         let pieces =
-                            pieces.map(|r| piece(&keys, r.clone(), &buf, &carry, f.last, cx));
+                            pieces.map(|p| piece(&r.keys, p.clone(), &buf, &carry, f.last, cx));
                         pieces.collect::<Vec<Piece>>()
                     },
-                    || flushes.get(i + 1).map(|f| settle_gpu(f, &recs, cx)),
+                    || {
+                        let f = flushes.get(i + 1)?;
+                        let new = settle_gpu(f, &recs, cx);
+                        Some(new.map(|new| prepare(f, new, &next_carry.kept)))
+                    },
                 )
             },
             || chain.write(&mut w, &encode),
         );
         written?;
         let t = ThreadTime::now();
-        next = settled;
+        ready = prepared.transpose()?;
         encode.clear();
         for (b, d, s, c) in pieces {
             encode.extend(b);
@@ -194,14 +200,7 @@ pub(in crate::kineto::pending) fn gpu_table(recs: Records, cx: &Ctx) -> Result<S
             sink::add_steps(&mut steps, s);
             counts.add(c);
         }
-        let kept = marks
-            .kept
-            .iter()
-            .map(|&j| buf.row(keys[j].4).clone())
-            .collect();
-        carry.last_written.extend(marks.written);
-        carry.kept = kept;
-        scratch = keys;
+        carry = next_carry;
         serial += t.elapsed();
         at.push(t0.elapsed().as_millis());
     }
@@ -210,7 +209,7 @@ pub(in crate::kineto::pending) fn gpu_table(recs: Records, cx: &Ctx) -> Result<S
     if std::env::var_os("AORTA_TIMING").is_some() {
         let n = flushes.len();
         let end = t0.elapsed().as_millis();
-        eprintln!("gpu_activities: {n} flushes done at {at:?} ms, written at {end} ms; serial (keys, marks, kept rows) {serial:.2?} CPU");
+        eprintln!("gpu_activities: {n} flushes done at {at:?} ms, written at {end} ms; serial (kept rows, merging) {serial:.2?} CPU");
     }
     Ok(SinkOut {
         written: w.close()?.into_iter().collect(),
@@ -219,6 +218,27 @@ pub(in crate::kineto::pending) fn gpu_table(recs: Records, cx: &Ctx) -> Result<S
         counts,
         vendor_hint: None,
     })
+}
+
+/// A flush ready for its pieces: its new rows settled, its buffer's keys sorted and marked.
+struct Ready {
+    new: New,
+    keys: Vec<Key>,
+    marks: Marks,
+}
+
+/// Sorts and marks the keys of flush `f`'s buffer: the rows `kept` back before it, then its
+/// `new` rows. (On the pool: the buffer index in a key makes the order total, so it is the
+/// order `sink::sort_keys` gives.)
+fn prepare(f: &Flush, new: New, kept: &[GpuRow]) -> Ready {
+    assert_eq!(kept.len(), f.kept, "the kept rows are one per stream");
+    let mut keys = Vec::with_capacity(kept.len() + new.keys.len());
+    let kept_keys = kept.iter().enumerate();
+    keys.extend(kept_keys.map(|(i, r)| (r.device, r.stream, r.start, r.raw_end, i as u32)));
+    keys.extend_from_slice(&new.keys);
+    keys.par_sort_unstable();
+    let marks = mark(&keys, f.last);
+    Ready { new, keys, marks }
 }
 
 /// What one pass over a flush's sorted keys finds.
