@@ -35,11 +35,10 @@ fn gpu_flushes(ix: &[Ix]) -> Vec<Flush> {
         new += u64::from(x.rows);
         streams += x.new_streams as usize;
         if kept as u64 + new >= SINK_ROWS as u64 {
-            let (new_, last) = (at..at + new, false);
             out.push(Flush {
-                new: new_,
+                new: at..at + new,
                 kept,
-                last,
+                last: false,
             });
             (at, new, kept) = (at + new, 0, streams);
         }
@@ -88,7 +87,7 @@ fn settle_gpu(f: &Flush, recs: &Records, cx: &Ctx) -> Result<New> {
     let settled: Vec<Result<_>> = settled.collect();
     let mut new = New {
         rows: Vec::with_capacity(settled.len()),
-        keys: Vec::with_capacity((f.new.end - f.new.start) as usize + f.kept),
+        keys: Vec::with_capacity((f.new.end - f.new.start) as usize),
         diag: Diagnostics::default(),
     };
     for res in settled {
