@@ -61,6 +61,17 @@ impl Interner {
     pub(crate) fn get(&self, i: u32) -> &str {
         &self.strings[i as usize]
     }
+
+    /// The strings by id alone, without the maps that find an id (`get` answers, `find`
+    /// does not): what a settle needs once every string is interned, at about half the
+    /// memory, which on traces of very many steps (a `ProfilerStep#N` name each) was most
+    /// of what grew (docs/PERFORMANCE.md, "Peak RSS at any file size").
+    pub(crate) fn into_lookup(self) -> Interner {
+        Interner {
+            strings: self.strings,
+            ..Interner::default()
+        }
+    }
 }
 
 /// How a GPU activity got its step.

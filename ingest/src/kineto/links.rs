@@ -245,6 +245,11 @@ impl Links {
         self.launch_steps.take_read_error()
     }
 
+    /// The launches' lookup (`launch_step` answers from it).
+    pub(crate) fn launches(&self) -> &LaunchSteps {
+        &self.launch_steps
+    }
+
     /// `Some(step)` when a runtime call with this correlation exists.
     pub(crate) fn launch_step(&self, corr: i64) -> Option<Option<i64>> {
         self.launch_steps.get(corr)
@@ -284,6 +289,16 @@ impl Links {
     /// Sorts the spans and gives each launch its step, once every event has been absorbed;
     /// an error if the launches' file cannot be read back.
     pub(crate) fn finish(&mut self) -> std::io::Result<()> {
+        let launches = self.finish_spans();
+        let steps = self.launch_steps(launches)?;
+        self.set_launch_steps(steps);
+        Ok(())
+    }
+
+    /// `finish` in parts, for the Kineto settle on many cores, which builds the launches'
+    /// lookup beside the CPU rows (they need only the spans): sorts the spans and takes the
+    /// launches out.
+    pub(crate) fn finish_spans(&mut self) -> LaunchLog {
         for spans in self.cpu_spans.values_mut() {
             spans.sort_by_key(|s| (s.start, s.end));
         }
@@ -297,9 +312,17 @@ impl Links {
             self.all_cpu_spans.sort_by_key(|s| (s.start, s.end));
         }
         self.gpu_spans.sort_by_key(|s| (s.start, s.end));
-        let launches = std::mem::take(&mut self.launches);
-        self.launch_steps = LaunchSteps::build(launches, |pid, ts| self.step_at(pid, ts))?;
-        Ok(())
+        std::mem::take(&mut self.launches)
+    }
+
+    /// The lookup of `launches` (`finish_spans`), each given the step of its time.
+    pub(crate) fn launch_steps(&self, launches: LaunchLog) -> std::io::Result<LaunchSteps> {
+        LaunchSteps::build(launches, |pid, ts| self.step_at(pid, ts))
+    }
+
+    /// Keeps the lookup that `launch_step` answers from.
+    pub(crate) fn set_launch_steps(&mut self, steps: LaunchSteps) {
+        self.launch_steps = steps;
     }
 }
 

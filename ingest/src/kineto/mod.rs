@@ -123,10 +123,8 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
         (None, h) => digest(h.as_ref().expect("hasher set above")),
     };
     let mut links = walk.links;
-    links
-        .finish()
-        .map_err(|e| IngestError::io(&job.staging, e))?;
-    let t_links = t0.elapsed() - t1;
+    // The launches' lookup is built by the settle (beside the CPU rows, on many cores).
+    let launches = links.finish_spans();
     let mut info = RunInfo::new(Format::Kineto, content_hash);
     let rank = info.resolve_rank(job, links.meta.rank);
     let parts = Parts {
@@ -136,7 +134,7 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
         tag: info.tag(job),
     };
     let base = links.meta.base_time_ns.unwrap_or(0);
-    let mut out = pending::settle(spilled, &links, base, &parts)?;
+    let mut out = pending::settle(spilled, &mut links, launches, base, &parts)?;
     if let Some(e) = links.take_launch_error() {
         return Err(IngestError::io(&job.staging, e));
     }
@@ -152,9 +150,8 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
         let t2 = t0.elapsed();
         let (blocks, file, asked, reads) = links.launch_stats();
         eprintln!(
-            "{}: walk {t1:.2?}, settle {:.2?} (launch lookup {t_links:.2?}, {} kB held, \
-             {blocks} blocks, {} kB in its file, ~{asked} questions from the file, {reads} \
-             blocks read)",
+            "{}: walk {t1:.2?}, settle {:.2?} (launch lookup {} kB held, {blocks} blocks, {} kB \
+             in its file, ~{asked} questions from the file, {reads} blocks read)",
             job.path.display(),
             t2 - t1,
             links.launch_bytes() / 1000,
@@ -350,7 +347,7 @@ mod tests {
             drop(rows.tx.take());
             (spiller.join().unwrap().unwrap(), rows.links)
         });
-        links.finish().unwrap();
+        let launches = links.finish_spans();
         let parts = Parts {
             root: out.to_path_buf(),
             run: "r".into(),
@@ -359,7 +356,7 @@ mod tests {
         };
         let base = links.meta.base_time_ns.unwrap_or(0);
         let o = settle_on
-            .install(|| pending::settle(spilled, &links, base, &parts))
+            .install(|| pending::settle(spilled, &mut links, launches, base, &parts))
             .unwrap();
         let written: Vec<_> = o
             .written
@@ -370,10 +367,10 @@ mod tests {
         (text, o.counts.cpu)
     }
 
-    /// The settle on a pool (batches settled in groups while the sink takes the last ones,
-    /// Arrow batches built while the last is encoded) writes the very files, with the same
-    /// findings, steps and counts, that the settle on one thread (one batch at a time, as
-    /// before) writes, on every Kineto trace of the corpus.
+    /// The settle on a pool of four (`pending::groups`: row groups and flushes cut up front
+    /// and built at once, two row groups of a table encoded at a time) writes the very files,
+    /// with the same findings, steps and counts, that the settle on one thread (the sinks fed
+    /// one batch at a time, as before) writes, on every Kineto trace of the corpus.
     #[test]
     fn settling_on_the_pool_writes_what_settling_on_one_thread_writes() {
         let Some(files) = corpus_traces() else {
@@ -387,23 +384,36 @@ mod tests {
         };
         let (one, four) = (pool(1), pool(4));
         let mut cpu_rows = 0;
+        // The most row groups a file of each table had.
+        let mut groups = [0, 0];
         for path in files {
             let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
             let want = spill_and_settle(&path, &one, a.path());
             let got = spill_and_settle(&path, &four, b.path());
             assert_eq!(got, want, "{path:?}");
-            for table in [&crate::schema::CPU_OPS, &crate::schema::GPU_ACTIVITIES] {
+            let tables = [&crate::schema::CPU_OPS, &crate::schema::GPU_ACTIVITIES];
+            for (table, most) in tables.into_iter().zip(&mut groups) {
                 let rel = crate::schema::partition_dir(table.name, "r", 0).join("part-t.parquet");
                 let (x, y) = (a.path().join(&rel), b.path().join(&rel));
                 assert_eq!(x.exists(), y.exists(), "{path:?} {rel:?}");
                 if x.exists() {
+                    use parquet::file::reader::FileReader;
+                    let file = std::fs::File::open(&x).unwrap();
+                    let reader = parquet::file::reader::SerializedFileReader::new(file).unwrap();
+                    *most = (*most).max(reader.metadata().num_row_groups());
                     let x = std::fs::read(x).unwrap();
                     assert!(x == std::fs::read(y).unwrap(), "{path:?} {rel:?}");
                 }
             }
             cpu_rows = cpu_rows.max(want.1);
         }
-        // A trace with several Arrow batches of CPU rows, and several groups of batches.
-        assert!(cpu_rows > 2 * crate::sink::ARROW_ROWS as u64, "{cpu_rows}");
+        // A trace with several groups of batches (`pending::GROUP_BYTES`), and one with
+        // several flushes and row groups of each table (`sink::SINK_ROWS` is small here):
+        // row groups cut at other rows or appended out of order are other bytes.
+        assert!(
+            cpu_rows > 2 * crate::writer::ROW_GROUP_ROWS as u64,
+            "{cpu_rows}"
+        );
+        assert!(groups.iter().all(|&g| g >= 3), "{groups:?}");
     }
 }

@@ -1,6 +1,11 @@
 //! Where parsed rows go: the same-stream clipping, step windows, counts, and the Parquet
 //! writers of `gpu_activities` and `cpu_ops`, flushed every `FLUSH_ROWS` so memory stays flat.
 //! On the pool a flush builds the next Arrow batch while the last is encoded (`write_chunks`).
+//!
+//! The Kineto settle on many cores (`kineto::pending::groups`) does what these sinks do
+//! without them, flush by flush and row group by row group on the pool; it shares their
+//! parts (`Key`, `clipped`, `out_of_order`, `tally_gpu`, the batch builders), so the
+//! two cannot drift apart, and a test compares their files byte for byte.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -21,11 +26,17 @@ use crate::writer::{i64_array, opt_i64_array, Cols, TableWriter};
 /// Rows buffered per table before they are written as one Arrow batch.
 pub(crate) const FLUSH_ROWS: usize = 1 << 17;
 
+/// Rows a sink buffers per table before it flushes them: `FLUSH_ROWS`, but 512 in the
+/// unit tests, so that the corpus's small traces make many flushes, Arrow batches and row
+/// groups (`ARROW_ROWS`, `writer::ROW_GROUP_ROWS`) for the settle's tests to compare.
+pub(crate) const SINK_ROWS: usize = if cfg!(test) { 1 << 9 } else { FLUSH_ROWS };
+
 /// Rows per Arrow batch handed to the Parquet writer. A flush is cut into batches this
 /// small so that the rows a batch reads (~2 MB) stay in cache while its ~25 columns are
 /// built one after another, and its arrays (64 KiB per int64 column) are reused from the
 /// heap instead of being mapped and faulted in afresh (glibc maps blocks over 1 MiB).
-pub(crate) const ARROW_ROWS: usize = 1 << 13;
+/// (128 in the unit tests: see `SINK_ROWS`.)
+pub(crate) const ARROW_ROWS: usize = if cfg!(test) { 1 << 7 } else { 1 << 13 };
 
 /// Where one input file's tables go (inside the staging directory).
 #[derive(Debug, Clone)]
@@ -68,9 +79,39 @@ pub(crate) struct Counts {
 }
 
 impl Counts {
-    fn span(&mut self, start: i64, end: i64) {
+    pub(crate) fn span(&mut self, start: i64, end: i64) {
         self.first_ns = Some(self.first_ns.map_or(start, |f| f.min(start)));
         self.last_ns = Some(self.last_ns.map_or(end, |l| l.max(end)));
+    }
+
+    /// Adds the counts of other rows of the same file.
+    pub(crate) fn add(&mut self, oc: Counts) {
+        self.gpu += oc.gpu;
+        self.kernels += oc.kernels;
+        self.cpu += oc.cpu;
+        if let (Some(a), Some(b)) = (oc.first_ns, oc.last_ns) {
+            self.span(a, b);
+        }
+        for (d, n) in oc.devices {
+            *self.devices.entry(d).or_default() += n;
+        }
+    }
+}
+
+/// Adds the GPU windows of `from` (other rows of the same file) to `into`.
+pub(crate) fn add_steps(
+    into: &mut BTreeMap<Option<i64>, StepAgg>,
+    from: BTreeMap<Option<i64>, StepAgg>,
+) {
+    for (step, a) in from {
+        let agg = into.entry(step).or_default();
+        agg.start = match (agg.start, a.start) {
+            (Some(x), Some(y)) => Some(x.min(y)),
+            (x, y) => x.or(y),
+        };
+        agg.end = agg.end.max(a.end);
+        agg.activities += a.activities;
+        agg.kernels += a.kernels;
     }
 }
 
@@ -107,33 +148,15 @@ impl SinkOut {
     pub(crate) fn merge(mut self, o: SinkOut) -> SinkOut {
         self.written.extend(o.written);
         self.diag.merge(o.diag);
-        for (step, a) in o.steps {
-            let agg = self.steps.entry(step).or_default();
-            agg.start = match (agg.start, a.start) {
-                (Some(x), Some(y)) => Some(x.min(y)),
-                (x, y) => x.or(y),
-            };
-            agg.end = agg.end.max(a.end);
-            agg.activities += a.activities;
-            agg.kernels += a.kernels;
-        }
-        let (c, oc) = (&mut self.counts, o.counts);
-        c.gpu += oc.gpu;
-        c.kernels += oc.kernels;
-        c.cpu += oc.cpu;
-        if let (Some(a), Some(b)) = (oc.first_ns, oc.last_ns) {
-            c.span(a, b);
-        }
-        for (d, n) in oc.devices {
-            *c.devices.entry(d).or_default() += n;
-        }
+        add_steps(&mut self.steps, o.steps);
+        self.counts.add(o.counts);
         self.vendor_hint = self.vendor_hint.or(o.vendor_hint);
         self
     }
 }
 
 /// The vendor whose runtime API names (`cuda*`/`cu*` vs `hip*`) appear in `strings`.
-fn vendor_hint(strings: &Interner) -> Option<&'static str> {
+pub(crate) fn vendor_hint(strings: &Interner) -> Option<&'static str> {
     let api = |s: &str, p: &str| {
         s.strip_prefix(p)
             .and_then(|r| r.chars().next())
@@ -189,10 +212,10 @@ impl Sink {
         self.diag.merge(diag);
         self.push_gpu(gpu);
         self.cpu_buf.extend(cpu);
-        if self.gpu_buf.len() >= FLUSH_ROWS {
+        if self.gpu_buf.len() >= SINK_ROWS {
             self.flush_gpu(false)?;
         }
-        if self.cpu_buf.len() >= FLUSH_ROWS {
+        if self.cpu_buf.len() >= SINK_ROWS {
             self.flush_cpu()?;
         }
         Ok(())
@@ -234,15 +257,11 @@ impl Sink {
             let key = (r.device, r.stream);
             if prev_key != Some(key) {
                 prev_key = Some(key);
-                if self.last_written.get(&key).is_some_and(|&w| r.start < w) {
-                    let strings = &self.strings;
-                    self.diag
-                        .add("stream_out_of_order", None, || strings.get(r.name).into());
-                }
+                out_of_order(&mut self.diag, &self.strings, &self.last_written, &r);
             }
             match keys.get(j + 1) {
                 Some(next) if (next.0, next.1) == key => {
-                    self.clip(&mut r, next.2);
+                    r.end = clipped(&mut self.diag, &self.strings, &r, next.2);
                     out.push(r);
                 }
                 _ if !last => keep.push(r),
@@ -268,52 +287,17 @@ impl Sink {
         self.gpu_buf.extend(rows);
     }
 
-    /// Clips `r` to end where the next activity of its stream starts, with a diagnostic.
-    fn clip(&mut self, r: &mut GpuRow, next_start: i64) {
-        if next_start < r.end {
-            let (ns, strings) = (r.end - next_start, &self.strings);
-            self.diag.add("same_stream_overlap", None, || {
-                let name = strings.get(r.name);
-                format!(
-                    "{name} on stream {} ends {ns} ns after the next one starts",
-                    r.stream
-                )
-            });
-            r.end = next_start.max(r.start);
-        }
-    }
-
     fn write_gpu(&mut self, rows: &[GpuRow]) -> Result<()> {
         self.tally_gpu(rows);
         write_chunks(&mut self.gpu_w, rows, |c| gpu_batch(c, &self.strings))
     }
 
-    /// Steps, counts and the last start per stream, once per run of rows that share a
-    /// stream and a step (rows come sorted by stream and start) rather than once per row.
+    /// Steps, counts and the last start per stream.
     fn tally_gpu(&mut self, rows: &[GpuRow]) {
-        let same =
-            |a: &GpuRow, b: &GpuRow| (a.device, a.stream, a.step) == (b.device, b.stream, b.step);
-        for run in rows.chunk_by(same) {
-            let (first, last) = (&run[0], &run[run.len() - 1]);
-            self.last_written
-                .insert((first.device, first.stream), last.start);
-            let start = run
-                .iter()
-                .map(|r| r.start)
-                .min()
-                .expect("runs are not empty");
-            let end = run.iter().map(|r| r.end).max().expect("runs are not empty");
-            let kernels = run.iter().filter(|r| r.kind == Kind::Kernel).count() as u64;
-            let agg = self.steps.entry(first.step).or_default();
-            agg.start = Some(agg.start.map_or(start, |s| s.min(start)));
-            agg.end = Some(agg.end.map_or(end, |e| e.max(end)));
-            agg.activities += run.len() as u64;
-            agg.kernels += kernels;
-            self.counts.kernels += kernels;
-            *self.counts.devices.entry(first.device).or_default() += run.len() as u64;
-            self.counts.span(start, end);
-        }
-        self.counts.gpu += rows.len() as u64;
+        let last_written = &mut self.last_written;
+        tally_gpu(rows, &mut self.steps, &mut self.counts, |stream, start| {
+            last_written.insert(stream, start);
+        });
     }
 
     fn flush_cpu(&mut self) -> Result<()> {
@@ -326,6 +310,109 @@ impl Sink {
         self.cpu_buf.clear();
         res
     }
+}
+
+/// The end of `r` clipped to where the next activity of its stream starts, with a
+/// diagnostic when that is before it ends.
+pub(crate) fn clipped(
+    diag: &mut Diagnostics,
+    strings: &Interner,
+    r: &GpuRow,
+    next_start: i64,
+) -> i64 {
+    if next_start >= r.end {
+        return r.end;
+    }
+    let ns = r.end - next_start;
+    diag.add("same_stream_overlap", None, || {
+        let name = strings.get(r.name);
+        format!(
+            "{name} on stream {} ends {ns} ns after the next one starts",
+            r.stream
+        )
+    });
+    next_start.max(r.start)
+}
+
+/// A GPU row as a flush writes it: a row and its end (clipped).
+///
+/// Why not rows alone: the settle on the pool (`kineto::pending::groups`) writes a flush's
+/// rows straight from its buffer, with their clipped ends beside them, instead of copying
+/// each ~230-byte row once more (the copy was most of a flush's serial time).
+pub(crate) trait Written: Sync {
+    fn row(&self) -> &GpuRow;
+    fn end(&self) -> i64;
+}
+
+impl Written for GpuRow {
+    fn row(&self) -> &GpuRow {
+        self
+    }
+
+    fn end(&self) -> i64 {
+        self.end
+    }
+}
+
+impl Written for (&GpuRow, i64) {
+    fn row(&self) -> &GpuRow {
+        self.0
+    }
+
+    fn end(&self) -> i64 {
+        self.1
+    }
+}
+
+/// The finding for `r`, the first row of its stream in a flush, when it starts before the
+/// last row of its stream that an earlier flush wrote.
+pub(crate) fn out_of_order(
+    diag: &mut Diagnostics,
+    strings: &Interner,
+    last_written: &FxHashMap<(i64, i64), i64>,
+    r: &GpuRow,
+) {
+    if last_written
+        .get(&(r.device, r.stream))
+        .is_some_and(|&w| r.start < w)
+    {
+        diag.add("stream_out_of_order", None, || strings.get(r.name).into());
+    }
+}
+
+/// Adds written GPU rows to the steps' windows and the counts, once per run of rows that
+/// share a stream and a step (rows come sorted by stream and start) rather than once per
+/// row; `written` gets each run's stream and the start of its last row.
+pub(crate) fn tally_gpu<W: Written>(
+    rows: &[W],
+    steps: &mut BTreeMap<Option<i64>, StepAgg>,
+    counts: &mut Counts,
+    mut written: impl FnMut((i64, i64), i64),
+) {
+    let same = |a: &W, b: &W| {
+        let (a, b) = (a.row(), b.row());
+        (a.device, a.stream, a.step) == (b.device, b.stream, b.step)
+    };
+    for run in rows.chunk_by(same) {
+        let (first, last) = (run[0].row(), run[run.len() - 1].row());
+        written((first.device, first.stream), last.start);
+        let start = run
+            .iter()
+            .map(|r| r.row().start)
+            .min()
+            .expect("runs are not empty");
+        let end = run.iter().map(W::end).max().expect("runs are not empty");
+        let kernels = run.iter().filter(|r| r.row().kind == Kind::Kernel).count() as u64;
+        let agg = steps.entry(first.step).or_default();
+        agg.start = Some(agg.start.map_or(start, |s| s.min(start)));
+        agg.end = Some(agg.end.map_or(end, |e| e.max(end)));
+        agg.activities += run.len() as u64;
+        agg.kernels += kernels;
+        counts.kernels += kernels;
+        *counts.devices.entry(first.device).or_default() += run.len() as u64;
+        counts.span(start, end);
+    }
+    counts.gpu += rows.len() as u64;
 }
 
 /// Writes `rows` as Arrow batches of `ARROW_ROWS`, each built by `batch`.
@@ -355,12 +442,12 @@ fn write_chunks<R: Sync>(
 /// (device, stream, start, raw end, index in the buffer) of a buffered GPU row. Sorting
 /// these 40-byte keys instead of the ~230-byte rows moves a sixth of the bytes; each row is
 /// then copied once, in order. The index breaks ties, so the order is the stable one.
-type Key = (i64, i64, i64, i64, u32);
+pub(crate) type Key = (i64, i64, i64, i64, u32);
 
 /// Sorts `keys`. Rows arrive in time order, interleaving streams (hundreds of them in a
 /// rocprof trace), so keys are first grouped by stream (a stable counting sort into
 /// `scratch`) and each stream's run is then only checked, and sorted if it is not in order.
-fn sort_keys(keys: &mut Vec<Key>, scratch: &mut Vec<Key>) {
+pub(crate) fn sort_keys(keys: &mut Vec<Key>, scratch: &mut Vec<Key>) {
     if keys.is_sorted() {
         return;
     }
@@ -448,17 +535,18 @@ fn par_batch<R: Sync>(
     b.finish()
 }
 
-fn gpu_batch(rows: &[GpuRow], s: &Interner) -> RecordBatch {
-    par_batch(&GPU_ACTIVITIES, rows, s, gpu_col)
+pub(crate) fn gpu_batch<W: Written>(rows: &[W], s: &Interner) -> RecordBatch {
+    par_batch(&GPU_ACTIVITIES, rows, s, gpu_col::<W>)
 }
 
-fn gpu_col(name: &str, rows: &[GpuRow], s: &Interner, d: &mut DictBuilder) -> ArrayRef {
-    let mut st = |f: fn(&GpuRow) -> Option<u32>| d.build(&s.strings, rows.iter().map(f));
-    let label = |f: fn(&GpuRow) -> Option<&'static str>| labels(rows.iter().map(f));
-    let int = |f: fn(&GpuRow) -> i64| i64_array(rows.iter().map(f));
-    let opt = |f: fn(&GpuRow) -> Option<i64>| opt_i64_array(rows.iter().map(f));
+fn gpu_col<W: Written>(name: &str, rows: &[W], s: &Interner, d: &mut DictBuilder) -> ArrayRef {
+    let each = || rows.iter().map(W::row);
+    let mut st = |f: fn(&GpuRow) -> Option<u32>| d.build(&s.strings, each().map(f));
+    let label = |f: fn(&GpuRow) -> Option<&'static str>| labels(each().map(f));
+    let int = |f: fn(&GpuRow) -> i64| i64_array(each().map(f));
+    let opt = |f: fn(&GpuRow) -> Option<i64>| opt_i64_array(each().map(f));
     let coll = |f: fn(&CollArgs) -> Option<i64>| {
-        opt_i64_array(rows.iter().map(move |r| r.coll.as_deref().and_then(f)))
+        opt_i64_array(each().map(move |r| r.coll.as_deref().and_then(f)))
     };
     match name {
         "device" => int(|r| r.device),
@@ -468,7 +556,8 @@ fn gpu_col(name: &str, rows: &[GpuRow], s: &Interner, d: &mut DictBuilder) -> Ar
         "category" => label(|r| Some(r.category.as_str())),
         "comm_op" => label(|r| r.comm_op),
         "start_ns" => int(|r| r.start),
-        "end_ns" => int(|r| r.end),
+        // The clipped end (a flush writes rows with their ends beside them: `Written`).
+        "end_ns" => i64_array(rows.iter().map(W::end)),
         "raw_end_ns" => int(|r| r.raw_end),
         "correlation" => opt(|r| r.correlation),
         "external_id" => opt(|r| r.external_id),
@@ -497,7 +586,7 @@ fn gpu_col(name: &str, rows: &[GpuRow], s: &Interner, d: &mut DictBuilder) -> Ar
     }
 }
 
-fn cpu_batch(rows: &[CpuRow], s: &Interner) -> RecordBatch {
+pub(crate) fn cpu_batch(rows: &[CpuRow], s: &Interner) -> RecordBatch {
     par_batch(&CPU_OPS, rows, s, cpu_col)
 }
 

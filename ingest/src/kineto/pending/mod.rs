@@ -14,9 +14,12 @@
 //! On many cores neither end may run on one thread alone (docs/PERFORMANCE.md, issue 33): the
 //! spill thread only re-maps strings and makes records, and a thread of its own writes them
 //! (so the walk's queue of batches no longer fills behind it: 20 MB less peak memory at one
-//! job); the settle (`settle.rs`) reads a group of batches while the last group is settled
-//! on the pool while the sink takes the group before, and the sink flushes after the very
-//! batches it did, so every file is byte for byte what one thread writes.
+//! job) and indexes each batch (`Ix`: where its records are, how many, how many GPU streams
+//! it adds). On one or two threads the settle (`settle.rs`) reads a group of batches while
+//! the last group is settled on the pool and the sink takes the group before, so the sink
+//! flushes after the very batches it did. On three or more (`groups.rs`) the index says
+//! where every flush, Arrow batch and row group of the sinks falls, and many of them are
+//! built at once; every file is byte for byte what one thread writes either way.
 
 use std::fs::File;
 use std::io::{self, Seek, Write};
@@ -34,6 +37,7 @@ use crate::error::{IngestError, Result};
 use crate::rows::{Batch, CollArgs, CpuCategory, CpuRow, GpuRow, Interner, StepSource};
 use crate::sink::{Parts, Sink, SinkOut};
 
+mod groups;
 mod settle;
 pub(crate) use settle::settle;
 
@@ -160,6 +164,49 @@ fn get<T>(v: T, bit: u32, flags: u32) -> Option<T> {
 /// The records of one batch, on their way to the files (GPU, CPU).
 type Recs = (Vec<GpuRec>, Vec<CpuRec>);
 
+/// Where one batch's records lie in a spill file, and what the sinks' flushes depend on.
+///
+/// Why: the settle on many cores (`groups`) reads any batch at any time, so it needs where
+/// each starts; and where a sink of one thread flushes follows from the rows of each batch
+/// and, for GPU rows, the streams seen so far (`groups::Plan`), so the settle can cut the
+/// table into its flushes and row groups before reading a row.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ix {
+    /// Offset of the first record in the file.
+    pub off: u64,
+    pub rows: u32,
+    /// (device, stream) pairs of the batch's GPU rows that no batch before it had.
+    pub new_streams: u32,
+}
+
+/// The files' batch indexes (GPU, CPU).
+type Index = (Vec<Ix>, Vec<Ix>);
+
+/// The index entry of `recs`, written at `at`, which it moves past them.
+fn index<R: Pod>(at: &mut u64, recs: &[R], new_streams: u32) -> Ix {
+    let off = *at + 8;
+    *at = off + std::mem::size_of_val(recs) as u64;
+    Ix {
+        off,
+        rows: recs.len() as u32,
+        new_streams,
+    }
+}
+
+/// The (device, stream) pairs of `recs` not in `seen`, which takes them.
+fn new_streams(recs: &[GpuRec], seen: &mut rustc_hash::FxHashSet<(i64, i64)>) -> u32 {
+    let mut new = 0;
+    let mut last = None;
+    for r in recs {
+        let s = (r.device, r.stream);
+        if last != Some(s) {
+            last = Some(s);
+            new += seen.insert(s) as u32;
+        }
+    }
+    new
+}
+
 /// Batches of records the spill thread may queue for the file writer (a few hundred KB each).
 const WRITE_QUEUE: usize = 4;
 
@@ -173,7 +220,7 @@ pub(crate) struct Spill {
     out: Option<SyncSender<Recs>>,
     /// Record buffers the writer is done with, for the next batches.
     back: Receiver<Recs>,
-    writer: Option<JoinHandle<io::Result<(File, File)>>>,
+    writer: Option<JoinHandle<io::Result<(File, File, Index)>>>,
     /// Where the files are, for error messages (they have no names of their own).
     dir: PathBuf,
     strings: Interner,
@@ -191,6 +238,7 @@ pub(crate) struct Spilled {
     diag: Diagnostics,
     comm_ops: Vec<&'static str>,
     batches: u64,
+    index: Index,
 }
 
 impl Spill {
@@ -205,12 +253,17 @@ impl Spill {
         let (out, recs) = sync_channel::<Recs>(WRITE_QUEUE);
         let (give_back, back) = sync_channel::<Recs>(WRITE_QUEUE);
         let writer = std::thread::spawn(move || {
+            let (mut ix, mut seen): (Index, _) = Default::default();
+            let (mut gpu_at, mut cpu_at) = (0, 0);
             for (gpu, cpu) in recs {
                 write_recs(&mut gpu_out, &gpu)?;
                 write_recs(&mut cpu_out, &cpu)?;
+                let new = new_streams(&gpu, &mut seen);
+                ix.0.push(index(&mut gpu_at, &gpu, new));
+                ix.1.push(index(&mut cpu_at, &cpu, 0));
                 let _ = give_back.try_send((gpu, cpu));
             }
-            Ok((gpu_out, cpu_out))
+            Ok((gpu_out, cpu_out, ix))
         });
         Ok(Spill {
             out: Some(out),
@@ -251,7 +304,7 @@ impl Spill {
     }
 
     /// Waits for the writer to write what it was sent, and takes the files back.
-    fn join_writer(&mut self) -> Result<(File, File)> {
+    fn join_writer(&mut self) -> Result<(File, File, Index)> {
         drop(self.out.take());
         let writer = self.writer.take();
         let res = writer.map(|w| w.join().expect("the spill writer does not panic"));
@@ -261,7 +314,7 @@ impl Spill {
 
     /// Rewinds the files for reading.
     pub(crate) fn finish(mut self) -> Result<Spilled> {
-        let (gpu, cpu) = self.join_writer()?;
+        let (gpu, cpu, index) = self.join_writer()?;
         let dir = self.dir;
         let io = |e| IngestError::io(&dir, e);
         let rewind = |mut file: File| -> Result<File> {
@@ -276,6 +329,7 @@ impl Spill {
             diag: self.diag,
             comm_ops: self.comm_ops,
             batches: self.batches,
+            index,
         })
     }
 

@@ -9,11 +9,127 @@ use bytemuck::Pod;
 use rayon::prelude::*;
 
 use super::*;
+use crate::kineto::launches::LaunchSteps;
 use crate::kineto::links::{Links, StepCache};
 
 /// Reads the spilled batches back in file order, gives every row its step and absolute
 /// times (`base` added), and writes them through two sinks, one per table, side by side.
-pub(crate) fn settle(s: Spilled, links: &Links, base: i64, parts: &Parts) -> Result<SinkOut> {
+///
+/// `links` has its spans sorted (`Links::finish_spans`), and `launches` are the launches it
+/// took out: their lookup is built here (and kept in `links`), on many cores beside the CPU
+/// rows, which do not need it (`groups`).
+pub(crate) fn settle(
+    s: Spilled,
+    links: &mut Links,
+    launches: crate::kineto::launches::LaunchLog,
+    base: i64,
+    parts: &Parts,
+) -> Result<SinkOut> {
+    let timing = std::env::var_os("AORTA_TIMING").is_some();
+    let t0 = std::time::Instant::now();
+    // Every string is interned by now: the settle and the sinks only look ids up.
+    let s = Spilled {
+        strings: s.strings.into_lookup(),
+        ..s
+    };
+    if groups::fits() {
+        let dir = s.dir.clone();
+        let (out, steps) = settle_in_groups(s, links, launches, base, parts);
+        links.set_launch_steps(steps.map_err(|e| IngestError::io(&dir, e))?);
+        return out;
+    }
+    let steps = links.launch_steps(launches);
+    links.set_launch_steps(steps.map_err(|e| IngestError::io(&s.dir, e))?);
+    if timing {
+        eprintln!("launch lookup {:.2?}", t0.elapsed());
+    }
+    settle_in_sinks(s, links, base, parts)
+}
+
+/// The settle on many cores (`groups`): the GPU table once the launches' lookup is built,
+/// the CPU table meanwhile.
+fn settle_in_groups(
+    s: Spilled,
+    links: &Links,
+    launches: crate::kineto::launches::LaunchLog,
+    base: i64,
+    parts: &Parts,
+) -> (Result<SinkOut>, std::io::Result<LaunchSteps>) {
+    let Spilled {
+        gpu,
+        cpu,
+        dir,
+        strings,
+        diag,
+        comm_ops,
+        index,
+        ..
+    } = s;
+    let (gpu, cpu) = (
+        groups::Records::new(gpu, index.0, &dir),
+        groups::Records::new(cpu, index.1, &dir),
+    );
+    let (comm_ops, strings) = (&comm_ops, &strings);
+    let t0 = std::time::Instant::now();
+    let ((g, steps, t_steps), c) = rayon::join(
+        || {
+            let steps = match links.launch_steps(launches) {
+                Ok(steps) => steps,
+                Err(e) => return (None, Err(e), t0.elapsed()),
+            };
+            let t_steps = t0.elapsed();
+            let settler = Settler {
+                links,
+                launches: &steps,
+                base,
+                comm_ops,
+            };
+            let cx = groups::Ctx {
+                settler: &settler,
+                strings,
+                parts,
+            };
+            let out = groups::gpu_table(gpu, &cx);
+            (Some((out, t0.elapsed())), Ok(steps), t_steps)
+        },
+        || {
+            // CPU rows ask no launch.
+            let none = LaunchSteps::default();
+            let settler = Settler {
+                links,
+                launches: &none,
+                base,
+                comm_ops,
+            };
+            let cx = groups::Ctx {
+                settler: &settler,
+                strings,
+                parts,
+            };
+            (groups::cpu_table(cpu, &cx, diag), t0.elapsed())
+        },
+    );
+    let Some(g) = g else {
+        return (
+            Err(IngestError::io(&dir, std::io::Error::other("launches"))),
+            steps,
+        );
+    };
+    if std::env::var_os("AORTA_TIMING").is_some() {
+        eprintln!(
+            "settle: gpu_activities {:.2?} (launch lookup {t_steps:.2?} first), cpu_ops {:.2?}",
+            g.1, c.1
+        );
+    }
+    let out = g.0.and_then(|g| Ok(g.merge(c.0?))).map(|mut out| {
+        out.vendor_hint = crate::sink::vendor_hint(strings);
+        out
+    });
+    (out, steps)
+}
+
+/// The settle on one or two threads: two sinks fed batch by batch (`Replay`).
+fn settle_in_sinks(s: Spilled, links: &Links, base: i64, parts: &Parts) -> Result<SinkOut> {
     let Spilled {
         gpu,
         cpu,
@@ -22,9 +138,11 @@ pub(crate) fn settle(s: Spilled, links: &Links, base: i64, parts: &Parts) -> Res
         diag,
         comm_ops,
         batches,
+        ..
     } = s;
     let settler = Settler {
         links,
+        launches: links.launches(),
         base,
         comm_ops: &comm_ops,
     };
@@ -189,14 +307,16 @@ impl<'a> Replay<'a> {
 
 /// What settling a row needs (rows come in file order, so most CPU lookups land in the
 /// previous row's span: the caller keeps a `StepCache` per run of rows).
-struct Settler<'a> {
+pub(super) struct Settler<'a> {
     links: &'a Links,
+    /// The launches' steps (CPU rows ask none).
+    launches: &'a LaunchSteps,
     base: i64,
     comm_ops: &'a [&'static str],
 }
 
 impl Settler<'_> {
-    fn cpu(
+    pub(super) fn cpu(
         &self,
         cache: &mut StepCache,
         r: &CpuRec,
@@ -228,7 +348,7 @@ impl Settler<'_> {
         }
     }
 
-    fn gpu(
+    pub(super) fn gpu(
         &self,
         _: &mut StepCache,
         r: &GpuRec,
@@ -286,7 +406,7 @@ impl Settler<'_> {
     ) -> (Option<i64>, StepSource) {
         let links = self.links;
         let arg_step = get(r.arg_step, G_ARG_STEP, r.flags);
-        let launch = corr.and_then(|c| links.launch_step(c));
+        let launch = corr.and_then(|c| self.launches.get(c));
         if launch.is_none() {
             diag.add_min("kernel_without_launch", Some(r.off as i64), || {
                 format!("{} (correlation {corr:?})", strings.get(r.name))

@@ -12,7 +12,8 @@ use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch};
 use arrow_buffer::NullBuffer;
 use arrow_schema::{DataType, Field, Schema};
 use parquet::arrow::arrow_writer::{
-    compute_leaves, ArrowColumnWriter, ArrowRowGroupWriterFactory, ArrowWriter, ArrowWriterOptions,
+    compute_leaves, ArrowColumnChunk, ArrowColumnWriter, ArrowRowGroupWriterFactory, ArrowWriter,
+    ArrowWriterOptions,
 };
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::metadata::KeyValue;
@@ -137,6 +138,15 @@ where
 pub(crate) static DISCARD: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);
 
+/// Whether batches are counted instead of encoded (`DISCARD`).
+pub(crate) fn discarding() -> bool {
+    #[cfg(feature = "fuzzing")]
+    if DISCARD.load(std::sync::atomic::Ordering::Relaxed) {
+        return true;
+    }
+    false
+}
+
 /// A Parquet file being written for one table.
 pub(crate) struct TableWriter {
     pub table: &'static Table,
@@ -156,7 +166,7 @@ pub(crate) struct TableWriter {
 /// the same order, that `ArrowWriter` gave it, so the file is byte for byte the same.
 struct Open {
     file: SerializedFileWriter<File>,
-    factory: ArrowRowGroupWriterFactory,
+    factory: Arc<ArrowRowGroupWriterFactory>,
     /// The schema of the first batch (every batch of a table has it: `Cols::finish`).
     schema: arrow_schema::SchemaRef,
     /// The row group being written: one writer per column (flat schemas: one leaf a field).
@@ -173,7 +183,7 @@ impl Open {
             ArrowWriter::try_new_with_options(f, schema.clone(), opts)?.into_serialized_writer()?;
         Ok(Open {
             file,
-            factory,
+            factory: Arc::new(factory),
             schema,
             cols: Vec::new(),
             buffered: 0,
@@ -240,9 +250,22 @@ impl Open {
         self.file.close()?;
         Ok(())
     }
+
+    /// Appends a row group encoded apart (`Group`), after the ones before it.
+    fn append(&mut self, chunks: Vec<ArrowColumnChunk>) -> PResult<()> {
+        let mut group = self.file.next_row_group()?;
+        for chunk in chunks {
+            chunk.append_to_row_group(&mut group)?;
+        }
+        group.close()?;
+        Ok(())
+    }
 }
 
 type PResult<T> = std::result::Result<T, parquet::errors::ParquetError>;
+
+mod groups;
+pub(crate) use groups::{Chain, Group, Groups};
 
 /// Encodes one column of a batch into its writer.
 fn encode(w: &mut ArrowColumnWriter, field: &Field, column: &ArrayRef) -> PResult<()> {
@@ -261,8 +284,9 @@ pub(crate) fn on_pool() -> bool {
 }
 
 /// Rows per Parquet row group. The writer holds one encoded row group per table in memory,
-/// so this bounds ingest memory (and readers still get large, fast row groups).
-pub(crate) const ROW_GROUP_ROWS: usize = 1 << 18;
+/// so this bounds ingest memory (and readers still get large, fast row groups). (1,024 in
+/// the unit tests: see `sink::SINK_ROWS`.)
+pub(crate) const ROW_GROUP_ROWS: usize = if cfg!(test) { 1 << 10 } else { 1 << 18 };
 
 /// Strings (names, categories) are dictionary-encoded: few distinct values, many rows.
 /// Numbers are not: timestamps and ids are nearly all distinct, so a dictionary would hash
@@ -287,6 +311,12 @@ fn properties(table: &Table) -> WriterProperties {
             ColType::Utf8 => b.set_column_statistics_enabled(path, EnabledStatistics::None),
             ColType::Float64 => b,
         };
+    }
+    if cfg!(test) {
+        // Pages of a few rows: where the batches a column writer gets are cut shows in
+        // the file (a page ends after a write that fills it), so tests comparing files
+        // see it.
+        b = b.set_data_page_size_limit(1 << 8);
     }
     b.set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
         .set_created_by(format!("aorta {}", env!("CARGO_PKG_VERSION")))
@@ -328,25 +358,75 @@ impl TableWriter {
             self.rows += batch.num_rows() as u64;
             return Ok(());
         }
-        if self.writer.is_none() {
-            if let Some(dir) = self.path.parent() {
-                std::fs::create_dir_all(dir).map_err(|e| IngestError::io(dir, e))?;
-            }
-            let f = File::create(&self.path).map_err(|e| IngestError::io(&self.path, e))?;
-            // No embedded Arrow schema: readers see plain Parquet types, so every library
-            // reads the string columns as strings.
-            let opts = ArrowWriterOptions::new()
-                .with_properties(properties(self.table))
-                .with_skip_arrow_metadata(true);
-            // The first batch's schema: the table's, with the same dictionary columns as
-            // every later batch of this table (see `Cols::finish`).
-            let w = Open::new(f, batch.schema(), opts).map_err(|e| self.err(e))?;
-            self.writer = Some(w);
-        }
-        let res = self.writer.as_mut().expect("created above").write(batch);
+        self.open(batch.schema())?;
+        let res = self.writer.as_mut().expect("opened above").write(batch);
         res.map_err(|e| self.err(e))?;
         self.rows += batch.num_rows() as u64;
         Ok(())
+    }
+
+    /// Creates the file, unless it is open: `schema` is the first batch's, the table's with
+    /// the same dictionary columns as every later batch of this table (see `Cols::finish`).
+    pub(crate) fn open(&mut self, schema: arrow_schema::SchemaRef) -> Result<()> {
+        if self.writer.is_some() {
+            return Ok(());
+        }
+        if let Some(dir) = self.path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| IngestError::io(dir, e))?;
+        }
+        let f = File::create(&self.path).map_err(|e| IngestError::io(&self.path, e))?;
+        // No embedded Arrow schema: readers see plain Parquet types, so every library
+        // reads the string columns as strings.
+        let opts = ArrowWriterOptions::new()
+            .with_properties(properties(self.table))
+            .with_skip_arrow_metadata(true);
+        let w = Open::new(f, schema, opts).map_err(|e| self.err(e))?;
+        self.writer = Some(w);
+        Ok(())
+    }
+
+    /// What makes this file's row groups (the file is open: `open`).
+    pub(crate) fn groups(&self) -> Groups {
+        let w = self.writer.as_ref().expect("the file is open");
+        Groups {
+            factory: w.factory.clone(),
+            fields: w.schema.fields().clone(),
+            path: self.path.clone(),
+        }
+    }
+
+    /// The next row group to encode apart (the file is open: `open`).
+    pub(crate) fn group(&self) -> Result<Group> {
+        let w = self.writer.as_ref().expect("the file is open");
+        self.groups().group(w.file.flushed_row_groups().len())
+    }
+
+    /// Appends a row group encoded apart, after the ones before it.
+    pub(crate) fn append(&mut self, g: Group) -> Result<()> {
+        let rows = g.rows;
+        let chunks = g.close().map_err(|e| self.named(e))?;
+        self.append_chunks(chunks, rows)
+    }
+
+    /// Appends the column chunks of a row group of `rows` rows, encoded apart.
+    pub(crate) fn append_chunks(
+        &mut self,
+        chunks: Vec<ArrowColumnChunk>,
+        rows: usize,
+    ) -> Result<()> {
+        let w = self.writer.as_mut().expect("the file is open");
+        let res = w.append(chunks);
+        res.map_err(|e| self.err(e))?;
+        self.rows += rows as u64;
+        Ok(())
+    }
+
+    /// `e` with this file's path, where it was made without one (`Group`).
+    pub(crate) fn named(&self, e: IngestError) -> IngestError {
+        match e {
+            IngestError::Parquet { path, source } if path.is_empty() => self.err(source),
+            e => e,
+        }
     }
 
     /// Closes the file; `None` when nothing was written.
@@ -418,7 +498,8 @@ mod tests {
     #[test]
     fn parallel_columns_write_the_file_arrow_writer_writes() {
         let dir = tempfile::tempdir().unwrap();
-        let sizes = [8192, 1, 100_000, 8192, 160_000, 3, 270_000];
+        let r = ROW_GROUP_ROWS;
+        let sizes = [r / 32, 1, r * 3 / 8, r / 32, r * 5 / 8, 3, r + r / 32];
         let batches: Vec<RecordBatch> = sizes
             .iter()
             .scan(0, |at, &n| {
@@ -446,7 +527,7 @@ mod tests {
         let mut w = ArrowWriter::try_new_with_options(f, batches[0].schema(), opts).unwrap();
         batches.iter().for_each(|b| w.write(b).unwrap());
         let meta = w.close().unwrap();
-        assert_eq!(meta.num_row_groups(), 3);
+        assert_eq!(meta.num_row_groups(), 3, "{sizes:?}");
         assert!(std::fs::read(&ours).unwrap() == std::fs::read(&theirs).unwrap());
     }
 }
