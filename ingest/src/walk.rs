@@ -7,13 +7,11 @@
 //! (otherwise that range is parsed again). No serial pre-scan for boundaries is needed.
 //! Memory is the buffer plus the largest single event, whatever the file size.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use rayon::prelude::*;
 
 use crate::error::ParseErr;
 use crate::json::{Cursor, JsonError};
-use crate::window::{Counted, Window};
+use crate::window::{files_at_once, Window};
 
 /// Below twice this many bytes a window is parsed by one worker.
 pub(crate) const SUB_WINDOW: usize = 256 << 10;
@@ -41,10 +39,6 @@ pub(crate) trait Visitor: Sync + Send {
     /// Takes finished parts, in file order.
     fn take(&mut self, part: Self::Part) -> Result<(), ParseErr>;
 }
-
-/// How many files are being walked at once, in this process (each `Driver::run` counts while
-/// it runs).
-static WALKING: AtomicUsize = AtomicUsize::new(0);
 
 /// How many runs a window is cut into: two per worker the file has to itself.
 ///
@@ -143,7 +137,6 @@ impl Driver {
     }
 
     pub(crate) fn run<V: Visitor>(mut self, v: &mut V) -> Result<Shape, ParseErr> {
-        let _walking = Counted::new(&WALKING);
         // Only JSON's four blanks may come first: a file of NUL bytes (a sparse file) is
         // refused at its first byte, not read to its end as blanks.
         let (first, mut pos) = self.complete(0, "the file", |c| {
@@ -368,10 +361,7 @@ fn parse_window<V: Visitor>(
     let workers = if buf.len() - pos < 2 * SUB_WINDOW {
         1
     } else {
-        runs_for(
-            rayon::current_num_threads(),
-            WALKING.load(Ordering::Relaxed),
-        )
+        runs_for(rayon::current_num_threads(), files_at_once())
     };
     let g = guesses(buf, pos, workers);
     let starts: Vec<usize> = std::iter::once(pos).chain(g.iter().copied()).collect();

@@ -7,9 +7,10 @@
 //! back with `MADV_DONTNEED` (the page cache keeps them), so resident memory stays a few
 //! windows whatever the file size. Compressed inputs, and files too small to bother, are read.
 
+use std::cell::Cell;
 use std::io;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use memmap2::{Advice, Mmap, UncheckedAdvice};
@@ -38,8 +39,6 @@ pub(crate) enum Window {
         /// What the view grows to next (`parse_ahead` hashed it already), or `end`.
         ahead: usize,
         released: usize,
-        /// Counts this file among the mapped files being read (`mapped_step`).
-        _open: Counted,
         progress: Arc<AtomicU64>,
         hash: Option<Hasher>,
     },
@@ -76,7 +75,6 @@ impl Window {
                     start: 0,
                     end: 0,
                     ahead: 0,
-                    _open: Counted::new(&MAPPED_OPEN),
                     released: 0,
                     progress,
                     hash,
@@ -250,24 +248,31 @@ impl Window {
     }
 }
 
-/// Mapped files being read now (in this process).
-static MAPPED_OPEN: AtomicUsize = AtomicUsize::new(0);
-
-/// One of a count of things in progress (`MAPPED_OPEN`, `walk::WALKING`), for as long as it
-/// lives.
-pub(crate) struct Counted(&'static AtomicUsize);
-
-impl Counted {
-    pub(crate) fn new(count: &'static AtomicUsize) -> Counted {
-        count.fetch_add(1, Ordering::Relaxed);
-        Counted(count)
-    }
+thread_local! {
+    /// How many files the ingest this thread reads for reads at once (`reading_files`).
+    static FILES_AT_ONCE: Cell<usize> = const { Cell::new(1) };
 }
 
-impl Drop for Counted {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
-    }
+/// Runs `f` (the reading of one file) with `files` as the number of files its ingest reads
+/// at once, which sizes its windows (`mapped_step`) and how many runs each is cut into
+/// (`walk::runs_for`).
+///
+/// Why a fixed number of the ingest, not the files being read at this moment: the batches
+/// the walk hands on, and so where the sinks flush and every byte of the Parquet files,
+/// follow from the runs. Counted as they came and went, 16 files wrote other bytes from run
+/// to run, and tests ingesting side by side other bytes than alone. Set on the thread that
+/// reads the file (the walk reads it there), and put back after: a worker that takes up
+/// another ingest's file while it waits restores this one's.
+pub(crate) fn reading_files<R>(files: usize, f: impl FnOnce() -> R) -> R {
+    let before = FILES_AT_ONCE.replace(files.max(1));
+    let out = f();
+    FILES_AT_ONCE.set(before);
+    out
+}
+
+/// See `reading_files`.
+pub(crate) fn files_at_once() -> usize {
+    FILES_AT_ONCE.get()
 }
 
 /// How far a mapped window grows next: `CHUNK` times the workers per file being read, over
@@ -280,8 +285,7 @@ impl Drop for Counted {
 /// resident memory, so the window grows only with the workers a file has to itself: 32 MiB
 /// for one file on 16 workers, 4 MiB again when 16 files are read at once.
 fn mapped_step() -> usize {
-    let files = MAPPED_OPEN.load(Ordering::Relaxed).max(1);
-    step_for(rayon::current_num_threads(), files)
+    step_for(rayon::current_num_threads(), files_at_once())
 }
 
 fn step_for(threads: usize, files: usize) -> usize {

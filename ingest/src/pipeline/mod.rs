@@ -251,53 +251,57 @@ fn run_jobs(
     shared: &Shared,
 ) -> Vec<Result<(Format, FileOutcome)>> {
     let work = || {
+        // Each file's share of the pool: fixed for the ingest, so its bytes are too.
+        let at_once = todo.len().min(rayon::current_num_threads());
         todo.par_iter()
             .map(|p| {
-                let job = FileJob {
-                    path: p.input.path.clone(),
-                    siblings: p.input.siblings.clone(),
-                    label: p.input.label.clone(),
-                    rank_flag: opts.rank,
-                    rank_map: shared.rank_map.clone(),
-                    content_hash: p.hash.clone(),
-                    source_key: p.key.clone(),
-                    file_bytes: p.bytes,
-                    staging: staging.to_path_buf(),
-                    classifier: shared.classifier.clone(),
-                    step_marker: Arc::new(opts.step_marker.clone()),
-                    params: Arc::new(opts.params.clone()),
-                    progress: shared.progress.read.clone(),
-                };
-                let format = detect::detect(&job.path)?;
-                let out = match format {
-                    Format::Kineto => kineto::ingest(&job)?,
-                    Format::Chrome => chrome::ingest(&job)?,
-                    Format::Nsys => nsys::ingest(&job)?,
-                    Format::Jsonl => jsonl::ingest(&job)?,
-                    Format::RocprofCsv => rocprof::csv::ingest(&job)?,
-                    Format::RocprofJson => rocprof::json::ingest(&job)?,
-                    Format::Rocpd => rocprof::rocpd::ingest(&job)?,
-                    Format::NotATrace if !p.input.explicit => {
-                        return Ok((format, FileOutcome::default()))
-                    }
-                    Format::NotATrace => {
-                        return Err(IngestError::file(
-                            &job.path,
-                            "not a trace: JSON without traceEvents",
-                        ))
-                    }
-                };
-                // Progress expects every file read once, through a window that counts it; the
-                // readers that do not read that way count the file when they are done.
-                let unread = match format {
-                    Format::Nsys | Format::RocprofCsv | Format::Rocpd => p.bytes,
-                    _ => 0,
-                };
-                shared
-                    .progress
-                    .read
-                    .fetch_add(unread, std::sync::atomic::Ordering::Relaxed);
-                Ok((format, out))
+                crate::window::reading_files(at_once, || {
+                    let job = FileJob {
+                        path: p.input.path.clone(),
+                        siblings: p.input.siblings.clone(),
+                        label: p.input.label.clone(),
+                        rank_flag: opts.rank,
+                        rank_map: shared.rank_map.clone(),
+                        content_hash: p.hash.clone(),
+                        source_key: p.key.clone(),
+                        file_bytes: p.bytes,
+                        staging: staging.to_path_buf(),
+                        classifier: shared.classifier.clone(),
+                        step_marker: Arc::new(opts.step_marker.clone()),
+                        params: Arc::new(opts.params.clone()),
+                        progress: shared.progress.read.clone(),
+                    };
+                    let format = detect::detect(&job.path)?;
+                    let out = match format {
+                        Format::Kineto => kineto::ingest(&job)?,
+                        Format::Chrome => chrome::ingest(&job)?,
+                        Format::Nsys => nsys::ingest(&job)?,
+                        Format::Jsonl => jsonl::ingest(&job)?,
+                        Format::RocprofCsv => rocprof::csv::ingest(&job)?,
+                        Format::RocprofJson => rocprof::json::ingest(&job)?,
+                        Format::Rocpd => rocprof::rocpd::ingest(&job)?,
+                        Format::NotATrace if !p.input.explicit => {
+                            return Ok((format, FileOutcome::default()))
+                        }
+                        Format::NotATrace => {
+                            return Err(IngestError::file(
+                                &job.path,
+                                "not a trace: JSON without traceEvents",
+                            ))
+                        }
+                    };
+                    // Progress expects every file read once, through a window that counts it; the
+                    // readers that do not read that way count the file when they are done.
+                    let unread = match format {
+                        Format::Nsys | Format::RocprofCsv | Format::Rocpd => p.bytes,
+                        _ => 0,
+                    };
+                    shared
+                        .progress
+                        .read
+                        .fetch_add(unread, std::sync::atomic::Ordering::Relaxed);
+                    Ok((format, out))
+                })
             })
             .collect()
     };
