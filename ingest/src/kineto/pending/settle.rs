@@ -78,35 +78,16 @@ fn settle_in_groups(
                 Err(e) => return (None, Err(e), t0.elapsed()),
             };
             let t_steps = t0.elapsed();
-            let settler = Settler {
-                links,
-                launches: &steps,
-                base,
-                comm_ops,
-            };
-            let cx = groups::Ctx {
-                settler: &settler,
-                strings,
-                parts,
-            };
-            let out = groups::gpu_table(gpu, &cx);
+            let table = |cx: &groups::Ctx| groups::gpu_table(gpu, cx);
+            let out = in_ctx(links, &steps, base, comm_ops, strings, parts, table);
             (Some((out, t0.elapsed())), Ok(steps), t_steps)
         },
         || {
             // CPU rows ask no launch.
             let none = LaunchSteps::default();
-            let settler = Settler {
-                links,
-                launches: &none,
-                base,
-                comm_ops,
-            };
-            let cx = groups::Ctx {
-                settler: &settler,
-                strings,
-                parts,
-            };
-            (groups::cpu_table(cpu, &cx, diag), t0.elapsed())
+            let table = |cx: &groups::Ctx| groups::cpu_table(cpu, cx, diag);
+            let out = in_ctx(links, &none, base, comm_ops, strings, parts, table);
+            (out, t0.elapsed())
         },
     );
     let Some(g) = g else {
@@ -126,6 +107,29 @@ fn settle_in_groups(
         out
     });
     (out, steps)
+}
+
+/// Runs one table's settle in groups, its launches answered from `launches`.
+fn in_ctx<R>(
+    links: &Links,
+    launches: &LaunchSteps,
+    base: i64,
+    comm_ops: &[&'static str],
+    strings: &Interner,
+    parts: &Parts,
+    table: impl FnOnce(&groups::Ctx) -> R,
+) -> R {
+    let settler = Settler {
+        links,
+        launches,
+        base,
+        comm_ops,
+    };
+    table(&groups::Ctx {
+        settler: &settler,
+        strings,
+        parts,
+    })
 }
 
 /// The settle on one or two threads: two sinks fed batch by batch (`Replay`).
