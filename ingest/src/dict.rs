@@ -28,14 +28,14 @@ impl DictBuilder {
     /// The column of `ids` (an id into `strings` or null).
     pub(crate) fn build(
         &mut self,
-        strings: &[String],
+        strings: &[Box<str>],
         ids: impl Iterator<Item = Option<u32>>,
     ) -> ArrayRef {
         if self.local.len() < strings.len() {
             self.local.resize(strings.len(), u32::MAX);
         }
         let keys: Vec<i32> = ids.map(|id| id.map_or(-1, |id| self.key(id))).collect();
-        let values = self.used.iter().map(|&i| strings[i as usize].as_str());
+        let values = self.used.iter().map(|&i| &*strings[i as usize]);
         let values = Arc::new(StringArray::from_iter_values(values));
         for &i in &self.used {
             self.local[i as usize] = u32::MAX;
@@ -109,7 +109,7 @@ mod tests {
 
     #[test]
     fn interned_ids_round_trip_with_nulls_and_reuse() {
-        let s: Vec<String> = ["a", "bb", "ccc"].iter().map(|s| s.to_string()).collect();
+        let s: Vec<Box<str>> = ["a", "bb", "ccc"].iter().map(|&s| s.into()).collect();
         let mut b = DictBuilder::default();
         let a = b.build(&s, [Some(2), None, Some(0), Some(2)].into_iter());
         let want = [Some("ccc"), None, Some("a"), Some("ccc")];

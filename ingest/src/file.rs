@@ -11,7 +11,7 @@ use crate::diag::Diagnostics;
 use crate::error::Result;
 use crate::format::Format;
 use crate::schema::{DIAGNOSTICS, RUNS, SCHEMA_VERSION, STEPS};
-use crate::sink::{Parts, SinkOut, StepAgg};
+use crate::sink::{Parts, SinkOut, StepAgg, StepAggs};
 use crate::step_set::StepSet;
 use crate::step_span::Span;
 use crate::writer::{write_all, Cols};
@@ -270,25 +270,57 @@ pub(crate) struct StepRow {
     pub gpu: StepAgg,
 }
 
-fn step_rows(aggs: &BTreeMap<Option<i64>, StepAgg>, spans: &[Span], base: i64) -> Vec<StepRow> {
-    let mut rows: BTreeMap<Option<i64>, StepRow> = BTreeMap::new();
-    for s in spans {
-        let r = rows.entry(Some(s.step)).or_insert(StepRow {
-            step: Some(s.step),
+/// One row per step, in step order: the CPU step spans (joined per step) beside the GPU
+/// windows from the sink, merged as they go, so that a trace of a million steps holds no
+/// second table of them.
+fn step_rows<'a>(
+    aggs: &'a StepAggs,
+    spans: &'a [Span],
+    base: i64,
+) -> impl Iterator<Item = StepRow> + 'a {
+    let (mut cpu, mut gpu) = (cpu_windows(spans, base).peekable(), aggs.iter().peekable());
+    std::iter::from_fn(move || {
+        let c = cpu.peek().map(|c| Some(c.0));
+        let g = gpu.peek().map(|g| g.0);
+        let step = match (c, g) {
+            (Some(c), Some(g)) => c.min(g),
+            (c, g) => c.or(g)?,
+        };
+        let mut row = StepRow {
+            step,
             ..StepRow::default()
-        });
-        let (a, b) = (s.start + base, s.end + base);
-        r.cpu = Some(r.cpu.map_or((a, b), |(x, y)| (x.min(a), y.max(b))));
-    }
-    for (step, agg) in aggs {
-        rows.entry(*step)
-            .or_insert(StepRow {
-                step: *step,
-                ..StepRow::default()
-            })
-            .gpu = *agg;
-    }
-    rows.into_values().collect()
+        };
+        if c == Some(step) {
+            row.cpu = cpu.next().map(|(_, a, b)| (a, b));
+        }
+        if g == Some(step) {
+            row.gpu = gpu.next().map(|(_, agg)| agg).unwrap_or_default();
+        }
+        Some(row)
+    })
+}
+
+/// The CPU window of each step (first start, last end, `base` added), in step order.
+/// Spans come sorted by start, which in a trace is step order too: then they are not copied.
+fn cpu_windows(spans: &[Span], base: i64) -> impl Iterator<Item = (i64, i64, i64)> + '_ {
+    let window = move |s: &Span| (s.step, s.start + base, s.end + base);
+    let each: Box<dyn Iterator<Item = (i64, i64, i64)> + '_> = if spans.is_sorted_by_key(|s| s.step)
+    {
+        Box::new(spans.iter().map(window))
+    } else {
+        let mut v: Vec<_> = spans.iter().map(window).collect();
+        v.sort_by_key(|w| w.0);
+        Box::new(v.into_iter())
+    };
+    let mut each = each.peekable();
+    std::iter::from_fn(move || {
+        let (step, mut a, mut b) = each.next()?;
+        while let Some((_, x, y)) = each.next_if(|w| w.0 == step) {
+            a = a.min(x);
+            b = b.max(y);
+        }
+        Some((step, a, b))
+    })
 }
 
 /// Steps written a chunk at a time, so that the table's rows are never all in memory.
@@ -299,11 +331,11 @@ const STEP_CHUNK: usize = 1 << 16;
 /// part and its rows.
 fn write_steps(
     path: &Path,
-    rows: Vec<StepRow>,
+    rows: impl Iterator<Item = StepRow>,
     set: &StepSet,
 ) -> Result<(Option<(PathBuf, u64)>, u64)> {
     let mut w = crate::writer::TableWriter::new(&STEPS, path.to_path_buf());
-    let (mut rows, mut set) = (rows.into_iter().peekable(), set.iter().peekable());
+    let (mut rows, mut set) = (rows.peekable(), set.iter().peekable());
     let (mut chunk, mut count) = (Vec::new(), 0u64);
     loop {
         let from_set = |s: i64| StepRow {

@@ -4,7 +4,6 @@
 
 use crate::file::RankSource;
 use crate::format::Format;
-use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 
 use serde_json::Value;
@@ -142,7 +141,7 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
     let out = SinkOut {
         written: w.close()?.into_iter().collect(),
         diag: Default::default(),
-        steps: BTreeMap::new(),
+        steps: Default::default(),
         counts: Counts::default(),
         vendor_hint: None,
     };

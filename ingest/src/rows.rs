@@ -3,7 +3,10 @@
 //! Strings (kernel names, shapes) repeat millions of times, so rows hold `u32` ids into the
 //! batch's `Interner`; the sink re-maps them into its own table once per distinct string.
 
-use rustc_hash::FxHashMap;
+use std::hash::Hasher;
+
+use hashbrown::HashTable;
+use rustc_hash::{FxHashMap, FxHasher};
 
 use crate::classify::{Category, Kind};
 use crate::diag::Diagnostics;
@@ -11,9 +14,13 @@ use crate::diag::Diagnostics;
 /// Distinct strings of a batch.
 #[derive(Default, Debug, Clone)]
 pub(crate) struct Interner {
-    pub strings: Vec<String>,
-    /// Keyed by bytes, so a reader can look a raw JSON string up before validating it.
-    map: FxHashMap<Box<[u8]>, u32>,
+    /// Boxed, not `String`: 8 bytes less a string, and many are one step's name each.
+    pub strings: Vec<Box<str>>,
+    /// The id of every string, found by its bytes (so a reader can look a raw JSON string up
+    /// before validating it). Ids alone, hashed from `strings`: a map keyed by a copy of each
+    /// string held 40 bytes and an allocation more per string, which on traces of very many
+    /// steps (a `ProfilerStep#N` name each) was the largest part of what grew with the trace.
+    ids: HashTable<u32>,
     /// Shape texts seen in another layout than the canonical one → the canonical text's id.
     shape_layouts: FxHashMap<Box<[u8]>, u32>,
 }
@@ -24,15 +31,19 @@ impl Interner {
             return i;
         }
         let i = self.strings.len() as u32;
-        self.strings.push(s.to_string());
-        self.map.insert(s.as_bytes().into(), i);
+        self.strings.push(s.into());
+        let strings = &self.strings;
+        let rehash = |&j: &u32| hash(strings[j as usize].as_bytes());
+        self.ids.insert_unique(hash(s.as_bytes()), i, rehash);
         i
     }
 
     /// The id of a string already interned with these bytes (which are then valid UTF-8).
     #[inline]
     pub(crate) fn find(&self, s: &[u8]) -> Option<u32> {
-        self.map.get(s).copied()
+        let strings = &self.strings;
+        let same = |&j: &u32| strings[j as usize].as_bytes() == s;
+        self.ids.find(hash(s), same).copied()
     }
 
     /// The id of a shape column's raw JSON text (`Input Dims`…), interned in its canonical
@@ -72,6 +83,14 @@ impl Interner {
             ..Interner::default()
         }
     }
+}
+
+/// The hash the interner finds a string's id by.
+#[inline]
+fn hash(s: &[u8]) -> u64 {
+    let mut h = FxHasher::default();
+    h.write(s);
+    h.finish()
 }
 
 /// How a GPU activity got its step.

@@ -10,6 +10,7 @@
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use arrow_array::{ArrayRef, RecordBatch};
 use rayon::prelude::*;
@@ -24,7 +25,9 @@ use crate::schema::{Table, CPU_OPS, GPU_ACTIVITIES};
 use crate::writer::{i64_array, opt_i64_array, Cols, TableWriter};
 
 mod keys;
+mod steps;
 pub(crate) use keys::{sort_keys, Key};
+pub(crate) use steps::{Fresh, StepAgg, StepAggs};
 
 /// Rows buffered per table before they are written as one Arrow batch.
 pub(crate) const FLUSH_ROWS: usize = 1 << 17;
@@ -61,15 +64,6 @@ impl Parts {
     }
 }
 
-/// GPU window of one step.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct StepAgg {
-    pub start: Option<i64>,
-    pub end: Option<i64>,
-    pub activities: u64,
-    pub kernels: u64,
-}
-
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Counts {
     pub gpu: u64,
@@ -101,28 +95,11 @@ impl Counts {
     }
 }
 
-/// Adds the GPU windows of `from` (other rows of the same file) to `into`.
-pub(crate) fn add_steps(
-    into: &mut BTreeMap<Option<i64>, StepAgg>,
-    from: BTreeMap<Option<i64>, StepAgg>,
-) {
-    for (step, a) in from {
-        let agg = into.entry(step).or_default();
-        agg.start = match (agg.start, a.start) {
-            (Some(x), Some(y)) => Some(x.min(y)),
-            (x, y) => x.or(y),
-        };
-        agg.end = agg.end.max(a.end);
-        agg.activities += a.activities;
-        agg.kernels += a.kernels;
-    }
-}
-
 pub(crate) struct Sink {
-    strings: Interner,
+    /// Shared with the other table's sink in a settle (`with_strings`): one copy of strings
+    /// that grow with the trace (a `ProfilerStep#N` name a step), not one a table.
+    strings: Arc<Interner>,
     gpu_buf: Vec<GpuRow>,
-    /// Scratch for the rows a GPU flush writes.
-    gpu_out: Vec<GpuRow>,
     /// The sort key of every buffered GPU row (see `sort_keys`), and scratch for sorting.
     keys: Vec<Key>,
     scratch: Vec<Key>,
@@ -130,7 +107,7 @@ pub(crate) struct Sink {
     gpu_w: TableWriter,
     cpu_w: TableWriter,
     pub diag: Diagnostics,
-    pub steps: BTreeMap<Option<i64>, StepAgg>,
+    pub steps: StepAggs,
     /// Start of the last activity written per (device, stream).
     last_written: FxHashMap<(i64, i64), i64>,
     pub counts: Counts,
@@ -140,7 +117,7 @@ pub(crate) struct Sink {
 pub(crate) struct SinkOut {
     pub written: Vec<(PathBuf, u64)>,
     pub diag: Diagnostics,
-    pub steps: BTreeMap<Option<i64>, StepAgg>,
+    pub steps: StepAggs,
     pub counts: Counts,
     /// `cuda` or `rocm` from runtime API names (`cudaLaunchKernel` / `hipLaunchKernel`).
     pub vendor_hint: Option<&'static str>,
@@ -151,7 +128,7 @@ impl SinkOut {
     pub(crate) fn merge(mut self, o: SinkOut) -> SinkOut {
         self.written.extend(o.written);
         self.diag.merge(o.diag);
-        add_steps(&mut self.steps, o.steps);
+        self.steps.merge(o.steps);
         self.counts.add(o.counts);
         self.vendor_hint = self.vendor_hint.or(o.vendor_hint);
         self
@@ -179,29 +156,28 @@ pub(crate) fn vendor_hint(strings: &Interner) -> Option<&'static str> {
 
 impl Sink {
     pub(crate) fn new(parts: &Parts) -> Sink {
-        Sink::with_strings(parts, Interner::default())
+        Sink::with_strings(parts, Arc::default())
     }
 
     /// A sink whose string ids are those of `strings` (see `add_rows`).
-    pub(crate) fn with_strings(parts: &Parts, strings: Interner) -> Sink {
+    pub(crate) fn with_strings(parts: &Parts, strings: Arc<Interner>) -> Sink {
         Sink {
             strings,
             gpu_buf: Vec::new(),
-            gpu_out: Vec::new(),
             keys: Vec::new(),
             scratch: Vec::new(),
             cpu_buf: Vec::new(),
             gpu_w: TableWriter::new(&GPU_ACTIVITIES, parts.path(&GPU_ACTIVITIES)),
             cpu_w: TableWriter::new(&CPU_OPS, parts.path(&CPU_OPS)),
             diag: Diagnostics::default(),
-            steps: BTreeMap::new(),
+            steps: StepAggs::default(),
             last_written: FxHashMap::default(),
             counts: Counts::default(),
         }
     }
 
     pub(crate) fn add(&mut self, batch: Batch) -> Result<()> {
-        let (gpu, cpu, diag) = batch.remap(&mut self.strings);
+        let (gpu, cpu, diag) = batch.remap(Arc::make_mut(&mut self.strings));
         self.add_rows(gpu, cpu, diag)
     }
 
@@ -214,6 +190,7 @@ impl Sink {
     ) -> Result<()> {
         self.diag.merge(diag);
         self.push_gpu(gpu);
+        room(&mut self.cpu_buf, cpu.len());
         self.cpu_buf.extend(cpu);
         if self.gpu_buf.len() >= SINK_ROWS {
             self.flush_gpu(false)?;
@@ -242,47 +219,44 @@ impl Sink {
 
     /// Sorts the buffer per stream, clips same-stream overlaps and writes all but the last
     /// activity of each stream (kept to be clipped against the next buffer), unless `last`.
+    /// Rows are written from the buffer with their clipped ends beside them (`Written`):
+    /// a copy of the buffer's rows was 60 MB of the peak.
     fn flush_gpu(&mut self, last: bool) -> Result<()> {
         sort_keys(&mut self.keys, &mut self.scratch);
-        // Buffers are reused across flushes: fresh multi-megabyte vectors cost page faults.
-        let mut out = std::mem::take(&mut self.gpu_out);
-        let mut keep = Vec::new();
+        let buf = std::mem::take(&mut self.gpu_buf);
         let keys = std::mem::take(&mut self.keys);
+        let mut out: Vec<(&GpuRow, i64)> = Vec::with_capacity(keys.len());
+        let mut keep = Vec::new();
         let mut prev_key = None;
         for (j, k) in keys.iter().enumerate() {
-            // The collective box moves; every other field is plain data.
-            let src = &mut self.gpu_buf[k.4 as usize];
-            let coll = src.coll.take();
-            let mut r = GpuRow {
-                coll,
-                ..src.clone()
-            };
+            let r = &buf[k.4 as usize];
             let key = (r.device, r.stream);
             if prev_key != Some(key) {
                 prev_key = Some(key);
-                out_of_order(&mut self.diag, &self.strings, &self.last_written, &r);
+                out_of_order(&mut self.diag, &self.strings, &self.last_written, r);
             }
             match keys.get(j + 1) {
                 Some(next) if (next.0, next.1) == key => {
-                    r.end = clipped(&mut self.diag, &self.strings, &r, next.2);
-                    out.push(r);
+                    out.push((r, clipped(&mut self.diag, &self.strings, r, next.2)));
                 }
-                _ if !last => keep.push(r),
-                _ => out.push(r),
+                _ if !last => keep.push(r.clone()),
+                _ => out.push((r, r.end)),
             }
         }
+        let res = self.write_gpu(&out);
+        drop(out);
         self.keys = keys;
         self.keys.clear();
+        self.gpu_buf = buf;
         self.gpu_buf.clear();
         self.push_gpu(keep);
-        let res = self.write_gpu(&out);
-        out.clear();
-        self.gpu_out = out;
         res
     }
 
     /// Buffers GPU rows with their sort keys, taken while the rows are in cache.
     fn push_gpu(&mut self, rows: Vec<GpuRow>) {
+        room(&mut self.keys, rows.len());
+        room(&mut self.gpu_buf, rows.len());
         let at = self.gpu_buf.len();
         let keys = rows.iter().enumerate();
         let keys = keys.map(|(i, r)| (r.device, r.stream, r.start, r.raw_end, (at + i) as u32));
@@ -290,13 +264,13 @@ impl Sink {
         self.gpu_buf.extend(rows);
     }
 
-    fn write_gpu(&mut self, rows: &[GpuRow]) -> Result<()> {
+    fn write_gpu(&mut self, rows: &[(&GpuRow, i64)]) -> Result<()> {
         self.tally_gpu(rows);
         write_chunks(&mut self.gpu_w, rows, |c| gpu_batch(c, &self.strings))
     }
 
     /// Steps, counts and the last start per stream.
-    fn tally_gpu(&mut self, rows: &[GpuRow]) {
+    fn tally_gpu(&mut self, rows: &[(&GpuRow, i64)]) {
         let last_written = &mut self.last_written;
         tally_gpu(rows, &mut self.steps, &mut self.counts, |stream, start| {
             last_written.insert(stream, start);
@@ -312,6 +286,17 @@ impl Sink {
         let res = write_chunks(&mut self.cpu_w, &self.cpu_buf, |c| cpu_batch(c, strings));
         self.cpu_buf.clear();
         res
+    }
+}
+
+/// Makes room in `v` for `more` rows: at first for a flush's rows and an eighth more (a
+/// batch's rows fit), not for the next power of two. Why: a buffer that doubles past
+/// `SINK_ROWS` holds twice what a flush writes, 35 MB of the peak in the GPU and CPU
+/// buffers together. A larger batch still fits: it grows the buffer to what it needs.
+fn room<T>(v: &mut Vec<T>, more: usize) {
+    if v.len() + more > v.capacity() {
+        let want = (v.len() + more).max(SINK_ROWS + SINK_ROWS / 8);
+        v.reserve_exact(want - v.len());
     }
 }
 
@@ -388,7 +373,7 @@ pub(crate) fn out_of_order(
 /// row; `written` gets each run's stream and the start of its last row.
 pub(crate) fn tally_gpu<W: Written>(
     rows: &[W],
-    steps: &mut BTreeMap<Option<i64>, StepAgg>,
+    steps: &mut StepAggs,
     counts: &mut Counts,
     mut written: impl FnMut((i64, i64), i64),
 ) {
@@ -396,6 +381,7 @@ pub(crate) fn tally_gpu<W: Written>(
         let (a, b) = (a.row(), b.row());
         (a.device, a.stream, a.step) == (b.device, b.stream, b.step)
     };
+    let mut fresh = Fresh::default();
     for run in rows.chunk_by(same) {
         let (first, last) = (run[0].row(), run[run.len() - 1].row());
         written((first.device, first.stream), last.start);
@@ -406,15 +392,12 @@ pub(crate) fn tally_gpu<W: Written>(
             .expect("runs are not empty");
         let end = run.iter().map(W::end).max().expect("runs are not empty");
         let kernels = run.iter().filter(|r| r.row().kind == Kind::Kernel).count() as u64;
-        let agg = steps.entry(first.step).or_default();
-        agg.start = Some(agg.start.map_or(start, |s| s.min(start)));
-        agg.end = Some(agg.end.map_or(end, |e| e.max(end)));
-        agg.activities += run.len() as u64;
-        agg.kernels += kernels;
+        fresh.note(first.step, (start, end), run.len() as u64, kernels);
         counts.kernels += kernels;
         *counts.devices.entry(first.device).or_default() += run.len() as u64;
         counts.span(start, end);
     }
+    steps.absorb(fresh);
     counts.gpu += rows.len() as u64;
 }
 

@@ -150,11 +150,12 @@ fn settle_in_sinks(s: Spilled, links: &Links, base: i64, parts: &Parts) -> Resul
         base,
         comm_ops: &comm_ops,
     };
+    let strings = Arc::new(strings);
     let mut gpu_sink = Sink::with_strings(parts, strings.clone());
     let mut cpu_sink = Sink::with_strings(parts, strings.clone());
     cpu_sink.diag.merge(diag);
     let st = &settler;
-    let strings = &strings;
+    let strings = &*strings;
     // On the current rayon pool, not on threads of their own: the sinks encode their columns
     // on it too (`writer::Open`), and `--jobs` bounds all of it.
     let t0 = std::time::Instant::now();

@@ -1,6 +1,5 @@
 //! The `cpu_ops` table of the settle in groups: row groups built at once, in steps.
 
-use std::collections::BTreeMap;
 use std::ops::Range;
 
 use rayon::prelude::*;
@@ -104,7 +103,7 @@ pub(in crate::kineto::pending) fn cpu_table(
     Ok(SinkOut {
         written: w.close()?.into_iter().collect(),
         diag,
-        steps: BTreeMap::new(),
+        steps: Default::default(),
         counts,
         vendor_hint: None,
     })

@@ -1,6 +1,5 @@
 //! The `gpu_activities` table of the settle in groups: each flush of the sink on the pool.
 
-use std::collections::BTreeMap;
 use std::ops::Range;
 
 use arrow_array::RecordBatch;
@@ -14,7 +13,7 @@ use crate::error::Result;
 use crate::kineto::links::StepCache;
 use crate::rows::GpuRow;
 use crate::schema::GPU_ACTIVITIES;
-use crate::sink::{self, Counts, Key, SinkOut, StepAgg, ARROW_ROWS, SINK_ROWS};
+use crate::sink::{self, Counts, Key, SinkOut, StepAggs, ARROW_ROWS, SINK_ROWS};
 use crate::writer::{Chain, TableWriter};
 
 /// One flush of the GPU sink: the records of the batches it took, the rows it held back
@@ -127,18 +126,13 @@ struct Carry {
 
 /// What one piece of a flush gives: its Arrow batch (none when it writes no row), findings,
 /// the steps' windows and counts.
-type Piece = (
-    Option<RecordBatch>,
-    Diagnostics,
-    BTreeMap<Option<i64>, StepAgg>,
-    Counts,
-);
+type Piece = (Option<RecordBatch>, Diagnostics, StepAggs, Counts);
 
 /// Writes the `gpu_activities` table: each flush of the sink done on the pool, while the
 /// next one's records are settled and the last one's batches encoded.
 pub(in crate::kineto::pending) fn gpu_table(recs: Records, cx: &Ctx) -> Result<SinkOut> {
     let mut w = TableWriter::new(&GPU_ACTIVITIES, cx.parts.path(&GPU_ACTIVITIES));
-    let (mut diag, mut steps, mut counts): (Diagnostics, _, Counts) = Default::default();
+    let (mut diag, mut steps, mut counts): (Diagnostics, StepAggs, Counts) = Default::default();
     let flushes = gpu_flushes(&recs.ix);
     if recs.rows > 0 {
         w.open(sink::gpu_batch::<GpuRow>(&[], cx.strings).schema())?;
@@ -196,7 +190,7 @@ pub(in crate::kineto::pending) fn gpu_table(recs: Records, cx: &Ctx) -> Result<S
         for (b, d, s, c) in pieces {
             encode.extend(b);
             diag.merge(d);
-            sink::add_steps(&mut steps, s);
+            steps.merge(s);
             counts.add(c);
         }
         carry = next_carry;

@@ -1,0 +1,255 @@
+//! The GPU window of every step (first start, last end, activities, kernels), kept as one
+//! sorted vector of 40-byte entries.
+//!
+//! Why not a `BTreeMap<Option<i64>, StepAgg>`: a trace of very many steps (up to the million
+//! step annotations a file may hold, `kineto::links::MAX_STEP_SPANS`) held about 120 bytes a
+//! step in the map's nodes, the largest part of what grew with the trace (docs/PERFORMANCE.md,
+//! "Peak RSS at any file size"). Steps arrive mostly in increasing order (a flush's rows are
+//! sorted by stream, and each stream's steps follow time), so a flush's windows are merged
+//! into the vector from the back, in place: O(what they touch) in the usual case, never
+//! quadratic, and no second vector.
+
+/// GPU window of one step.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct StepAgg {
+    pub start: Option<i64>,
+    pub end: Option<i64>,
+    pub activities: u64,
+    pub kernels: u64,
+}
+
+/// One step's window: rows of a step always have a start and an end.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Slot {
+    step: i64,
+    start: i64,
+    end: i64,
+    activities: u64,
+    kernels: u64,
+}
+
+impl Slot {
+    fn add(&mut self, o: &Slot) {
+        self.start = self.start.min(o.start);
+        self.end = self.end.max(o.end);
+        self.activities += o.activities;
+        self.kernels += o.kernels;
+    }
+
+    fn agg(&self) -> StepAgg {
+        StepAgg {
+            start: Some(self.start),
+            end: Some(self.end),
+            activities: self.activities,
+            kernels: self.kernels,
+        }
+    }
+}
+
+/// The GPU windows of a file's steps, in step order (the rows of no step first).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct StepAggs {
+    /// The rows of no step.
+    none: Option<Slot>,
+    /// Sorted by step, one entry a step.
+    slots: Vec<Slot>,
+}
+
+/// Windows being noted (`note`), added to a `StepAggs` at once by `StepAggs::absorb`.
+#[derive(Debug, Default)]
+pub(crate) struct Fresh {
+    /// The rows of no step.
+    none: Option<Slot>,
+    slots: Vec<Slot>,
+}
+
+impl Fresh {
+    /// Notes a run of `activities` rows of `step` from `start` to `end`, `kernels` of them
+    /// kernels.
+    pub(crate) fn note(
+        &mut self,
+        step: Option<i64>,
+        (start, end): (i64, i64),
+        activities: u64,
+        kernels: u64,
+    ) {
+        let slot = Slot {
+            step: step.unwrap_or(0),
+            start,
+            end,
+            activities,
+            kernels,
+        };
+        match step {
+            Some(_) => self.slots.push(slot),
+            None => add_to(&mut self.none, &slot),
+        }
+    }
+}
+
+/// Adds `s` to the window `to`, if there is one yet.
+fn add_to(to: &mut Option<Slot>, s: &Slot) {
+    match to {
+        Some(n) => n.add(s),
+        None => *to = Some(*s),
+    }
+}
+
+impl StepAggs {
+    /// Every window, in step order: the rows of no step first (`None` sorts first).
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (Option<i64>, StepAgg)> + '_ {
+        let none = self.none.iter().map(|s| (None, s.agg()));
+        none.chain(self.slots.iter().map(|s| (Some(s.step), s.agg())))
+    }
+
+    /// Adds the windows of other rows of the same file.
+    pub(crate) fn merge(&mut self, o: StepAggs) {
+        if let Some(n) = o.none {
+            add_to(&mut self.none, &n);
+        }
+        self.absorb_sorted(o.slots);
+    }
+
+    /// Adds the windows noted in `fresh`.
+    pub(crate) fn absorb(&mut self, fresh: Fresh) {
+        if let Some(n) = fresh.none {
+            add_to(&mut self.none, &n);
+        }
+        let mut slots = fresh.slots;
+        // Stable, so that equal steps are added in the order noted (the sums do not care).
+        slots.sort_by_key(|s| s.step);
+        slots.dedup_by(|b, a| {
+            let same = a.step == b.step;
+            if same {
+                a.add(b);
+            }
+            same
+        });
+        self.absorb_sorted(slots);
+    }
+
+    /// Adds `fresh` (sorted by step, one entry a step), merging from the back in place.
+    fn absorb_sorted(&mut self, fresh: Vec<Slot>) {
+        let Some(first) = fresh.first() else {
+            return;
+        };
+        // Only the entries from the first fresh step on take part.
+        let lo = self.slots.partition_point(|s| s.step < first.step);
+        let old = self.slots.len();
+        // Steps not there yet (both sides are sorted).
+        let (mut i, mut new) = (lo, 0);
+        for f in &fresh {
+            while i < old && self.slots[i].step < f.step {
+                i += 1;
+            }
+            if i < old && self.slots[i].step == f.step {
+                i += 1;
+            } else {
+                new += 1;
+            }
+        }
+        self.slots.resize(old + new, Slot::default());
+        // Largest first, each entry moved once: `w` is where the next largest goes.
+        let (mut i, mut w) = (old, old + new);
+        for f in fresh.iter().rev() {
+            while i > lo && self.slots[i - 1].step > f.step {
+                i -= 1;
+                w -= 1;
+                self.slots[w] = self.slots[i];
+            }
+            w -= 1;
+            if i > lo && self.slots[i - 1].step == f.step {
+                i -= 1;
+                let mut s = self.slots[i];
+                s.add(f);
+                self.slots[w] = s;
+            } else {
+                self.slots[w] = *f;
+            }
+        }
+        debug_assert_eq!(w, i, "what is left below is in place");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A run of rows: step, start, end, activities, kernels.
+    type Run = (Option<i64>, i64, i64, u64, u64);
+
+    /// The map these windows replaced: the reference.
+    fn by_map(runs: &[Vec<Run>]) -> Vec<(Option<i64>, StepAgg)> {
+        let mut m: BTreeMap<Option<i64>, StepAgg> = BTreeMap::new();
+        for &(step, start, end, acts, kernels) in runs.iter().flatten() {
+            let a = m.entry(step).or_default();
+            a.start = Some(a.start.map_or(start, |s| s.min(start)));
+            a.end = Some(a.end.map_or(end, |e| e.max(end)));
+            a.activities += acts;
+            a.kernels += kernels;
+        }
+        m.into_iter().collect()
+    }
+
+    fn fresh(runs: &[Run]) -> Fresh {
+        let mut f = Fresh::default();
+        for &(step, start, end, acts, kernels) in runs {
+            f.note(step, (start, end), acts, kernels);
+        }
+        f
+    }
+
+    fn run() -> impl Strategy<Value = Run> {
+        let step = prop_oneof![1 => Just(None), 8 => (-3i64..60).prop_map(Some)];
+        (step, 0i64..1000, 0i64..1000, 1u64..5, 0u64..5)
+            .prop_map(|(s, a, d, n, k)| (s, a, a + d, n, k.min(n)))
+    }
+
+    proptest! {
+        /// Flushes in any order of steps (mostly increasing, as in a trace, or not) give what
+        /// the map gave, whether each is absorbed or merged as a `StepAggs` of its own.
+        #[test]
+        fn windows_equal_a_map(
+            flushes in proptest::collection::vec(proptest::collection::vec(run(), 0..40), 0..12),
+            merged in any::<bool>(),
+        ) {
+            let mut got = StepAggs::default();
+            for f in &flushes {
+                if merged {
+                    let mut piece = StepAggs::default();
+                    piece.absorb(fresh(f));
+                    got.merge(piece);
+                } else {
+                    got.absorb(fresh(f));
+                }
+            }
+            let want = by_map(&flushes);
+            prop_assert_eq!(got.iter().collect::<Vec<_>>(), want);
+        }
+    }
+
+    #[test]
+    fn steps_after_the_last_are_appended_and_earlier_ones_merged_in() {
+        let mut s = StepAggs::default();
+        s.absorb(fresh(&[(Some(5), 10, 20, 1, 1), (Some(7), 30, 40, 2, 0)]));
+        s.absorb(fresh(&[(Some(9), 50, 60, 1, 0), (Some(6), 22, 25, 1, 1)]));
+        s.absorb(fresh(&[(Some(5), 5, 12, 3, 3), (None, 1, 2, 1, 0)]));
+        let steps: Vec<_> = s
+            .iter()
+            .map(|(k, a)| (k, a.start, a.end, a.activities))
+            .collect();
+        assert_eq!(
+            steps,
+            [
+                (None, Some(1), Some(2), 1),
+                (Some(5), Some(5), Some(20), 4),
+                (Some(6), Some(22), Some(25), 1),
+                (Some(7), Some(30), Some(40), 2),
+                (Some(9), Some(50), Some(60), 1),
+            ]
+        );
+    }
+}
