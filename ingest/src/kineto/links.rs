@@ -317,7 +317,8 @@ impl Links {
 
     /// The lookup of `launches` (`finish_spans`), each given the step of its time.
     pub(crate) fn launch_steps(&self, launches: LaunchLog) -> std::io::Result<LaunchSteps> {
-        LaunchSteps::build(launches, |pid, ts| self.step_at(pid, ts))
+        let mut cache = StepCache::default();
+        LaunchSteps::build(launches, |pid, ts| self.step_at_cached(&mut cache, pid, ts))
     }
 
     /// Keeps the lookup that `launch_step` answers from.
