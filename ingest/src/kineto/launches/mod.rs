@@ -9,7 +9,7 @@
 //! So the walk appends them, in file order, to a `Spool` (an unnamed temporary file in the
 //! staging directory; a small trace writes none), and once the spans are known
 //! [`LaunchSteps::build`] reads them back a chunk at a time into a compact correlation → step
-//! lookup. Held in memory, that lookup still grew by ~1 MB per GB of the fsdp2 trace and
+//! lookup, on one thread (~15 ms a GB; the GPU table of the settle waits for it). Held in memory, that lookup still grew by ~1 MB per GB of the fsdp2 trace and
 //! ~2.3 MB per GB of the rocm mix (an fsdp2-like trace would pass 256 MB of peak RSS at
 //! ~65 GB); now its blocks go to a second unnamed file in the staging directory once they
 //! pass `HELD_MAX` (1 MiB), and only the index (block → offset and size in the file) stays.
@@ -176,10 +176,10 @@ impl LaunchSteps {
     ///
     /// On the calling thread alone: on 16 cores the Kineto settle builds it beside the CPU
     /// table, whose row groups fill the pool, and a build on the pool (each chunk's steps
-    /// and sort split into tasks) waited for them: 100–165 ms for a 1 GiB file, 5 to 10 times
-    /// its CPU time. Serial, with the steps cached and the sort replaced by bucketing into
-    /// blocks (`block::group`), it takes ~31 ms of one core of the development VM for that
-    /// file (docs/PERFORMANCE.md).
+    /// and sort split into tasks) waited for them: 100–165 ms for a 1 GiB file, against
+    /// ~31 ms alone. Serial, with the steps cached and the sort replaced by bucketing into
+    /// blocks (`block::group`), it takes ~15 ms of one core for that file, where the build
+    /// on the pool cost 48 ms of CPU (docs/PERFORMANCE.md).
     pub(crate) fn build(
         log: LaunchLog,
         step: impl FnMut(i64, i64) -> Option<i64>,

@@ -26,7 +26,7 @@
 //!   of one Arrow batch each, built in parallel and joined in order. The next flush's records
 //!   are read and settled meanwhile, and the last flush's batches encoded (`writer::Chain`).
 //!   The launches' lookup, which only GPU rows ask, is built while the CPU rows are
-//!   (`settle.rs`).
+//!   (`settle.rs`), on one thread: not on the pool that the CPU row groups fill.
 //!
 //! Findings are merged in file order (those with no offset keep the first example, as
 //! before); the steps' windows and counts are sums, minima and maxima, so the pieces add up
