@@ -48,9 +48,8 @@ pub(crate) fn settle(
     settle_in_sinks(s, links, base, parts)
 }
 
-/// The settle on many cores (`groups`): the GPU table's first flush but for its steps
-/// while the launches' lookup is built (serially, on the thread that runs the join's first
-/// half), the rest of the GPU table once it is; the CPU table meanwhile.
+/// The settle on many cores (`groups`): the GPU table once the launches' lookup is built
+/// (serially, on the thread that runs the join's first half), the CPU table meanwhile.
 fn settle_in_groups(
     s: Spilled,
     links: &Links,
@@ -76,20 +75,12 @@ fn settle_in_groups(
     let t0 = std::time::Instant::now();
     let ((g, steps, t_steps), c) = rayon::join(
         || {
-            // The lookup on this thread; the GPU table's first flush meanwhile, but for its
-            // steps (`gpu_early`: its lookup is not asked).
-            let none = LaunchSteps::default();
-            let early = |cx: &groups::Ctx| groups::gpu_early(&gpu, cx);
-            let (steps, early) = rayon::join(
-                || links.launch_steps(launches),
-                || in_ctx(links, &none, base, comm_ops, strings, parts, early),
-            );
-            let steps = match steps {
+            let steps = match links.launch_steps(launches) {
                 Ok(steps) => steps,
                 Err(e) => return (None, Err(e), t0.elapsed()),
             };
             let t_steps = t0.elapsed();
-            let table = |cx: &groups::Ctx| groups::gpu_table(gpu, cx, early?);
+            let table = |cx: &groups::Ctx| groups::gpu_table(gpu, cx);
             let out = in_ctx(links, &steps, base, comm_ops, strings, parts, table);
             (Some((out, t0.elapsed())), Ok(steps), t_steps)
         },
@@ -370,18 +361,9 @@ impl Settler<'_> {
         strings: &Interner,
         diag: &mut Diagnostics,
     ) -> GpuRow {
-        let mut row = self.gpu_unstepped(r);
-        (row.step, row.step_source) = self.gpu_step(r, row.correlation, strings, diag);
-        row
-    }
-
-    /// The row of `r` but for its step (no step, `StepSource::None`), which the launches'
-    /// lookup gives: `gpu_step` then gives it, with its findings (the only ones a GPU row's
-    /// settle has).
-    pub(super) fn gpu_unstepped(&self, r: &GpuRec) -> GpuRow {
         let f = r.flags;
         let correlation = get(r.correlation, G_CORR, f);
-        let (step, step_source) = (None, StepSource::None);
+        let (step, step_source) = self.gpu_step(r, correlation, strings, diag);
         let start = r.start + self.base;
         let raw_end = r.raw_end + self.base;
         let coll = (f & G_COLL != 0).then(|| {
@@ -421,7 +403,7 @@ impl Settler<'_> {
 
     /// The step of the launch (by correlation), else of the GPU time, with the findings. In a
     /// trace without step spans, the activity's own `args.step` where it has one.
-    pub(super) fn gpu_step(
+    fn gpu_step(
         &self,
         r: &GpuRec,
         corr: Option<i64>,

@@ -65,26 +65,17 @@ struct New {
     diag: Diagnostics,
 }
 
-/// The first rows of each piece of `SETTLE_ROWS` of flush `f`'s new rows.
-fn settle_pieces(f: &Flush) -> Vec<u64> {
-    (f.new.start..f.new.end).step_by(SETTLE_ROWS).collect()
-}
-
-/// Settles the new rows of flush `f`; without their steps (`Settler::gpu_unstepped`) unless
-/// `stepped`.
-fn settle_gpu(f: &Flush, recs: &Records, cx: &Ctx, stepped: bool) -> Result<New> {
+/// Settles the new rows of flush `f`.
+fn settle_gpu(f: &Flush, recs: &Records, cx: &Ctx) -> Result<New> {
     let step = SETTLE_ROWS as u64;
-    let pieces = settle_pieces(f);
+    let pieces: Vec<u64> = (f.new.start..f.new.end).step_by(SETTLE_ROWS).collect();
     let settled = pieces.par_iter().map(|&a| {
         let mut read: Vec<GpuRec> = Vec::new();
         recs.read(a..(a + step).min(f.new.end), &mut read)?;
         let (mut cache, mut diag) = (StepCache::default(), Diagnostics::default());
         let settled = read.iter();
         let rows: Vec<GpuRow> = settled
-            .map(|r| match stepped {
-                true => cx.settler.gpu(&mut cache, r, cx.strings, &mut diag),
-                false => cx.settler.gpu_unstepped(r),
-            })
+            .map(|r| cx.settler.gpu(&mut cache, r, cx.strings, &mut diag))
             .collect();
         // Keys index the flush's buffer: the kept rows first.
         let at = f.kept + (a - f.new.start) as usize;
@@ -106,49 +97,6 @@ fn settle_gpu(f: &Flush, recs: &Records, cx: &Ctx, stepped: bool) -> Result<New>
         new.keys.extend(keys);
     }
     Ok(new)
-}
-
-/// Gives the rows of `new` (flush `f`'s, settled without steps) their steps, with the
-/// findings that settling them with their steps gives, in the same order: each piece's
-/// records read again (from the page cache) and asked of `Settler::gpu_step`.
-fn give_steps(f: &Flush, new: &mut New, recs: &Records, cx: &Ctx) -> Result<()> {
-    let step = SETTLE_ROWS as u64;
-    let pieces = settle_pieces(f)
-        .into_par_iter()
-        .zip(new.rows.par_iter_mut());
-    let diags = pieces.map(|(a, rows)| {
-        let mut read: Vec<GpuRec> = Vec::new();
-        recs.read(a..(a + step).min(f.new.end), &mut read)?;
-        let mut diag = Diagnostics::default();
-        for (r, row) in read.iter().zip(rows.iter_mut()) {
-            (row.step, row.step_source) =
-                cx.settler
-                    .gpu_step(r, row.correlation, cx.strings, &mut diag);
-        }
-        Ok(diag)
-    });
-    let diags: Vec<Result<Diagnostics>> = diags.collect();
-    for d in diags {
-        new.diag.merge(d?);
-    }
-    Ok(())
-}
-
-/// The GPU table's first flush settled but for its steps, its keys sorted and marked: what
-/// it can do before the launches' lookup is built (none for a table without rows).
-pub(in crate::kineto::pending) struct Early(Option<Ready>);
-
-/// `Early`, with a context whose lookup is not asked (`Settler::gpu_unstepped`).
-///
-/// Why: on 16 cores the lookup (~40 ms of one thread beside the CPU table) was the first
-/// stretch of the GPU table's path; the first flush's reading, settling, sort and marks
-/// (~10 ms) now happen beside it.
-pub(in crate::kineto::pending) fn gpu_early(recs: &Records, cx: &Ctx) -> Result<Early> {
-    let Some(f) = gpu_flushes(&recs.ix).into_iter().next() else {
-        return Ok(Early(None));
-    };
-    let new = settle_gpu(&f, recs, cx, false)?;
-    Ok(Early(Some(prepare(&f, new, &[]))))
 }
 
 /// A GPU flush's buffer: the rows kept from the flush before, then the new ones.
@@ -195,11 +143,7 @@ type Piece = (
 /// after them: peak RSS at 16 jobs rose from ~205 to 231–249 MB (1 GiB fsdp2 file). Built
 /// one after the other, the pieces and the next settle hold one flush of rows: 202–211 MB,
 /// at the same speed (docs/PERFORMANCE.md).
-pub(in crate::kineto::pending) fn gpu_table(
-    recs: Records,
-    cx: &Ctx,
-    early: Early,
-) -> Result<SinkOut> {
+pub(in crate::kineto::pending) fn gpu_table(recs: Records, cx: &Ctx) -> Result<SinkOut> {
     let mut w = TableWriter::new(&GPU_ACTIVITIES, cx.parts.path(&GPU_ACTIVITIES));
     let (mut diag, mut steps, mut counts): (Diagnostics, _, Counts) = Default::default();
     let flushes = gpu_flushes(&recs.ix);
@@ -209,11 +153,10 @@ pub(in crate::kineto::pending) fn gpu_table(
     let mut chain = Chain::default();
     // The rows kept back by the flush before, and the last starts it wrote.
     let mut carry = Carry::default();
-    // The first flush as `gpu_early` left it, given its steps.
-    let mut ready = early.0;
-    if let (Some(r), Some(f)) = (&mut ready, flushes.first()) {
-        give_steps(f, &mut r.new, &recs, cx)?;
-    }
+    let mut ready = match flushes.first() {
+        Some(f) => Some(prepare(f, settle_gpu(f, &recs, cx)?, &[])),
+        None => None,
+    };
     // Time on this thread alone (AORTA_TIMING).
     let mut serial = std::time::Duration::ZERO;
     let (t0, mut at) = (std::time::Instant::now(), Vec::new());
@@ -252,7 +195,7 @@ pub(in crate::kineto::pending) fn gpu_table(
         let (prepared, written) = rayon::join(
             || {
                 let f = flushes.get(i + 1)?;
-                let new = settle_gpu(f, &recs, cx, true);
+                let new = settle_gpu(f, &recs, cx);
                 Some(new.map(|new| prepare(f, new, &carry.kept)))
             },
             || chain.write(&mut w, &encode),

@@ -27,9 +27,7 @@
 //!   are read and settled while this flush's batches are encoded (`writer::Chain`): one
 //!   flush of rows in memory at a time (`gpu_table` says why).
 //!   The launches' lookup, which only GPU rows ask, is built while the CPU rows are
-//!   (`settle.rs`), on one thread: not on the pool that the CPU row groups fill. Meanwhile
-//!   the GPU table's first flush is read, settled but for its steps, sorted and marked
-//!   (`gpu_early`); its steps are given once the lookup is built.
+//!   (`settle.rs`), on one thread: not on the pool that the CPU row groups fill.
 //!
 //! Findings are merged in file order (those with no offset keep the first example, as
 //! before); the steps' windows and counts are sums, minima and maxima, so the pieces add up
@@ -147,4 +145,4 @@ mod gpu;
 mod ordered;
 
 pub(super) use cpu::cpu_table;
-pub(super) use gpu::{gpu_early, gpu_table};
+pub(super) use gpu::gpu_table;
