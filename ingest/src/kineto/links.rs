@@ -315,9 +315,12 @@ impl Links {
         std::mem::take(&mut self.launches)
     }
 
-    /// The lookup of `launches` (`finish_spans`), each given the step of its time.
+    /// The lookup of `launches` (`finish_spans`), each given the step of its time: asked in
+    /// file order, where a thread's launches rise in time, so mostly answered by the last
+    /// span (`step_at_cached`; a binary search each was two thirds of the build's steps).
     pub(crate) fn launch_steps(&self, launches: LaunchLog) -> std::io::Result<LaunchSteps> {
-        LaunchSteps::build(launches, |pid, ts| self.step_at(pid, ts))
+        let mut cache = StepCache::default();
+        LaunchSteps::build(launches, |pid, ts| self.step_at_cached(&mut cache, pid, ts))
     }
 
     /// Keeps the lookup that `launch_step` answers from.

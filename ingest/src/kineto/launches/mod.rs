@@ -9,7 +9,7 @@
 //! So the walk appends them, in file order, to a `Spool` (an unnamed temporary file in the
 //! staging directory; a small trace writes none), and once the spans are known
 //! [`LaunchSteps::build`] reads them back a chunk at a time into a compact correlation → step
-//! lookup. Held in memory, that lookup still grew by ~1 MB per GB of the fsdp2 trace and
+//! lookup, on one thread (~15 ms a GB; the GPU table of the settle waits for it). Held in memory, that lookup still grew by ~1 MB per GB of the fsdp2 trace and
 //! ~2.3 MB per GB of the rocm mix (an fsdp2-like trace would pass 256 MB of peak RSS at
 //! ~65 GB); now its blocks go to a second unnamed file in the staging directory once they
 //! pass `HELD_MAX` (1 MiB), and only the index (block → offset and size in the file) stays.
@@ -47,11 +47,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use bytemuck::{Pod, Zeroable};
-use rayon::prelude::*;
-
 use super::spool::Spool;
-use block::{Entry, BLOCK_BITS, OFFSET_MASK};
+use block::{BLOCK_BITS, OFFSET_MASK};
+use bytemuck::{Pod, Zeroable};
 
 /// Encoded blocks held in memory before they move to the lookup's file.
 const HELD_MAX: usize = 1 << 20;
@@ -172,13 +170,19 @@ impl LaunchSteps {
         }
     }
 
-    /// The steps of the launches in `log`, `step(pid, ts)` giving each its step; the log's
-    /// file is read back a chunk at a time, each chunk's steps found and sorted on the
-    /// current rayon pool (serial, ~70 ms a GB was a fifth of one file's settle on 16 cores).
-    /// The blocks' file, if they need one, goes where the log's does.
+    /// The steps of the launches in `log`, `step(pid, ts)` giving each its step (asked in
+    /// file order: a caller may cache its last answer); the log's file is read back a chunk
+    /// at a time. The blocks' file, if they need one, goes where the log's does.
+    ///
+    /// On the calling thread alone: on 16 cores the Kineto settle builds it beside the CPU
+    /// table, whose row groups fill the pool, and a build on the pool (each chunk's steps
+    /// and sort split into tasks) waited for them: 100–165 ms for a 1 GiB file, against
+    /// ~31 ms alone. Serial, with the steps cached and the sort replaced by bucketing into
+    /// blocks (`block::group`), it takes ~15 ms of one core for that file, where the build
+    /// on the pool cost 48 ms of CPU (docs/PERFORMANCE.md).
     pub(crate) fn build(
         log: LaunchLog,
-        step: impl Fn(i64, i64) -> Option<i64> + Sync,
+        step: impl FnMut(i64, i64) -> Option<i64>,
     ) -> io::Result<LaunchSteps> {
         let out =
             LaunchSteps::with_limits(log.dir().map(Into::into), LaunchSteps::default().limits);
@@ -188,9 +192,9 @@ impl LaunchSteps {
     fn fill(
         mut self,
         log: LaunchLog,
-        step: impl Fn(i64, i64) -> Option<i64> + Sync,
+        mut step: impl FnMut(i64, i64) -> Option<i64>,
     ) -> io::Result<LaunchSteps> {
-        log.drain(|chunk| self.add(chunk, &step), |e| e)?;
+        log.drain(|chunk| self.add(chunk, &mut step), |e| e)?;
         self.shrink();
         Ok(self)
     }
@@ -230,10 +234,10 @@ impl LaunchSteps {
     fn add(
         &mut self,
         launches: &[Launch],
-        step: &(impl Fn(i64, i64) -> Option<i64> + Sync),
+        step: &mut impl FnMut(i64, i64) -> Option<i64>,
     ) -> io::Result<()> {
         let v: Vec<(i64, Option<i64>)> = launches
-            .par_iter()
+            .iter()
             .map(|l| (l.corr, step(l.pid, l.ts)))
             .collect();
         self.add_pairs(v, Keep::First)
@@ -267,19 +271,12 @@ impl LaunchSteps {
         if keep == Keep::Last {
             v.reverse();
         }
-        // Stable: of pairs with one correlation, the first (of `v` as it now is) stays.
-        v.par_sort_by_key(|e| e.0);
-        v.dedup_by_key(|e| e.0);
         // The chunk's blocks, encoded one after another, and where each goes in the index.
         let mut bytes = Vec::new();
         let mut placed = Vec::new();
         let mut old = Vec::new();
-        for group in v.chunk_by(|a, b| a.0 >> BLOCK_BITS == b.0 >> BLOCK_BITS) {
-            let key = group[0].0 >> BLOCK_BITS;
-            let mut entries: Vec<Entry> = group
-                .iter()
-                .map(|&(c, s)| ((c & OFFSET_MASK) as u16, s))
-                .collect();
+        // Of pairs with one correlation, the first (of `v` as it now is) stays.
+        for (key, mut entries) in block::group(&v) {
             let at = self.index.binary_search_by_key(&key, |e| e.0).ok();
             if let Some(i) = at {
                 // An earlier chunk reached this block: its pairs came first.

@@ -43,7 +43,7 @@ fn check(
         .map(|&(corr, ts, pid)| Launch { corr, ts, pid })
         .collect();
     for chunk in as_logged.chunks(97) {
-        tiny.add(chunk, &step_of).unwrap();
+        tiny.add(chunk, &mut step_of).unwrap();
     }
     let in_file = matches!(tiny.store, Store::File { .. });
     prop_assert!(launches.is_empty() || in_file, "blocks held in memory");
@@ -234,7 +234,7 @@ fn a_failed_read_of_the_file_is_kept() {
         })
         .collect();
     let mut steps = LaunchSteps::with_limits(None, TINY);
-    steps.add(&launches, &step_of).unwrap();
+    steps.add(&launches, &mut step_of).unwrap();
     assert_eq!(steps.get(3), Some(step_of(0, 1)));
     // The same length, but a file opened for writing only: every read fails.
     let dir = tempfile::tempdir().unwrap();

@@ -17,7 +17,9 @@ use crate::kineto::links::{Links, StepCache};
 ///
 /// `links` has its spans sorted (`Links::finish_spans`), and `launches` are the launches it
 /// took out: their lookup is built here (and kept in `links`), on many cores beside the CPU
-/// rows, which do not need it (`groups`).
+/// rows, which do not need it (`groups`). The build runs on this thread alone (see
+/// `LaunchSteps::build`): while the CPU table's row groups fill the pool, a build split into
+/// tasks waited for them, and the GPU table waited for the build.
 pub(crate) fn settle(
     s: Spilled,
     links: &mut Links,
@@ -46,8 +48,8 @@ pub(crate) fn settle(
     settle_in_sinks(s, links, base, parts)
 }
 
-/// The settle on many cores (`groups`): the GPU table once the launches' lookup is built,
-/// the CPU table meanwhile.
+/// The settle on many cores (`groups`): the GPU table once the launches' lookup is built
+/// (serially, on the thread that runs the join's first half), the CPU table meanwhile.
 fn settle_in_groups(
     s: Spilled,
     links: &Links,

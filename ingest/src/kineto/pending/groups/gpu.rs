@@ -128,8 +128,15 @@ struct Carry {
 /// the steps' windows and counts.
 type Piece = (Option<RecordBatch>, Diagnostics, StepAggs, Counts);
 
-/// Writes the `gpu_activities` table: each flush of the sink done on the pool, while the
-/// next one's records are settled and the last one's batches encoded.
+/// Writes the `gpu_activities` table: each flush of the sink done on the pool, its batches
+/// encoded while the next one's records are settled.
+///
+/// Why not the next flush settled beside this one's pieces (as it was): the table then held
+/// two flushes of rows (~30 MB each) and the batches of two, and since the launches' lookup
+/// takes ~40 ms instead of ~100 the GPU table runs beside the CPU table's row groups, not
+/// after them: peak RSS at 16 jobs rose from ~205 to 231–249 MB (1 GiB fsdp2 file). Built
+/// one after the other, the pieces and the next settle hold one flush of rows: 202–211 MB,
+/// at the same speed (docs/PERFORMANCE.md).
 pub(in crate::kineto::pending) fn gpu_table(recs: Records, cx: &Ctx) -> Result<SinkOut> {
     let mut w = TableWriter::new(&GPU_ACTIVITIES, cx.parts.path(&GPU_ACTIVITIES));
     let (mut diag, mut steps, mut counts): (Diagnostics, StepAggs, Counts) = Default::default();
@@ -144,7 +151,6 @@ pub(in crate::kineto::pending) fn gpu_table(recs: Records, cx: &Ctx) -> Result<S
         Some(f) => Some(prepare(f, settle_gpu(f, &recs, cx)?, &[])),
         None => None,
     };
-    let mut encode: Vec<RecordBatch> = Vec::new();
     // Time on this thread alone (AORTA_TIMING).
     let mut serial = std::time::Duration::ZERO;
     let (t0, mut at) = (std::time::Instant::now(), Vec::new());
@@ -165,39 +171,33 @@ pub(in crate::kineto::pending) fn gpu_table(recs: Records, cx: &Ctx) -> Result<S
             last_written,
         };
         serial += t.elapsed();
-        let ((pieces, prepared), written) = rayon::join(
-            || {
-                rayon::join(
-                    || {
-                        let pieces = r.marks.pieces.par_iter();
-                        let pieces =
-                            pieces.map(|p| piece(&r.keys, p.clone(), &buf, &carry, f.last, cx));
-                        pieces.collect::<Vec<Piece>>()
-                    },
-                    || {
-                        let f = flushes.get(i + 1)?;
-                        let new = settle_gpu(f, &recs, cx);
-                        Some(new.map(|new| prepare(f, new, &next_carry.kept)))
-                    },
-                )
-            },
-            || chain.write(&mut w, &encode),
-        );
-        written?;
+        let pieces = r.marks.pieces.par_iter();
+        let pieces = pieces.map(|p| piece(&r.keys, p.clone(), &buf, &carry, f.last, cx));
+        let pieces: Vec<Piece> = pieces.collect();
         let t = ThreadTime::now();
-        ready = prepared.transpose()?;
-        encode.clear();
+        let mut encode = Vec::with_capacity(pieces.len());
         for (b, d, s, c) in pieces {
             encode.extend(b);
             diag.merge(d);
             steps.merge(s);
             counts.add(c);
         }
+        // This flush's rows are in its batches now: gone before the next flush's come.
+        drop(r);
         carry = next_carry;
         serial += t.elapsed();
+        let (prepared, written) = rayon::join(
+            || {
+                let f = flushes.get(i + 1)?;
+                let new = settle_gpu(f, &recs, cx);
+                Some(new.map(|new| prepare(f, new, &carry.kept)))
+            },
+            || chain.write(&mut w, &encode),
+        );
+        written?;
+        ready = prepared.transpose()?;
         at.push(t0.elapsed().as_millis());
     }
-    chain.write(&mut w, &encode)?;
     chain.finish(&mut w)?;
     if std::env::var_os("AORTA_TIMING").is_some() {
         let n = flushes.len();

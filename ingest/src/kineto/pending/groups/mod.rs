@@ -24,9 +24,10 @@
 //!   them (`mark`); the rest of a flush (clipping, findings, the steps' windows and counts,
 //!   building the Arrow batches straight from the buffer: `sink::Written`) is cut into pieces
 //!   of one Arrow batch each, built in parallel and joined in order. The next flush's records
-//!   are read and settled meanwhile, and the last flush's batches encoded (`writer::Chain`).
+//!   are read and settled while this flush's batches are encoded (`writer::Chain`): one
+//!   flush of rows in memory at a time (`gpu_table` says why).
 //!   The launches' lookup, which only GPU rows ask, is built while the CPU rows are
-//!   (`settle.rs`).
+//!   (`settle.rs`), on one thread: not on the pool that the CPU row groups fill.
 //!
 //! Findings are merged in file order (those with no offset keep the first example, as
 //! before); the steps' windows and counts are sums, minima and maxima, so the pieces add up
