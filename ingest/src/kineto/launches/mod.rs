@@ -9,10 +9,11 @@
 //! So the walk appends them, in file order, to a `Spool` (an unnamed temporary file in the
 //! staging directory; a small trace writes none), and once the spans are known
 //! [`LaunchSteps::build`] reads them back a chunk at a time into a compact correlation → step
-//! lookup, on one thread (~15 ms a GB; the GPU table of the settle waits for it). Held in memory, that lookup still grew by ~1 MB per GB of the fsdp2 trace and
-//! ~2.3 MB per GB of the rocm mix (an fsdp2-like trace would pass 256 MB of peak RSS at
-//! ~65 GB); now its blocks go to a second unnamed file in the staging directory once they
-//! pass `HELD_MAX` (1 MiB), and only the index (block → offset and size in the file) stays.
+//! lookup, on one thread (~15 ms a GB; the GPU table of the settle waits for it). Held in
+//! memory, that lookup still grew by ~1 MB per GB of the fsdp2 trace and ~2.3 MB per GB of
+//! the rocm mix (an fsdp2-like trace would pass 256 MB of peak RSS at ~65 GB); now its
+//! blocks go to a second unnamed file in the staging directory once they pass `HELD_MAX`
+//! (1 MiB), and only the index (block → offset and size in the file) stays.
 //!
 //! The lookup: CUPTI and roctracer number correlations in launch order, so sorted by
 //! correlation the steps form long runs. Ids are grouped in blocks of 4,096; a block keeps
@@ -47,9 +48,10 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
+use bytemuck::{Pod, Zeroable};
+
 use super::spool::Spool;
 use block::{BLOCK_BITS, OFFSET_MASK};
-use bytemuck::{Pod, Zeroable};
 
 /// Encoded blocks held in memory before they move to the lookup's file.
 const HELD_MAX: usize = 1 << 20;
