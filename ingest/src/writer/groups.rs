@@ -1,6 +1,5 @@
 //! Row groups encoded apart from their file, on the pool, and appended to it in order.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
@@ -20,8 +19,10 @@ use crate::error::{IngestError, Result};
 /// writers get the same slices of the same batches, in the same order, that `Open::write`
 /// gives them, so the file is byte for byte the same.
 pub(crate) struct Group {
-    pub(super) cols: Vec<ArrowColumnWriter>,
-    pub(super) fields: arrow_schema::Fields,
+    cols: Vec<ArrowColumnWriter>,
+    fields: arrow_schema::Fields,
+    /// The file's, for errors.
+    path: Arc<str>,
     /// Rows encoded so far.
     pub rows: usize,
 }
@@ -36,10 +37,7 @@ impl Group {
             let f = &fields[i];
             batches.iter().try_for_each(|b| encode(w, f, b.column(i)))
         });
-        res.map_err(|source| IngestError::Parquet {
-            path: String::new(),
-            source,
-        })?;
+        res.map_err(|source| self.err(source))?;
         self.rows += batches.iter().map(RecordBatch::num_rows).sum::<usize>();
         Ok(())
     }
@@ -47,12 +45,18 @@ impl Group {
     /// The encoded column chunks (their last pages compressed in parallel).
     pub(crate) fn close(self) -> Result<Vec<ArrowColumnChunk>> {
         let chunks = self.cols.into_par_iter().map(ArrowColumnWriter::close);
-        chunks
-            .collect::<PResult<_>>()
-            .map_err(|source| IngestError::Parquet {
-                path: String::new(),
-                source,
-            })
+        let chunks = chunks.collect::<PResult<_>>();
+        chunks.map_err(|source| IngestError::Parquet {
+            path: self.path.to_string(),
+            source,
+        })
+    }
+
+    fn err(&self, source: parquet::errors::ParquetError) -> IngestError {
+        IngestError::Parquet {
+            path: self.path.to_string(),
+            source,
+        }
     }
 }
 
@@ -60,7 +64,7 @@ impl Group {
 pub(crate) struct Groups {
     pub(super) factory: Arc<ArrowRowGroupWriterFactory>,
     pub(super) fields: arrow_schema::Fields,
-    pub(super) path: PathBuf,
+    pub(super) path: Arc<str>,
 }
 
 impl Groups {
@@ -68,12 +72,13 @@ impl Groups {
     pub(crate) fn group(&self, index: usize) -> Result<Group> {
         let cols = self.factory.create_column_writers(index);
         let cols = cols.map_err(|source| IngestError::Parquet {
-            path: self.path.display().to_string(),
+            path: self.path.to_string(),
             source,
         })?;
         Ok(Group {
             cols,
             fields: self.fields.clone(),
+            path: self.path.clone(),
             rows: 0,
         })
     }
@@ -117,8 +122,7 @@ impl Chain {
         if self.group.is_none() {
             self.group = Some(w.group()?);
         }
-        let g = self.group.as_mut().expect("set above");
-        g.encode(run).map_err(|e| w.named(e))
+        self.group.as_mut().expect("set above").encode(run)
     }
 
     /// Appends the last row group, if any rows are left in it.

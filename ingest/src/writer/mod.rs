@@ -391,7 +391,7 @@ impl TableWriter {
         Groups {
             factory: w.factory.clone(),
             fields: w.schema.fields().clone(),
-            path: self.path.clone(),
+            path: self.path.display().to_string().into(),
         }
     }
 
@@ -404,8 +404,7 @@ impl TableWriter {
     /// Appends a row group encoded apart, after the ones before it.
     pub(crate) fn append(&mut self, g: Group) -> Result<()> {
         let rows = g.rows;
-        let chunks = g.close().map_err(|e| self.named(e))?;
-        self.append_chunks(chunks, rows)
+        self.append_chunks(g.close()?, rows)
     }
 
     /// Appends the column chunks of a row group of `rows` rows, encoded apart.
@@ -419,14 +418,6 @@ impl TableWriter {
         res.map_err(|e| self.err(e))?;
         self.rows += rows as u64;
         Ok(())
-    }
-
-    /// `e` with this file's path, where it was made without one (`Group`).
-    pub(crate) fn named(&self, e: IngestError) -> IngestError {
-        match e {
-            IngestError::Parquet { path, source } if path.is_empty() => self.err(source),
-            e => e,
-        }
     }
 
     /// Closes the file; `None` when nothing was written.
