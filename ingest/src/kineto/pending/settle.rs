@@ -35,10 +35,9 @@ pub(crate) fn settle(
         ..s
     };
     if groups::fits() {
-        let dir = s.dir.clone();
-        let (out, steps) = settle_in_groups(s, links, launches, base, parts);
-        links.set_launch_steps(steps.map_err(|e| IngestError::io(&dir, e))?);
-        return out;
+        let (out, steps) = settle_in_groups(s, links, launches, base, parts)?;
+        links.set_launch_steps(steps);
+        return Ok(out);
     }
     let steps = links.launch_steps(launches);
     links.set_launch_steps(steps.map_err(|e| IngestError::io(&s.dir, e))?);
@@ -56,7 +55,7 @@ fn settle_in_groups(
     launches: crate::kineto::launches::LaunchLog,
     base: i64,
     parts: &Parts,
-) -> (Result<SinkOut>, std::io::Result<LaunchSteps>) {
+) -> Result<(SinkOut, LaunchSteps)> {
     let Spilled {
         gpu,
         cpu,
@@ -73,16 +72,14 @@ fn settle_in_groups(
     );
     let (comm_ops, strings) = (&comm_ops, &strings);
     let t0 = std::time::Instant::now();
-    let ((g, steps, t_steps), c) = rayon::join(
+    let (g, c) = rayon::join(
         || {
-            let steps = match links.launch_steps(launches) {
-                Ok(steps) => steps,
-                Err(e) => return (None, Err(e), t0.elapsed()),
-            };
+            let steps = links.launch_steps(launches);
+            let steps = steps.map_err(|e| IngestError::io(&dir, e))?;
             let t_steps = t0.elapsed();
             let table = |cx: &groups::Ctx| groups::gpu_table(gpu, cx);
-            let out = in_ctx(links, &steps, base, comm_ops, strings, parts, table);
-            (Some((out, t0.elapsed())), Ok(steps), t_steps)
+            let out = in_ctx(links, &steps, base, comm_ops, strings, parts, table)?;
+            Ok::<_, IngestError>((out, steps, t_steps, t0.elapsed()))
         },
         || {
             // CPU rows ask no launch.
@@ -92,23 +89,16 @@ fn settle_in_groups(
             (out, t0.elapsed())
         },
     );
-    let Some(g) = g else {
-        return (
-            Err(IngestError::io(&dir, std::io::Error::other("launches"))),
-            steps,
-        );
-    };
+    let (g, steps, t_steps, t_gpu) = g?;
     if std::env::var_os("AORTA_TIMING").is_some() {
         eprintln!(
-            "settle: gpu_activities {:.2?} (launch lookup {t_steps:.2?} first), cpu_ops {:.2?}",
-            g.1, c.1
+            "settle: gpu_activities {t_gpu:.2?} (launch lookup {t_steps:.2?} first), cpu_ops {:.2?}",
+            c.1
         );
     }
-    let out = g.0.and_then(|g| Ok(g.merge(c.0?))).map(|mut out| {
-        out.vendor_hint = crate::sink::vendor_hint(strings);
-        out
-    });
-    (out, steps)
+    let mut out = g.merge(c.0?);
+    out.vendor_hint = crate::sink::vendor_hint(strings);
+    Ok((out, steps))
 }
 
 /// Runs one table's settle in groups, its launches answered from `launches`.
