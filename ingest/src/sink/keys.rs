@@ -11,6 +11,11 @@ use rustc_hash::FxHashMap;
 /// then copied once, in order. The index breaks ties, so the order is the stable one.
 pub(crate) type Key = (i64, i64, i64, i64, u32);
 
+/// The key of `r`, row `at` of its buffer.
+pub(crate) fn key(r: &crate::rows::GpuRow, at: usize) -> Key {
+    (r.device, r.stream, r.start, r.raw_end, at as u32)
+}
+
 /// Sorts `keys`. Rows arrive in time order, interleaving streams (hundreds of them in a
 /// rocprof trace), so keys are first grouped by stream (a stable counting sort into
 /// `scratch`) and each stream's run is then only checked, and sorted if it is not in order.

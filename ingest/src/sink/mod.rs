@@ -9,6 +9,7 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -26,7 +27,7 @@ use crate::writer::{i64_array, opt_i64_array, Cols, TableWriter};
 
 mod keys;
 mod steps;
-pub(crate) use keys::{sort_keys, Key};
+pub(crate) use keys::{key, sort_keys, Key};
 pub(crate) use steps::{Fresh, StepAgg, StepAggs};
 
 /// Rows buffered per table before they are written as one Arrow batch.
@@ -79,6 +80,14 @@ impl Counts {
     pub(crate) fn span(&mut self, start: i64, end: i64) {
         self.first_ns = Some(self.first_ns.map_or(start, |f| f.min(start)));
         self.last_ns = Some(self.last_ns.map_or(end, |l| l.max(end)));
+    }
+
+    /// Counts written CPU rows.
+    pub(crate) fn add_cpu(&mut self, rows: &[CpuRow]) {
+        for r in rows {
+            self.span(r.start, r.end);
+        }
+        self.cpu += rows.len() as u64;
     }
 
     /// Adds the counts of other rows of the same file.
@@ -225,24 +234,15 @@ impl Sink {
         sort_keys(&mut self.keys, &mut self.scratch);
         let buf = std::mem::take(&mut self.gpu_buf);
         let keys = std::mem::take(&mut self.keys);
-        let mut out: Vec<(&GpuRow, i64)> = Vec::with_capacity(keys.len());
-        let mut keep = Vec::new();
-        let mut prev_key = None;
-        for (j, k) in keys.iter().enumerate() {
-            let r = &buf[k.4 as usize];
-            let key = (r.device, r.stream);
-            if prev_key != Some(key) {
-                prev_key = Some(key);
-                out_of_order(&mut self.diag, &self.strings, &self.last_written, r);
-            }
-            match keys.get(j + 1) {
-                Some(next) if (next.0, next.1) == key => {
-                    out.push((r, clipped(&mut self.diag, &self.strings, r, next.2)));
-                }
-                _ if !last => keep.push(r.clone()),
-                _ => out.push((r, r.end)),
-            }
-        }
+        let (out, kept) = written(
+            &keys,
+            0..keys.len(),
+            |i| &buf[i as usize],
+            last,
+            (&self.strings, &self.last_written),
+            &mut self.diag,
+        );
+        let keep: Vec<GpuRow> = kept.iter().map(|&i| buf[i as usize].clone()).collect();
         let res = self.write_gpu(&out);
         drop(out);
         self.keys = keys;
@@ -258,8 +258,7 @@ impl Sink {
         room(&mut self.keys, rows.len());
         room(&mut self.gpu_buf, rows.len());
         let at = self.gpu_buf.len();
-        let keys = rows.iter().enumerate();
-        let keys = keys.map(|(i, r)| (r.device, r.stream, r.start, r.raw_end, (at + i) as u32));
+        let keys = rows.iter().enumerate().map(|(i, r)| key(r, at + i));
         self.keys.extend(keys);
         self.gpu_buf.extend(rows);
     }
@@ -278,10 +277,7 @@ impl Sink {
     }
 
     fn flush_cpu(&mut self) -> Result<()> {
-        for r in &self.cpu_buf {
-            self.counts.span(r.start, r.end);
-        }
-        self.counts.cpu += self.cpu_buf.len() as u64;
+        self.counts.add_cpu(&self.cpu_buf);
         let strings = &self.strings;
         let res = write_chunks(&mut self.cpu_w, &self.cpu_buf, |c| cpu_batch(c, strings));
         self.cpu_buf.clear();
@@ -322,6 +318,41 @@ pub(crate) fn clipped(
     next_start.max(r.start)
 }
 
+/// The rows of `keys[range]` (sorted: `sort_keys`) as a flush writes them, `row` giving the
+/// buffer's row of a key: each clipped against the next row of its stream, with a finding
+/// where a stream's first row in the flush starts before the last one an earlier flush
+/// wrote of it (`last_written`). The last row of each stream is kept back for the next flush
+/// (its buffer index returned) unless this flush is the `last`. Keys outside `range` are
+/// looked at, never written: the settle in groups writes a flush in pieces.
+pub(crate) fn written<'a>(
+    keys: &[Key],
+    range: Range<usize>,
+    row: impl Fn(u32) -> &'a GpuRow,
+    last: bool,
+    (strings, last_written): (&Interner, &FxHashMap<(i64, i64), i64>),
+    diag: &mut Diagnostics,
+) -> (Vec<(&'a GpuRow, i64)>, Vec<u32>) {
+    let stream = |k: &Key| (k.0, k.1);
+    let (mut out, mut kept) = (Vec::with_capacity(range.len()), Vec::new());
+    for j in range {
+        let k = &keys[j];
+        let r = row(k.4);
+        if j.checked_sub(1)
+            .is_none_or(|p| stream(&keys[p]) != stream(k))
+        {
+            out_of_order(diag, strings, last_written, r);
+        }
+        match keys.get(j + 1) {
+            Some(next) if stream(next) == stream(k) => {
+                out.push((r, clipped(diag, strings, r, next.2)));
+            }
+            _ if !last => kept.push(k.4),
+            _ => out.push((r, r.end)),
+        }
+    }
+    (out, kept)
+}
+
 /// A GPU row as a flush writes it: a row and its end (clipped).
 ///
 /// Why not rows alone: the settle on the pool (`kineto::pending::groups`) writes a flush's
@@ -330,16 +361,6 @@ pub(crate) fn clipped(
 pub(crate) trait Written: Sync {
     fn row(&self) -> &GpuRow;
     fn end(&self) -> i64;
-}
-
-impl Written for GpuRow {
-    fn row(&self) -> &GpuRow {
-        self
-    }
-
-    fn end(&self) -> i64 {
-        self.end
-    }
 }
 
 impl Written for (&GpuRow, i64) {

@@ -180,15 +180,15 @@ fn cpu_step(
             cx.settler.cpu(&mut cache, rec, cx.strings, d)
         }));
         drop(read);
-        let at = (mine.start - b.start) as usize;
+        let (at, n) = (
+            (mine.start - b.start) as usize,
+            (mine.end - mine.start) as usize,
+        );
         let mut c = Counts::default();
-        for row in &rows[at..at + (mine.end - mine.start) as usize] {
-            c.span(row.start, row.end);
-        }
-        c.cpu = mine.end - mine.start;
+        c.add_cpu(&rows[at..at + n]);
         let batch = sink::cpu_batch(&rows, cx.strings);
         CPU_ROWS.with(|r| r.set(rows));
-        Ok((batch.slice(at, c.cpu as usize), d, c))
+        Ok((batch.slice(at, n), d, c))
     });
     let built: Vec<Result<_>> = built.collect();
     let mut run = Vec::with_capacity(built.len());

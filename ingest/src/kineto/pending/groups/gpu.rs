@@ -78,9 +78,11 @@ fn settle_gpu(f: &Flush, recs: &Records, cx: &Ctx) -> Result<New> {
             .collect();
         // Keys index the flush's buffer: the kept rows first.
         let at = f.kept + (a - f.new.start) as usize;
-        let keys = rows.iter().enumerate();
-        let keys = keys.map(|(i, r)| (r.device, r.stream, r.start, r.raw_end, (at + i) as u32));
-        let keys: Vec<Key> = keys.collect();
+        let keys: Vec<Key> = rows
+            .iter()
+            .enumerate()
+            .map(|(i, r)| sink::key(r, at + i))
+            .collect();
         Ok((rows, keys, diag))
     });
     let settled: Vec<Result<_>> = settled.collect();
@@ -142,7 +144,7 @@ pub(in crate::kineto::pending) fn gpu_table(recs: Records, cx: &Ctx) -> Result<S
     let (mut diag, mut steps, mut counts): (Diagnostics, StepAggs, Counts) = Default::default();
     let flushes = gpu_flushes(&recs.ix);
     if recs.rows > 0 {
-        w.open(sink::gpu_batch::<GpuRow>(&[], cx.strings).schema())?;
+        w.open(sink::gpu_batch::<(&GpuRow, i64)>(&[], cx.strings).schema())?;
     }
     let mut chain = Chain::default();
     // The rows kept back by the flush before, and the last starts it wrote.
@@ -226,8 +228,7 @@ struct Ready {
 fn prepare(f: &Flush, new: New, kept: &[GpuRow]) -> Ready {
     assert_eq!(kept.len(), f.kept, "the kept rows are one per stream");
     let mut keys = Vec::with_capacity(kept.len() + new.keys.len());
-    let kept_keys = kept.iter().enumerate();
-    keys.extend(kept_keys.map(|(i, r)| (r.device, r.stream, r.start, r.raw_end, i as u32)));
+    keys.extend(kept.iter().enumerate().map(|(i, r)| sink::key(r, i)));
     keys.extend_from_slice(&new.keys);
     keys.par_sort_unstable();
     let marks = mark(&keys, f.last);
@@ -287,26 +288,16 @@ fn piece(
     last: bool,
     cx: &Ctx,
 ) -> Piece {
-    let stream = |k: &Key| (k.0, k.1);
     let mut diag = Diagnostics::default();
-    // Rows as written: the buffer's, with their clipped ends (`sink::Written`).
-    let mut out: Vec<(&GpuRow, i64)> = Vec::with_capacity(range.len());
-    for j in range {
-        let k = &keys[j];
-        let r = buf.row(k.4);
-        if j.checked_sub(1)
-            .is_none_or(|p| stream(&keys[p]) != stream(k))
-        {
-            sink::out_of_order(&mut diag, cx.strings, &carry.last_written, r);
-        }
-        match keys.get(j + 1) {
-            Some(next) if stream(next) == stream(k) => {
-                out.push((r, sink::clipped(&mut diag, cx.strings, r, next.2)));
-            }
-            _ if !last => {}
-            _ => out.push((r, r.end)),
-        }
-    }
+    // Kept rows are known from the marks already (`mark`).
+    let (out, _) = sink::written(
+        keys,
+        range,
+        |i| buf.row(i),
+        last,
+        (cx.strings, &carry.last_written),
+        &mut diag,
+    );
     let (mut steps, mut counts) = Default::default();
     sink::tally_gpu(&out, &mut steps, &mut counts, |_, _| {});
     let batch = (!out.is_empty()).then(|| sink::gpu_batch(&out, cx.strings));
