@@ -1,7 +1,6 @@
 //! Reading the spill files back: every row settled (its step and absolute times) and handed
 //! to the sinks in file order, on the pool where it has several threads (see `Replay`).
 
-use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
@@ -196,7 +195,7 @@ const GROUP_BYTES: usize = if cfg!(test) { 1 << 16 } else { 1 << 20 };
 
 /// One spill file being read back, batch by batch.
 struct Replay<'a> {
-    file: File,
+    file: SpillFile,
     /// Batches not read yet.
     left: u64,
     dir: &'a Path,
@@ -206,7 +205,7 @@ struct Replay<'a> {
 type Settled<T> = (Vec<T>, Diagnostics);
 
 impl<'a> Replay<'a> {
-    fn new(file: File, batches: u64, dir: &'a Path) -> Replay<'a> {
+    fn new(file: SpillFile, batches: u64, dir: &'a Path) -> Replay<'a> {
         Replay {
             file,
             left: batches,

@@ -34,7 +34,6 @@
 //! to what one sink counted. Every file is byte for byte what one thread writes (a test
 //! settles every corpus trace both ways).
 
-use std::fs::File;
 use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
@@ -42,7 +41,7 @@ use std::path::Path;
 use bytemuck::Pod;
 
 use super::settle::Settler;
-use super::Ix;
+use super::{Ix, SpillFile};
 use crate::error::{IngestError, Result};
 use crate::rows::Interner;
 use crate::sink::Parts;
@@ -68,7 +67,7 @@ pub(super) struct Ctx<'a> {
 
 /// One spill file, read anywhere by row number.
 pub(super) struct Records<'a> {
-    file: File,
+    file: SpillFile,
     ix: Vec<Ix>,
     /// Row number of each batch's first record.
     starts: Vec<u64>,
@@ -77,7 +76,7 @@ pub(super) struct Records<'a> {
 }
 
 impl<'a> Records<'a> {
-    pub(super) fn new(file: File, ix: Vec<Ix>, dir: &'a Path) -> Records<'a> {
+    pub(super) fn new(file: SpillFile, ix: Vec<Ix>, dir: &'a Path) -> Records<'a> {
         let mut rows = 0;
         let starts = ix
             .iter()
