@@ -290,7 +290,7 @@ impl Links {
     /// an error if the launches' file cannot be read back.
     pub(crate) fn finish(&mut self) -> std::io::Result<()> {
         let launches = self.finish_spans();
-        let steps = self.launch_steps(launches)?;
+        let steps = self.launch_steps(launches, 1)?;
         self.set_launch_steps(steps);
         Ok(())
     }
@@ -318,9 +318,14 @@ impl Links {
     /// The lookup of `launches` (`finish_spans`), each given the step of its time: asked in
     /// file order, where a thread's launches rise in time, so mostly answered by the last
     /// span (`step_at_cached`; a binary search each was two thirds of the build's steps).
-    pub(crate) fn launch_steps(&self, launches: LaunchLog) -> std::io::Result<LaunchSteps> {
-        let mut cache = StepCache::default();
-        LaunchSteps::build(launches, |pid, ts| self.step_at_cached(&mut cache, pid, ts))
+    /// `threads`: how many threads the build may use (`LaunchSteps::build`).
+    pub(crate) fn launch_steps(
+        &self,
+        launches: LaunchLog,
+        threads: usize,
+    ) -> std::io::Result<LaunchSteps> {
+        let step = |cache: &mut StepCache, pid, ts| self.step_at_cached(cache, pid, ts);
+        LaunchSteps::build(launches, step, threads)
     }
 
     /// Keeps the lookup that `launch_step` answers from.

@@ -131,7 +131,7 @@ impl Steps {
         }
         launches::log(&mut log, &chunk).map_err(LoadError::Spool)?;
         // A process without step ranges gives its calls no step (`at`).
-        let steps = LaunchSteps::build(log, |pid, ts| self.at(pid, ts));
+        let steps = LaunchSteps::build(log, |_: &mut (), pid, ts| self.at(pid, ts), 1);
         self.launches = steps.map_err(LoadError::Spool)?;
         Ok(())
     }

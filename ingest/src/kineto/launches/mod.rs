@@ -9,7 +9,8 @@
 //! So the walk appends them, in file order, to a `Spool` (an unnamed temporary file in the
 //! staging directory; a small trace writes none), and once the spans are known
 //! [`LaunchSteps::build`] reads them back a chunk at a time into a compact correlation → step
-//! lookup, on one thread (~15 ms a GB; the GPU table of the settle waits for it). Held in
+//! lookup, on threads of its own (~15 ms a GB on one; the GPU table of the settle waits for
+//! it). Held in
 //! memory, that lookup still grew by ~1 MB per GB of the fsdp2 trace and ~2.3 MB per GB of
 //! the rocm mix (an fsdp2-like trace would pass 256 MB of peak RSS at ~65 GB); now its
 //! blocks go to a second unnamed file in the staging directory once they pass `HELD_MAX`
@@ -46,11 +47,12 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::sync_channel;
 use std::sync::Mutex;
 
 use bytemuck::{Pod, Zeroable};
 
-use super::spool::Spool;
+use super::spool::{Spool, CHUNK};
 use block::{BLOCK_BITS, OFFSET_MASK};
 
 /// Encoded blocks held in memory before they move to the lookup's file.
@@ -74,6 +76,34 @@ pub(crate) struct Launch {
 
 /// The launches noted by the walk, in file order.
 pub(crate) type LaunchLog = Spool<Launch>;
+
+/// Each launch's correlation and step, the chunk cut into `runs` runs worked out at once
+/// (the first on this thread, each other on one of its own), each with a cache of its own.
+fn pairs<C: Default>(
+    chunk: &[Launch],
+    step: &(impl Fn(&mut C, i64, i64) -> Option<i64> + Sync),
+    runs: usize,
+) -> Vec<(i64, Option<i64>)> {
+    let work = |out: &mut [(i64, Option<i64>)], run: &[Launch]| {
+        let mut cache = C::default();
+        for (o, l) in out.iter_mut().zip(run) {
+            *o = (l.corr, step(&mut cache, l.pid, l.ts));
+        }
+    };
+    let mut v = vec![(0, None); chunk.len()];
+    let per = chunk.len().div_ceil(runs.max(1)).max(1);
+    let mut runs = v.chunks_mut(per).zip(chunk.chunks(per));
+    let first = runs.next();
+    std::thread::scope(|s| {
+        for (out, run) in runs {
+            s.spawn(move || work(out, run));
+        }
+        if let Some((out, run)) = first {
+            work(out, run);
+        }
+    });
+    v
+}
 
 /// Appends launches given as (correlation, ts, pid key), in file order.
 pub(crate) fn log(to: &mut LaunchLog, launches: &[(i64, i64, i64)]) -> io::Result<()> {
@@ -172,33 +202,67 @@ impl LaunchSteps {
         }
     }
 
-    /// The steps of the launches in `log`, `step(pid, ts)` giving each its step (asked in
-    /// file order: a caller may cache its last answer); the log's file is read back a chunk
-    /// at a time. The blocks' file, if they need one, goes where the log's does.
+    /// The steps of the launches in `log`, `step(cache, pid, ts)` giving each its step
+    /// (asked in file order within each run of launches, each run with a `cache` of its own
+    /// that the caller may keep its last answer in); the log's file is read back a chunk at
+    /// a time. The blocks' file, if they need one, goes where the log's does.
     ///
-    /// On the calling thread alone: on 16 cores the Kineto settle builds it beside the CPU
-    /// table, whose row groups fill the pool, and a build on the pool (each chunk's steps
-    /// and sort split into tasks) waited for them: 100–165 ms for a 1 GiB file, against
-    /// ~31 ms alone. Serial, with the steps cached and the sort replaced by bucketing into
-    /// blocks (`block::group`), it takes ~15 ms of one core for that file, where the build
-    /// on the pool cost 48 ms of CPU (docs/PERFORMANCE.md).
-    pub(crate) fn build(
+    /// `threads` above one: on threads of its own (`fill_alongside`), not the pool's. On 16
+    /// cores the Kineto settle builds it beside the CPU table, whose row groups fill the
+    /// pool, and a build on the pool (each chunk's steps and sort split into tasks) waited
+    /// for them: 100–165 ms for a 1 GiB file, against ~31 ms alone. On the calling thread
+    /// alone, with the steps cached and the sort replaced by bucketing into blocks
+    /// (`block::group`), it took ~15 ms of one core for that file (docs/PERFORMANCE.md), but
+    /// 30–55 ms beside the CPU table on 16 busy cores, all of it before the GPU table's
+    /// first row.
+    pub(crate) fn build<C: Default>(
         log: LaunchLog,
-        step: impl FnMut(i64, i64) -> Option<i64>,
+        step: impl Fn(&mut C, i64, i64) -> Option<i64> + Sync,
+        threads: usize,
     ) -> io::Result<LaunchSteps> {
-        let out =
+        let mut out =
             LaunchSteps::with_limits(log.dir().map(Into::into), LaunchSteps::default().limits);
-        out.fill(log, step)
+        if threads > 1 && log.len() > CHUNK as u64 {
+            out.fill_alongside(log, &step, threads)?;
+        } else {
+            let mut cache = C::default();
+            let mut step = |pid, ts| step(&mut cache, pid, ts);
+            log.drain(|chunk| out.add(chunk, &mut step), |e| e)?;
+        }
+        out.shrink();
+        Ok(out)
     }
 
-    fn fill(
-        mut self,
+    /// `build` on threads of its own: one reads the log back and works out each chunk's
+    /// steps (with `threads - 1` more, each a run of the chunk), while this one adds the
+    /// chunk before to the blocks, in file order as `add` would.
+    fn fill_alongside<C: Default>(
+        &mut self,
         log: LaunchLog,
-        mut step: impl FnMut(i64, i64) -> Option<i64>,
-    ) -> io::Result<LaunchSteps> {
-        log.drain(|chunk| self.add(chunk, &mut step), |e| e)?;
-        self.shrink();
-        Ok(self)
+        step: &(impl Fn(&mut C, i64, i64) -> Option<i64> + Sync),
+        threads: usize,
+    ) -> io::Result<()> {
+        let (tx, rx) = sync_channel::<Vec<(i64, Option<i64>)>>(2);
+        std::thread::scope(|s| {
+            let reader = s.spawn(move || {
+                let stopped = || io::Error::other("the launches' lookup stopped");
+                let send = |chunk: &[Launch]| tx.send(pairs(chunk, step, threads - 1));
+                log.drain(|chunk| send(chunk).map_err(|_| stopped()), |e| e)
+            });
+            let mut added = Ok(());
+            for v in &rx {
+                added = self.add_pairs(v, Keep::First);
+                if added.is_err() {
+                    break;
+                }
+            }
+            // The reader stops at its next chunk (its send fails) if this one stopped.
+            drop(rx);
+            let read = reader
+                .join()
+                .expect("working out the launches' steps does not panic");
+            added.and(read)
+        })
     }
 
     /// Gives back what the index and blocks held in memory do not use, once every pair is in.

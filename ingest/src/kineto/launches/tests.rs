@@ -24,17 +24,34 @@ fn step_of(pid: i64, ts: i64) -> Option<i64> {
 
 fn check(
     launches: &[(i64, i64, i64)],
-    log: LaunchLog,
+    new_log: impl Fn() -> LaunchLog,
     probes: &[i64],
 ) -> Result<(), TestCaseError> {
     let want = reference(launches, step_of);
-    let mut log = log;
-    // In runs of a few, as the walk's parts come.
-    for part in launches.chunks(7) {
-        super::log(&mut log, part).unwrap();
+    // Built on the calling thread, and on threads of its own (past one chunk of the log:
+    // chunks added while the next one's steps are worked out, in runs).
+    for threads in [1, 2, 4] {
+        let mut log = new_log();
+        // In runs of a few, as the walk's parts come.
+        for part in launches.chunks(7) {
+            super::log(&mut log, part).unwrap();
+        }
+        // The threads that worked out steps.
+        let seen = Mutex::new(std::collections::HashSet::new());
+        let step = |_: &mut (), pid, ts| {
+            seen.lock().unwrap().insert(std::thread::current().id());
+            step_of(pid, ts)
+        };
+        let got = LaunchSteps::build(log, step, threads).unwrap();
+        answers_as(&got, &want, probes)?;
+        let seen = seen.into_inner().unwrap();
+        let here = seen.contains(&std::thread::current().id());
+        if threads > 1 && launches.len() > CHUNK {
+            prop_assert!(!here && seen.len() >= threads - 1, "{} threads", seen.len());
+        } else {
+            prop_assert!(launches.is_empty() || (here && seen.len() == 1));
+        }
     }
-    let got = LaunchSteps::build(log, step_of).unwrap();
-    answers_as(&got, &want, probes)?;
     // Tiny: blocks in the file from the first chunk, chunks of 97 (blocks written again,
     // dead copies compacted), one block cached (evicted at almost every question).
     let mut tiny = LaunchSteps::with_limits(None, TINY);
@@ -121,7 +138,7 @@ proptest! {
         launches in launches(),
         probes in proptest::collection::vec(-80_000i64..400_000, 0..50),
     ) {
-        check(&launches, LaunchLog::default(), &probes)?;
+        check(&launches, LaunchLog::default, &probes)?;
     }
 }
 
@@ -145,14 +162,14 @@ fn spilled_launches_match_a_map() {
     let dir = tempfile::tempdir().unwrap();
     check(
         &launches,
-        LaunchLog::in_dir(dir.path().into()),
+        || LaunchLog::in_dir(dir.path().into()),
         &[-1, 0, 1, 7, 1 << 40],
     )
     .unwrap();
     // A discarding log keeps nothing.
     let mut log = LaunchLog::discarding();
     super::log(&mut log, &launches).unwrap();
-    let none = LaunchSteps::build(log, step_of).unwrap();
+    let none = LaunchSteps::build(log, |_: &mut (), pid, ts| step_of(pid, ts), 1).unwrap();
     assert_eq!(none.get(launches[0].0), None);
 }
 
@@ -167,7 +184,7 @@ fn sparse_ids_cost_about_a_vector() {
     let late = 1_000;
     launches.extend((1..10).map(|k| (late * 10_000 - 7 + k, n + k, 0)));
     super::log(&mut log, &launches).unwrap();
-    let steps = LaunchSteps::build(log, |_, ts| Some(ts / 1000)).unwrap();
+    let steps = LaunchSteps::build(log, |_: &mut (), _, ts| Some(ts / 1000), 3).unwrap();
     for &(corr, ts, _) in &launches {
         assert_eq!(steps.get(corr), Some(Some(ts / 1000)), "{corr}");
         assert_eq!(steps.get(corr + 100), None);
@@ -189,7 +206,7 @@ fn many_blocks_keep_only_the_index_in_memory() {
     let mut log = LaunchLog::in_dir(dir.path().into());
     let launches: Vec<_> = (0..n).map(|i| (10 * i, i, 0)).collect();
     super::log(&mut log, &launches).unwrap();
-    let steps = LaunchSteps::build(log, |_, ts| Some(ts / 1000)).unwrap();
+    let steps = LaunchSteps::build(log, |_: &mut (), _, ts| Some(ts / 1000), 3).unwrap();
     let (blocks, file, _, _) = steps.stats();
     assert_eq!(blocks, (10 * n as usize).div_ceil(4096));
     assert!(file > 3_000_000, "{file} bytes in the file");
@@ -213,7 +230,7 @@ fn dense_ids_cost_little() {
     let mut log = LaunchLog::default();
     let launches: Vec<_> = (0..n).map(|i| (i + 17, i, 0)).collect();
     super::log(&mut log, &launches).unwrap();
-    let steps = LaunchSteps::build(log, |_, ts| Some(ts / 50_000)).unwrap();
+    let steps = LaunchSteps::build(log, |_: &mut (), _, ts| Some(ts / 50_000), 4).unwrap();
     assert_eq!(steps.get(17 + 123_456), Some(Some(2)));
     assert_eq!(steps.get(16), None);
     assert_eq!(steps.get(n + 17), None);
