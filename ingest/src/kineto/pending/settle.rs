@@ -38,8 +38,8 @@ pub(crate) fn settle(
         links.set_launch_steps(steps);
         return Ok(out);
     }
-    // The pool waits for it: the build may use as many threads as the pool has.
-    let steps = links.launch_steps(launches, rayon::current_num_threads());
+    // The pool waits for it: the build may use this file's share of the pool.
+    let steps = links.launch_steps(launches, pool_share());
     links.set_launch_steps(steps.map_err(|e| IngestError::io(&s.dir, e))?);
     if timing {
         eprintln!("launch lookup {:.2?}", t0.elapsed());
@@ -72,9 +72,10 @@ fn settle_in_groups(
     );
     let (comm_ops, strings) = (&comm_ops, &strings);
     let t0 = std::time::Instant::now();
+    let threads = (pool_share() / 4).clamp(1, 4);
     let (g, c) = rayon::join(
         || {
-            let steps = links.launch_steps(launches, lookup_threads());
+            let steps = links.launch_steps(launches, threads);
             let steps = steps.map_err(|e| IngestError::io(&dir, e))?;
             let t_steps = t0.elapsed();
             let table = |cx: &groups::Ctx| groups::gpu_table(gpu, cx);
@@ -101,12 +102,14 @@ fn settle_in_groups(
     Ok((out, steps))
 }
 
-/// Threads of its own that the launches' lookup is built on beside the CPU table, whose
-/// row groups fill the pool (`LaunchSteps::build`): a quarter of the pool's, two to four.
-/// The GPU table waits for the lookup; on one thread it took 30–55 ms of a 1 GiB file on
-/// 16 busy cores.
-fn lookup_threads() -> usize {
-    (rayon::current_num_threads() / 4).clamp(2, 4)
+/// The pool's threads this file has to itself (the files being read share it), which the
+/// launches' lookup is built on (`LaunchSteps::build`, on threads of its own). Beside the CPU
+/// table, whose row groups fill the pool, it gets a quarter of them, one to four: the GPU
+/// table waits for the lookup, which took 30–55 ms of a 1 GiB file on one thread of 16
+/// busy cores; 16 files on 16 cores build 16 lookups at once, each on one thread (on four
+/// each, they held ~80 MB more at the peak, at the same speed).
+fn pool_share() -> usize {
+    (rayon::current_num_threads() / crate::window::files_at_once()).max(1)
 }
 
 /// Runs one table's settle in groups, its launches answered from `launches`.
