@@ -1,19 +1,20 @@
-//! Events to rows, classified, in one walk that also notes the step spans and launches.
+//! Events to rows in one walk that also notes the step spans and launches.
 //!
 //! Times stay trace-relative and steps stay open here: the base time, the spans and the
-//! launches may all come later in the file, so `pending` settles them at its end.
+//! launches may all come later in the file, so `pending` settles them at its end. GPU rows
+//! leave here unclassified (`Category::OtherCompute`, no collective kind): the spill thread
+//! classifies each name once (`pending::Spill::add`), so that the walk never waits for the
+//! rule table to compile (`classify::sets`).
 //!
 //! Where the CPU goes per event (issue 33): `args` are picked in the order Kineto writes
 //! them (`*_USUAL`, `trace_event::pick_usual`), and a CPU row's four shape texts are first
 //! compared with those the last row of its name had (`Part::shape_hints`): about two thirds
 //! match, and a match is neither scanned for its end nor hashed and looked up.
 
-use rustc_hash::FxHashMap;
-
 use super::links::{note, Partial};
 use super::memory::{self, MemEvent};
 use super::pending::{CpuWait, Waits};
-use crate::classify::{Category, Class, Classifier, Kind};
+use crate::classify::{Category, Kind};
 use crate::json::{Cursor, JsonError};
 use crate::rows::{Batch, CollArgs, CpuCategory, CpuRow, GpuRow, StepSource};
 use crate::step_span::{Span, StepMarker};
@@ -74,7 +75,6 @@ static RUNTIME_USUAL: Usual<3> =
 
 /// What every worker shares.
 pub(crate) struct Ctx<'a> {
-    pub classifier: &'a Classifier,
     pub step_marker: &'a StepMarker,
 }
 
@@ -123,7 +123,7 @@ const CPU_ARGS: [&[u8]; 6] = [
 ];
 
 /// What one worker accumulates: rows and what their steps wait for, the step spans and
-/// launches it met, and the classification of each name it has seen.
+/// launches it met.
 #[derive(Default)]
 pub(crate) struct Part {
     pub batch: Batch,
@@ -131,7 +131,6 @@ pub(crate) struct Part {
     pub links: Partial,
     /// The allocator's `[memory]` events, in file order.
     pub memory: Vec<MemEvent>,
-    classes: FxHashMap<(u32, Kind), Class>,
     /// By name id: the shape ids the last CPU row of that name had (`NO_SHAPE`: none, or
     /// not written in the canonical layout), the likely texts of the next one's shapes.
     shape_hints: Vec<[u32; 4]>,
@@ -162,7 +161,6 @@ struct Worker<'p, 'c, 'l> {
     waits: &'p mut Waits,
     links: &'p mut Partial,
     memory: &'p mut Vec<MemEvent>,
-    classes: &'p mut FxHashMap<(u32, Kind), Class>,
     shape_hints: &'p mut Vec<[u32; 4]>,
     /// Stream offset of the event, for diagnostics.
     off: u64,
@@ -184,7 +182,6 @@ pub(crate) fn event(
         waits: &mut part.waits,
         links: &mut part.links,
         memory: &mut part.memory,
-        classes: &mut part.classes,
         shape_hints: &mut part.shape_hints,
         off,
     };
@@ -317,15 +314,8 @@ impl Worker<'_, '_, '_> {
             .map(|a| trace_event::pick_usual(a, &GPU_ARGS, usual))
             .unwrap_or_default();
         let name = self.name(ev);
-        let (category, name_op) = self.classify(name, kind);
         let correlation = a[2].and_then(trace_event::int);
         let coll = self.coll_args(&a);
-        let comm_op = (category == Category::Comm).then(|| {
-            let arg = coll.as_ref().and_then(|c| c.collective_name);
-            arg.and_then(|id| self.ctx.classifier.collective_op(self.b.strings.get(id)))
-                .or(name_op)
-                .unwrap_or("other")
-        });
         // The step waits for the launches (see `pending`); until then `step` holds the
         // activity's own `args.step`, which `pending` keeps for a trace without step spans.
         let (step, step_source) = (a[21].and_then(trace_event::int), StepSource::None);
@@ -341,8 +331,9 @@ impl Worker<'_, '_, '_> {
             stream: stream.unwrap_or(0),
             kind,
             name,
-            category,
-            comm_op,
+            // Classified by the spill thread (`pending::Spill::add`).
+            category: Category::OtherCompute,
+            comm_op: None,
             start,
             end: raw_end.max(start),
             raw_end,
@@ -355,15 +346,6 @@ impl Worker<'_, '_, '_> {
             bytes: a[7].and_then(trace_event::int),
             coll,
         });
-    }
-
-    fn classify(&mut self, name: u32, kind: Kind) -> Class {
-        if let Some(c) = self.classes.get(&(name, kind)) {
-            return *c;
-        }
-        let c = self.ctx.classifier.classify(kind, self.b.strings.get(name));
-        self.classes.insert((name, kind), c);
-        c
     }
 
     fn coll_args(&mut self, a: &[Option<&[u8]>; GPU_ARGS.len()]) -> Option<Box<CollArgs>> {

@@ -92,10 +92,9 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
     // A new file is hashed as the walk reads it, not by a separate read.
     let hasher = job.content_hash.is_none().then(Hasher::default);
     let failed = Arc::new(AtomicBool::new(false));
-    let (tx, spiller) = pending::spawn(&job.staging, failed.clone())?;
+    let (tx, spiller) = pending::spawn(&job.staging, failed.clone(), job.classifier.clone())?;
     let mut walk = RowPass {
         ctx: Ctx {
-            classifier: &job.classifier,
             step_marker: &job.step_marker,
         },
         links: Links::spilling_to(job.staging.clone()),
@@ -276,15 +275,11 @@ mod tests {
 
     /// A row walk sending its batches to `tx`, its launches and memory events kept in memory.
     fn row_pass<'a>(
-        classifier: &'a crate::classify::Classifier,
         step_marker: &'a crate::step_span::StepMarker,
         tx: pending::Sender,
     ) -> RowPass<'a> {
         RowPass {
-            ctx: Ctx {
-                classifier,
-                step_marker,
-            },
+            ctx: Ctx { step_marker },
             links: Links::default(),
             tx: Some(tx),
             failed: Arc::new(AtomicBool::new(false)),
@@ -313,14 +308,13 @@ mod tests {
         let Some(files) = corpus_traces() else {
             return;
         };
-        let classifier = crate::classify::Classifier::with_user_rules(None).unwrap();
         for path in files {
             let mut reference = LinkPass::default();
             walk(&path, &mut reference);
             let (tx, rx) = std::sync::mpsc::sync_channel(crate::writer_thread::WRITER_QUEUE);
             let drain = std::thread::spawn(move || rx.into_iter().count());
             let marker = Default::default();
-            let mut rows = row_pass(&classifier, &marker, tx);
+            let mut rows = row_pass(&marker, tx);
             walk(&path, &mut rows);
             drop(rows.tx.take());
             drain.join().unwrap();
@@ -338,11 +332,12 @@ mod tests {
             .num_threads(4)
             .build()
             .unwrap();
-        let classifier = crate::classify::Classifier::with_user_rules(None).unwrap();
+        let classifier = Arc::new(crate::classify::Classifier::builtin());
         let (spilled, mut links) = walk_on.install(|| {
-            let (tx, spiller) = pending::spawn(out, Arc::new(AtomicBool::new(false))).unwrap();
+            let failed = Arc::new(AtomicBool::new(false));
+            let (tx, spiller) = pending::spawn(out, failed, classifier).unwrap();
             let marker = Default::default();
-            let mut rows = row_pass(&classifier, &marker, tx);
+            let mut rows = row_pass(&marker, tx);
             walk(path, &mut rows);
             drop(rows.tx.take());
             (spiller.join().unwrap().unwrap(), rows.links)

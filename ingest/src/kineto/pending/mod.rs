@@ -31,7 +31,9 @@ use std::thread::JoinHandle;
 
 use bytemuck::{Pod, Zeroable};
 
-use crate::classify::{Category, Kind};
+use rustc_hash::FxHashMap;
+
+use crate::classify::{Category, Class, Classifier, Kind};
 use crate::diag::Diagnostics;
 use crate::error::{IngestError, Result};
 use crate::rows::{Batch, CollArgs, CpuCategory, CpuRow, GpuRow, Interner, StepSource};
@@ -227,6 +229,11 @@ pub(crate) struct Spill {
     diag: Diagnostics,
     comm_ops: Vec<&'static str>,
     batches: u64,
+    /// Classifies the GPU rows, which the walk leaves unclassified (`extract`), each name once.
+    classifier: Arc<Classifier>,
+    classes: FxHashMap<(u32, Kind), Class>,
+    /// The collective kind a `Collective name` arg names (by string id).
+    coll_ops: FxHashMap<u32, Option<&'static str>>,
 }
 
 /// A spill file read back, closed on a thread of its own once dropped.
@@ -279,7 +286,7 @@ pub(crate) struct Spilled {
 
 impl Spill {
     /// Unnamed temporary files in `dir` (removed by the OS when closed, even on a crash).
-    pub(crate) fn create(dir: &Path) -> Result<Spill> {
+    pub(crate) fn create(dir: &Path, classifier: Arc<Classifier>) -> Result<Spill> {
         let io = |e| IngestError::io(dir, e);
         std::fs::create_dir_all(dir).map_err(io)?;
         // Unbuffered: a batch's records go to the kernel in one write, and come back in one
@@ -310,6 +317,9 @@ impl Spill {
             diag: Diagnostics::default(),
             comm_ops: Vec::new(),
             batches: 0,
+            classifier,
+            classes: FxHashMap::default(),
+            coll_ops: FxHashMap::default(),
         })
     }
 
@@ -369,9 +379,31 @@ impl Spill {
         })
     }
 
+    /// The row's category and, for a comm activity, its collective kind: from the
+    /// `Collective name` arg when it names one, else from the kernel name, else "other".
+    fn class_of(&mut self, r: &GpuRow) -> Class {
+        let (classifier, strings) = (&self.classifier, &self.strings);
+        let (category, name_op) = *self
+            .classes
+            .entry((r.name, r.kind))
+            .or_insert_with(|| classifier.classify(r.kind, strings.get(r.name)));
+        if category != Category::Comm {
+            return (category, None);
+        }
+        let arg = r.coll.as_ref().and_then(|c| c.collective_name);
+        let op = arg.and_then(|id| {
+            *self
+                .coll_ops
+                .entry(id)
+                .or_insert_with(|| classifier.collective_op(strings.get(id)))
+        });
+        (category, Some(op.or(name_op).unwrap_or("other")))
+    }
+
     fn gpu_rec(&mut self, r: &GpuRow, off: u64) -> GpuRec {
         let mut f = 0;
-        let comm_op = match r.comm_op {
+        let (category, comm_op) = self.class_of(r);
+        let comm_op = match comm_op {
             None => 0,
             Some(op) => match self.comm_ops.iter().position(|&o| std::ptr::eq(o, op)) {
                 Some(i) => i + 1,
@@ -420,7 +452,7 @@ impl Spill {
             kind: Kind::ALL.iter().position(|&k| k == r.kind).unwrap_or(0) as u8,
             category: Category::ALL
                 .iter()
-                .position(|&k| k == r.category)
+                .position(|&k| k == category)
                 .unwrap_or(0) as u8,
             comm_op: u16::try_from(comm_op).expect("a few collective names"),
         }
@@ -459,8 +491,9 @@ pub(crate) type Sender = SyncSender<(Batch, Waits)>;
 pub(crate) fn spawn(
     dir: &Path,
     failed: Arc<AtomicBool>,
+    classifier: Arc<Classifier>,
 ) -> Result<(Sender, JoinHandle<Result<Spilled>>)> {
-    let mut spill = Spill::create(dir)?;
+    let mut spill = Spill::create(dir, classifier)?;
     let (tx, rx) = sync_channel::<(Batch, Waits)>(crate::writer_thread::WRITER_QUEUE);
     let handle = std::thread::spawn(move || {
         for (batch, waits) in rx {

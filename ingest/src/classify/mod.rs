@@ -6,13 +6,16 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{LazyLock, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 
-use regex::RegexSet;
 use serde::Deserialize;
 
+use sets::{Deferred, Sets};
+
+mod sets;
+
 /// The shipped rule table.
-pub const DEFAULT_RULES: &str = include_str!("../rules/default.toml");
+pub const DEFAULT_RULES: &str = include_str!("../../rules/default.toml");
 
 /// What a GPU activity is, from its trace category (the `kind` column of `gpu_activities`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -170,11 +173,10 @@ pub struct Classifier {
     version: String,
     /// The `--rules` file's text, kept in `runs.user_rules` for its `[[subcategory]]` rows.
     user_text: Option<String>,
-    rule_set: RegexSet,
+    /// The compiled patterns: of `rules`, `ops` and `colls`, in their order.
+    sets: Arc<Deferred>,
     rules: Vec<(KindFilter, Category)>,
-    op_set: RegexSet,
     ops: Vec<&'static str>,
-    coll_set: RegexSet,
     colls: Vec<&'static str>,
     /// Names already classified, one map per `Kind` (looked up by `&str`, no allocation).
     cache: [Mutex<HashMap<String, Class>>; 3],
@@ -186,11 +188,9 @@ impl Clone for Classifier {
         Classifier {
             version: self.version.clone(),
             user_text: self.user_text.clone(),
-            rule_set: self.rule_set.clone(),
+            sets: self.sets.clone(),
             rules: self.rules.clone(),
-            op_set: self.op_set.clone(),
             ops: self.ops.clone(),
-            coll_set: self.coll_set.clone(),
             colls: self.colls.clone(),
             cache: Default::default(),
         }
@@ -199,11 +199,16 @@ impl Clone for Classifier {
 
 impl Classifier {
     /// The shipped table only: compiled once per process and cloned (the compiled sets are
-    /// shared, each clone gets an empty name cache). Compiling it is most of a small
-    /// ingest's start-up, and the tests and `aorta run` ingest many times in one process.
+    /// shared, each clone gets an empty name cache), on a thread of its own from the first
+    /// call (`sets`). Compiling it is most of a small ingest's start-up, and the tests and
+    /// `aorta run` ingest many times in one process.
     pub fn builtin() -> Classifier {
         static BUILTIN: LazyLock<Classifier> = LazyLock::new(|| {
-            Classifier::compile_with(None).expect("the shipped rule table compiles")
+            let base = parse_file(DEFAULT_RULES, "ingest/rules/default.toml");
+            let base = base.expect("the shipped rule table parses");
+            let version = base.version.clone().unwrap_or_else(|| "0".into());
+            let files = vec![("ingest/rules/default.toml".to_string(), base)];
+            compile(files, version, true).expect("the shipped rule table is valid")
         });
         BUILTIN.clone()
     }
@@ -229,11 +234,11 @@ impl Classifier {
             let user = parse_file(&text, &path)?;
             files.insert(0, (path, user));
             version.push_str(&user_version(&text));
-            let mut c = compile(files, version)?;
+            let mut c = compile(files, version, false)?;
             c.user_text = Some(text);
             return Ok(c);
         }
-        compile(files, version)
+        compile(files, version, false)
     }
 
     /// The `--rules` file's text, when one was given.
@@ -248,6 +253,7 @@ impl Classifier {
         compile(
             vec![(path.to_string(), parse_file(text, path)?)],
             "0".into(),
+            false,
         )
     }
 
@@ -274,7 +280,9 @@ impl Classifier {
 
     fn classify_uncached(&self, kind: Kind, name: &str) -> Class {
         let category = self
-            .rule_set
+            .sets
+            .get()
+            .rule
             .matches(name)
             .iter()
             .map(|i| self.rules[i])
@@ -289,7 +297,9 @@ impl Classifier {
                 Kind::Memset => Category::Memset,
             });
         let op = (category == Category::Comm).then(|| {
-            self.op_set
+            self.sets
+                .get()
+                .op
                 .matches(name)
                 .iter()
                 .next()
@@ -300,7 +310,9 @@ impl Classifier {
 
     /// Collective kind from a `Collective name` arg, when it names one.
     pub fn collective_op(&self, collective_name: &str) -> Option<&'static str> {
-        self.coll_set
+        self.sets
+            .get()
+            .coll
             .matches(collective_name)
             .iter()
             .next()
@@ -352,7 +364,13 @@ pub(crate) fn pattern(path: &str, p: String) -> Result<String, RulesError> {
     }
 }
 
-fn compile(files: Vec<(String, RuleFile)>, version: String) -> Result<Classifier, RulesError> {
+/// The table of `files`; `defer`: its sets compiled on a thread of their own (`sets`), for
+/// the shipped table only (a user's file reports an error in its patterns here, at once).
+fn compile(
+    files: Vec<(String, RuleFile)>,
+    version: String,
+    defer: bool,
+) -> Result<Classifier, RulesError> {
     let mut patterns = Vec::new();
     let mut rules = Vec::new();
     let (mut op_pats, mut ops, mut coll_pats, mut colls) = (vec![], vec![], vec![], vec![]);
@@ -394,196 +412,22 @@ fn compile(files: Vec<(String, RuleFile)>, version: String) -> Result<Classifier
             }
         }
     }
-    let set = |p: Vec<String>| RegexSet::new(p).map_err(|e| invalid("rules", e.to_string()));
+    let sets = if defer {
+        Deferred::start([patterns, op_pats, coll_pats])
+    } else {
+        let sets = Sets::compile(&patterns, &op_pats, &coll_pats);
+        Deferred::ready(sets.map_err(|e| invalid("rules", e.to_string()))?)
+    };
     Ok(Classifier {
         version,
         user_text: None,
-        rule_set: set(patterns)?,
+        sets: Arc::new(sets),
         rules,
-        op_set: set(op_pats)?,
         ops,
-        coll_set: set(coll_pats)?,
         colls,
         cache: Default::default(),
     })
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn metrics_md_families() {
-        let c = Classifier::builtin();
-        let k = |n| c.classify(Kind::Kernel, n).0;
-        assert_eq!(
-            k("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)"),
-            Category::Comm
-        );
-        assert_eq!(k("void ncclDevKernel_Generic_1(x)"), Category::Comm);
-        assert_eq!(k("rcclGenericKernel<1>"), Category::Comm);
-        assert_eq!(k("kuserbuffers_pushrecv"), Category::Comm);
-        assert_eq!(k("cross_device_reduce_2stage<bf16>"), Category::Comm);
-        assert_eq!(
-            k("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_TNT"),
-            Category::Gemm
-        );
-        assert_eq!(k("sm90_xmma_gemm_bf16bf16_bf16f32"), Category::Gemm);
-        assert_eq!(k("Cijk_Ailk_Bljk_BBS_BH_MT64x32x256"), Category::Gemm);
-        assert_eq!(k("igemm_fwd_gtcx3_nhwc_bf16"), Category::OtherCompute);
-        assert_eq!(k("flash_fwd_kernel"), Category::Attention);
-        assert_eq!(
-            k("at::native::vectorized_elementwise_kernel"),
-            Category::OtherCompute
-        );
-        assert_eq!(
-            c.classify(Kind::Memcpy, "Memcpy PtoP (Device -> Device)").0,
-            Category::Comm
-        );
-        assert_eq!(
-            c.classify(Kind::Memcpy, "Memcpy HtoD (Pinned -> Device)").0,
-            Category::Memcpy
-        );
-        assert_eq!(
-            c.classify(Kind::Kernel, "__amd_rocclr_fillBufferAligned").0,
-            Category::Memset
-        );
-    }
-
-    #[test]
-    fn collective_kinds() {
-        let c = Classifier::builtin();
-        let op = |n| c.classify(Kind::Kernel, n).1;
-        assert_eq!(
-            op("ncclKernel_AllReduce_RING_LL_Sum_float"),
-            Some("all_reduce")
-        );
-        assert_eq!(
-            op("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL"),
-            Some("reduce_scatter")
-        );
-        assert_eq!(op("ncclKernel_Reduce_RING_LL_Sum_float"), Some("reduce"));
-        assert_eq!(
-            op("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t"),
-            Some("send_recv")
-        );
-        assert_eq!(op("ncclDevKernel_Generic_1"), Some("other"));
-        assert_eq!(op("nvjet_tst"), None);
-        assert_eq!(c.collective_op("_allgather_base"), Some("all_gather"));
-        assert_eq!(c.collective_op("allreduce"), Some("all_reduce"));
-        assert_eq!(
-            c.collective_op("reduce_scatter_tensor_coalesced"),
-            Some("reduce_scatter")
-        );
-        assert_eq!(c.collective_op("wait"), None);
-    }
-
-    /// `function` rules look past return types and namespaces, never into template
-    /// arguments or parameters (hand-written names around one real kernel name).
-    #[test]
-    fn function_rules_match_the_function_name_only() {
-        let c = Classifier::builtin();
-        let k = |n| c.classify(Kind::Kernel, n);
-        let comm = Some("all_reduce");
-        for name in [
-            "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
-            "void ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
-            "void ncclx::ncclDevKernel_AllReduce_Sum_f32_RING_LL(int)",
-            "std::enable_if<true, void>::type (anonymous namespace)::one_shot_all_reduce_kernel<float, 16, 8>(float**)",
-            "void at::(anonymous namespace)::multimem_all_reduce_kernel<float, 4>(float*)",
-        ] {
-            assert_eq!(k(name), (Category::Comm, comm), "{name}");
-        }
-        for name in [
-            "void at::native::vectorized_elementwise_kernel<4, ncclAllReduceFunctor>(int)",
-            "void my_kernel<foo<bar>, ncclDevKernel_AllReduce>(int)",
-            "void copy_kernel(ncclDevComm*, one_shot_all_reduce_kernel*)",
-            "void fused<multimem_all_reduce_kernel>(int)",
-        ] {
-            assert_eq!(k(name), (Category::OtherCompute, None), "{name}");
-        }
-    }
-
-    #[test]
-    fn a_rule_has_pattern_or_function() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("r.toml");
-        for body in ["", "pattern = 'a'\nfunction = 'b'\n"] {
-            let rule = format!("[[rule]]\nkind = \"kernel\"\n{body}category = \"comm\"\n");
-            std::fs::write(&p, rule).unwrap();
-            let err = Classifier::with_user_rules(Some(&p))
-                .err()
-                .unwrap()
-                .to_string();
-            assert!(err.contains("either `pattern` or `function`"), "{err}");
-        }
-        std::fs::write(
-            &p,
-            "[[rule]]\nkind = \"kernel\"\nfunction = '('\ncategory = \"comm\"\n",
-        )
-        .unwrap();
-        let err = Classifier::with_user_rules(Some(&p))
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(err.contains("pattern `(`: unclosed group"), "{err}");
-    }
-
-    #[test]
-    fn user_rules_come_first() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("r.toml");
-        std::fs::write(
-            &p,
-            "[[rule]]\nkind = \"kernel\"\npattern = '^my_fused_allreduce'\ncategory = \"comm\"\n",
-        )
-        .unwrap();
-        let c = Classifier::with_user_rules(Some(&p)).unwrap();
-        let v = c.version().to_string();
-        let shipped = format!("{}+user.", Classifier::builtin().version());
-        assert!(
-            v.starts_with(&shipped) && v.len() == shipped.len() + 16,
-            "{v}"
-        );
-        assert_eq!(
-            c.classify(Kind::Kernel, "my_fused_allreduce_gemm").0,
-            Category::Comm
-        );
-        std::fs::write(
-            &p,
-            "[[rule]]\nkind = \"kernel\"\npattern = 'x'\ncategory = \"gpu\"\n",
-        )
-        .unwrap();
-        let err = Classifier::with_user_rules(Some(&p))
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(err.contains("unknown category `gpu`"), "{err}");
-        // Another file, another version; the same file, the same version.
-        std::fs::write(
-            &p,
-            "[[rule]]\nkind = \"kernel\"\npattern = '^my_fused_allreduce'\ncategory = \"gemm\"\n",
-        )
-        .unwrap();
-        let edited = Classifier::with_user_rules(Some(&p)).unwrap();
-        assert_ne!(edited.version(), v);
-        assert_eq!(
-            Classifier::with_user_rules(Some(&p)).unwrap().version(),
-            edited.version()
-        );
-        std::fs::write(
-            &p,
-            "[[rule]]\nkind = \"kernel\"\npattern = '('\ncategory = \"comm\"\n",
-        )
-        .unwrap();
-        let err = Classifier::with_user_rules(Some(&p))
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(err.starts_with(&p.display().to_string()), "{err}");
-        assert!(
-            err.contains("pattern `(`: unclosed group") && !err.contains('\n'),
-            "{err}"
-        );
-    }
-}
+mod tests;
