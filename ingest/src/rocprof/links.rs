@@ -11,7 +11,7 @@
 //! before the rows that need them are written: the CSV reader reads the API files first,
 //! the rocpd reader queries the regions first, and the JSON reader, whose file puts the
 //! dispatches before the API records, learns the spans and the launches' steps in a
-//! pre-pass (`prescan`, kept as `CorrRuns`) and holds back the RCCL kernels whose
+//! pre-pass (`prescan`, kept as a `LaunchSteps`) and holds back the RCCL kernels whose
 //! collective an RCCL call must name (with the later dispatches of their streams, `held`).
 //!
 //! The launches do not stay in memory: they wait in a spool (`kineto::spool`) and `seal`
@@ -24,9 +24,8 @@ use std::path::PathBuf;
 
 use rustc_hash::FxHashMap;
 
-use super::runs::CorrRuns;
 use crate::kineto::launches::{self, Keep, LaunchLog, LaunchSteps};
-use crate::step_span::{Span, StepMarker};
+use crate::step_span::{self, Span, StepMarker, MAX_STEP_SPANS};
 
 /// The collective of each RCCL API function that launches one (data, as the rule table).
 const RCCL_KINDS: &[(&str, &str)] = &[
@@ -48,6 +47,14 @@ pub(crate) fn rccl_kind(function: &str) -> Option<&'static str> {
         .iter()
         .find(|(f, _)| *f == function)
         .map(|(_, k)| *k)
+}
+
+/// The error for the marker range `name` at `start` that passes `MAX_STEP_SPANS`.
+pub(crate) fn too_many_steps(name: &str, start: i64) -> String {
+    format!(
+        "{}: the marker range `{name}` that starts at {start} ns passes it",
+        step_span::too_many_steps()
+    )
 }
 
 /// Spans, RCCL calls and launches noted from the API records.
@@ -75,7 +82,7 @@ pub(crate) struct ApiLinks {
     in_file: bool,
     /// The step of each launch by correlation id, when a pre-pass worked it out instead of
     /// keeping the launches (the JSON reader); answers before `launches`.
-    launch_steps: Option<CorrRuns>,
+    launch_steps: Option<LaunchSteps>,
 }
 
 /// What `note` needs of an API record.
@@ -107,7 +114,7 @@ impl ApiLinks {
     pub(crate) fn with_steps(
         marker: StepMarker,
         mut spans: Vec<Span>,
-        launch_steps: CorrRuns,
+        launch_steps: LaunchSteps,
     ) -> ApiLinks {
         spans.sort_by_key(|s| (s.start, s.end));
         ApiLinks {
@@ -120,22 +127,28 @@ impl ApiLinks {
 
     /// Notes what an API record is: a step span (a marker range the marker names), an RCCL
     /// collective call, and, for every other call with a thread and correlation id, a launch.
-    pub(crate) fn note(&mut self, c: &Call) {
+    /// An error (`note_span`'s) past `MAX_STEP_SPANS` step spans.
+    pub(crate) fn note(&mut self, c: &Call) -> Result<(), String> {
         if super::is_marker(c.domain) {
-            self.note_span(c);
+            self.note_span(c)?;
         }
         if !self.note_rccl(c) {
             if let (Some(tid), Some(corr)) = (c.tid, c.correlation) {
                 self.note_launch(corr, tid, c.start);
             }
         }
+        Ok(())
     }
 
-    /// The step span a marker range is, if the marker names it.
-    pub(crate) fn note_span(&mut self, c: &Call) {
+    /// The step span a marker range is, if the marker names it; whether it is one. Past
+    /// `MAX_STEP_SPANS` spans, an error naming the range (the caller adds where it is).
+    pub(crate) fn note_span(&mut self, c: &Call) -> Result<bool, String> {
         let Some(step) = self.marker.step(c.name.as_bytes()) else {
-            return;
+            return Ok(false);
         };
+        if self.spans.len() >= MAX_STEP_SPANS {
+            return Err(too_many_steps(c.name, c.start));
+        }
         let span = Span {
             start: c.start,
             end: c.end.max(c.start),
@@ -148,6 +161,7 @@ impl ApiLinks {
             .partition_point(|s| (s.start, s.end) <= (span.start, span.end));
         self.spans.insert(at, span);
         self.dirty = true;
+        Ok(true)
     }
 
     /// Notes an RCCL collective call; whether the record is of the RCCL domain (an RCCL
@@ -250,6 +264,11 @@ impl ApiLinks {
         &self.spans
     }
 
+    /// The step spans, sorted by start, once no row needs the links any more.
+    pub(crate) fn into_spans(self) -> Vec<Span> {
+        self.spans
+    }
+
     /// The step whose span holds `ts` (the latest starting one).
     pub(crate) fn step_at(&self, ts: i64) -> Option<i64> {
         let n = self.spans.partition_point(|s| s.start <= ts);
@@ -267,7 +286,7 @@ impl ApiLinks {
             return None;
         }
         match &self.launch_steps {
-            Some(runs) => runs.get(corr?).flatten(),
+            Some(steps) => steps.get(corr?).flatten(),
             None => self.launch_at.get(corr?).flatten(),
         }
     }
@@ -326,19 +345,26 @@ mod tests {
     fn spans_collectives_and_launches_from_api_records() {
         let marker = StepMarker::parse(r"^step (\d+)$").unwrap();
         let mut l = ApiLinks::new(marker);
-        l.note(&call("MARKER_CORE_API", "step 1", 100, 200, 1));
-        l.note(&call("MARKER_CORE_API", "step 2", 200, 300, 2));
-        l.note(&call("MARKER_CORE_API", "forward", 110, 150, 3));
-        l.note(&call("RCCL_API", "ncclAllReduce", 120, 140, 4));
-        l.note(&call("RCCL_API", "ncclCommGetAsyncError", 125, 126, 5));
+        l.note(&call("MARKER_CORE_API", "step 1", 100, 200, 1))
+            .unwrap();
+        l.note(&call("MARKER_CORE_API", "step 2", 200, 300, 2))
+            .unwrap();
+        l.note(&call("MARKER_CORE_API", "forward", 110, 150, 3))
+            .unwrap();
+        l.note(&call("RCCL_API", "ncclAllReduce", 120, 140, 4))
+            .unwrap();
+        l.note(&call("RCCL_API", "ncclCommGetAsyncError", 125, 126, 5))
+            .unwrap();
         l.note(&call(
             "HIP_RUNTIME_API_EXT",
             "hipExtLaunchKernel",
             130,
             131,
             6,
-        ));
-        l.note(&call("HIP_RUNTIME_API_EXT", "hipLaunchKernel", 250, 251, 8));
+        ))
+        .unwrap();
+        l.note(&call("HIP_RUNTIME_API_EXT", "hipLaunchKernel", 250, 251, 8))
+            .unwrap();
         l.seal().unwrap();
         assert_eq!(l.spans().len(), 2, "only the marker's ranges");
         assert_eq!(
@@ -363,6 +389,44 @@ mod tests {
         assert_eq!(l.rccl_at(7, 250), None, "outside every RCCL call");
         assert_eq!(l.rccl_at(8, 130), None, "another thread");
         assert_eq!(rccl_kind("ncclGroupEnd"), None);
+    }
+
+    /// Exactly `MAX_STEP_SPANS` step spans are kept; the marker range past them is an error
+    /// naming it (the readers add its line or offset), and is not kept.
+    #[test]
+    fn marker_ranges_past_the_step_limit_are_refused() {
+        let mut l = ApiLinks::new(StepMarker::default());
+        let names: Vec<String> = (0..=MAX_STEP_SPANS)
+            .map(|k| format!("ProfilerStep#{k}"))
+            .collect();
+        for (k, name) in names.iter().enumerate().take(MAX_STEP_SPANS) {
+            let c = call(
+                "MARKER_CORE_API",
+                name,
+                10 * k as i64,
+                10 * k as i64 + 9,
+                -1,
+            );
+            assert_eq!(l.note_span(&c), Ok(true));
+        }
+        let other = call("MARKER_CORE_API", "forward", 5, 6, -1);
+        assert_eq!(
+            l.note(&other),
+            Ok(()),
+            "a range that is no step is no step too many"
+        );
+        let past = call("MARKER_CORE_API", &names[MAX_STEP_SPANS], 7, 8, -1);
+        assert_eq!(
+            l.note(&past).unwrap_err(),
+            "more than 1000000 step ranges (ProfilerStep#N, or --step-marker's) in one trace: \
+             aorta's limit (a real profile holds thousands): the marker range \
+             `ProfilerStep#1000000` that starts at 7 ns passes it"
+        );
+        assert_eq!(
+            l.spans().len(),
+            MAX_STEP_SPANS,
+            "the refused range is not kept"
+        );
     }
 }
 
@@ -403,11 +467,14 @@ mod spool_tests {
                     tid,
                     start,
                     corr,
-                ));
+                ))
+                .unwrap();
                 map.insert(corr, (tid, start));
                 if i % 1000 == 0 {
-                    l.note(&call("MARKER_CORE_API", "step 0", 0, start, -1));
-                    l.note(&call("RCCL_API", "ncclAllGather", i % 3, start + 5, -1));
+                    l.note(&call("MARKER_CORE_API", "step 0", 0, start, -1))
+                        .unwrap();
+                    l.note(&call("RCCL_API", "ncclAllGather", i % 3, start + 5, -1))
+                        .unwrap();
                 }
             }
             // A step span per 10,000 ns, noted late (the lookups are made again).
@@ -415,7 +482,7 @@ mod spool_tests {
                 let name: &'static str = Box::leak(format!("step {k}").into_boxed_str());
                 let mut c = call("MARKER_CORE_API", name, 0, k * 10_000, -1);
                 c.end = k * 10_000 + 9_000;
-                l.note(&c);
+                l.note(&c).unwrap();
             }
             l.seal().unwrap();
         }

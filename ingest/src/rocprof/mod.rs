@@ -15,10 +15,10 @@ pub(crate) mod csv;
 mod held;
 pub(crate) mod json;
 mod links;
+mod messages;
 mod prescan;
 mod records;
 pub(crate) mod rocpd;
-mod runs;
 mod stream;
 mod wanted;
 
