@@ -409,7 +409,7 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
         Some((f, _)) => read_agents(f)?,
         None => Agents::default(),
     };
-    let mut emit = Emit::new(&job.classifier, &parts);
+    let mut emit = Emit::new(&job.classifier, &parts, super::QUEUE);
     emit.links = ApiLinks::new((*job.step_marker).clone()).spooling_to(job.staging.clone());
     let seal = |links: &mut ApiLinks| links.seal().map_err(|e| IngestError::io(&job.staging, e));
     for i in read_order(&files, &kinds) {

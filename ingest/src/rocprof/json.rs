@@ -92,6 +92,16 @@ struct Reader<'e, 'c> {
     spans: Vec<Span>,
 }
 
+/// Batches that may wait for the writer thread: a quarter of the CSV and rocpd readers'
+/// (`rocprof::QUEUE`), 32 Ki rows. A capture of a million roctx steps holds a message per
+/// step beside what every reader keeps, and peaked at 258 MB on two jobs with half of
+/// `rocprof::QUEUE`, 253 MB with a quarter. This reader is slower per row than its writer,
+/// so the queue rarely fills: a 789 MB capture (`gen_rocprof.py --markers`, two jobs) took
+/// 2.47–2.79 s against 2.52–2.62 s with the full queue in one series, 2.26–2.41 s against
+/// 2.11–2.31 s with half in another, the same CPU time. The CSV reader is faster, and lost
+/// ~20 % of its wall time with a queue this small.
+const QUEUE: usize = super::QUEUE / 4;
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Bucket {
     Dispatch,
@@ -476,7 +486,7 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
     }
     let pids: Vec<i64> = super::pid_from_name(&job.path).into_iter().collect();
     let parts = super::parts_for(job, &mut info, None, &pids);
-    let mut emit = Emit::new(&job.classifier, &parts);
+    let mut emit = Emit::new(&job.classifier, &parts, QUEUE);
     let mut reader = Reader {
         emit: &mut emit,
         path: &job.path,

@@ -117,6 +117,8 @@ impl ApiLinks {
         launch_steps: LaunchSteps,
     ) -> ApiLinks {
         spans.sort_by_key(|s| (s.start, s.end));
+        // Kept to the end of the file: not with the room `note_span`'s growth left.
+        spans.shrink_to_fit();
         ApiLinks {
             marker,
             spans,

@@ -5,7 +5,7 @@
 //! capture whose every step is a roctx range has a message per step, and at the million
 //! steps a trace may hold (`MAX_STEP_SPANS`) the `Value` took ~630 MB while it was read, and
 //! each of the two maps alive at once (the reader's and the step pre-pass's) ~90 MB. Here a
-//! message costs its text and 16 bytes, and only one pair is ever a `Value`.
+//! message costs its text and 12 bytes, and only one pair is ever a `Value`.
 
 use std::fmt;
 
@@ -16,9 +16,14 @@ use serde_json::Value;
 /// written counts).
 #[derive(Debug, Default)]
 pub(super) struct Messages {
+    /// The messages one after another: as written until `seal`, then in id order.
     text: String,
-    /// (id, start, length) of each message in `text`, sorted by id, one per id.
-    index: Vec<(i64, u32, u32)>,
+    /// Until `seal`: (id, start, length) of each message in `text`, as written.
+    written: Vec<(i64, u32, u32)>,
+    /// After `seal`: the ids, sorted, one each, and where each one's message starts in
+    /// `text` (it ends where the next one starts): 12 bytes a message.
+    ids: Vec<i64>,
+    starts: Vec<u32>,
 }
 
 impl Messages {
@@ -30,33 +35,47 @@ impl Messages {
         }
         let (start, len) = (self.text.len() as u32, message.len() as u32);
         self.text.push_str(message);
-        self.index.push((id, start, len));
+        self.written.push((id, start, len));
     }
 
-    /// Sorts the ids, the last message of a repeated id kept.
+    /// Sorts the ids, the last message of a repeated id kept, and lays the text out in their
+    /// order.
     fn seal(&mut self) {
+        let mut w = std::mem::take(&mut self.written);
         // Stable: an id's messages stay in the order written; reversed, the last comes first.
-        self.index.sort_by_key(|e| e.0);
-        self.index.reverse();
-        self.index.dedup_by_key(|e| e.0);
-        self.index.reverse();
-        self.text.shrink_to_fit();
-        self.index.shrink_to_fit();
+        w.sort_by_key(|e| e.0);
+        w.reverse();
+        w.dedup_by_key(|e| e.0);
+        w.reverse();
+        let mut text = String::with_capacity(w.iter().map(|e| e.2 as usize).sum());
+        (self.ids, self.starts) = w
+            .iter()
+            .map(|&(id, start, len)| {
+                let at = text.len() as u32;
+                text.push_str(&self.text[start as usize..(start + len) as usize]);
+                (id, at)
+            })
+            .unzip();
+        self.text = text;
     }
 
-    fn text_of(&self, &(_, start, len): &(i64, u32, u32)) -> &str {
-        &self.text[start as usize..(start + len) as usize]
+    fn text_of(&self, i: usize) -> &str {
+        let end = self
+            .starts
+            .get(i + 1)
+            .map_or(self.text.len(), |&e| e as usize);
+        &self.text[self.starts[i] as usize..end]
     }
 
     /// The message of correlation id `id`.
     pub(super) fn get(&self, id: i64) -> Option<&str> {
-        let i = self.index.binary_search_by_key(&id, |e| e.0).ok()?;
-        Some(self.text_of(&self.index[i]))
+        let i = self.ids.binary_search(&id).ok()?;
+        Some(self.text_of(i))
     }
 
     /// Every message, in id order.
     pub(super) fn values(&self) -> impl Iterator<Item = &str> {
-        self.index.iter().map(|e| self.text_of(e))
+        (0..self.ids.len()).map(|i| self.text_of(i))
     }
 
     /// `marker_api` as cereal writes it, `[{"key": id, "value": message}]`, or an object

@@ -302,7 +302,7 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
     info.world_size = world;
     info.runtime_version = Some(format!("rocpd_schema_version={version}"));
     let parts = super::parts_for(job, &mut info, rank, &pids(&conn));
-    let mut emit = Emit::new(&job.classifier, &parts);
+    let mut emit = Emit::new(&job.classifier, &parts, super::QUEUE);
     emit.links = links(path, &conn, job)?;
     let res = kernels(path, &conn, &mut emit)
         .and_then(|()| copies(path, &conn, &mut emit))
