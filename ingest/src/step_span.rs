@@ -6,6 +6,18 @@
 //! captures without the PyTorch profiler (nsys, hand-annotated Kineto traces), a regex on the
 //! range names (`aorta ingest --step-marker 'train_step (\d+)'`).
 
+/// Why a trace with more step ranges than aorta keeps is refused (`MAX_STEP_SPANS`, the
+/// Kineto reader's limit, which every reader shares): each range costs a span, a GPU window
+/// and a name until the file is written, so a trace of millions of empty steps would grow
+/// without a bound. Readers add where the range that passes the limit is.
+pub(crate) fn too_many_steps() -> String {
+    format!(
+        "more than {MAX_STEP_SPANS} step ranges (ProfilerStep#N, or --step-marker's) in one trace: aorta's limit (a real profile holds thousands)"
+    )
+}
+
+pub(crate) use crate::kineto::links::MAX_STEP_SPANS;
+
 /// A step span, in trace-relative ns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Span {

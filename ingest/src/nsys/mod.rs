@@ -132,6 +132,7 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
     let steps = steps::Steps::load(&conn, &job.step_marker, &job.staging).map_err(|e| match e {
         steps::LoadError::Sql(e) => sql(e),
         steps::LoadError::Spool(e) => IngestError::io(&job.staging, e),
+        steps::LoadError::TooManySteps(msg) => IngestError::file(&job.path, msg),
     })?;
     let mut router = rows::Router::new(job, groups, &meta, steps);
     router.read_all(&conn).map_err(|e| match e {

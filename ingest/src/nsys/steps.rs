@@ -18,7 +18,7 @@ use rustc_hash::FxHashMap;
 use super::has_table;
 use super::ranks::{pid_of, pid_sql};
 use crate::kineto::launches::{self, LaunchLog, LaunchSteps};
-use crate::step_span::{Span, StepMarker};
+use crate::step_span::{self, Span, StepMarker, MAX_STEP_SPANS};
 
 /// NVTX event types aorta reads: marks (34), push/pop ranges (59), start/end ranges (60),
 /// as the export's own `ENUM_NSYS_EVENT_TYPE` numbers them (2024.5 sample).
@@ -40,6 +40,8 @@ pub(super) struct Steps {
 pub(super) enum LoadError {
     Sql(rusqlite::Error),
     Spool(std::io::Error),
+    /// More step ranges than `MAX_STEP_SPANS`: which range passed the limit.
+    TooManySteps(String),
 }
 
 impl From<rusqlite::Error> for LoadError {
@@ -72,7 +74,9 @@ impl Steps {
         Ok(s)
     }
 
-    fn load_spans(&mut self, conn: &Connection, marker: &StepMarker) -> rusqlite::Result<()> {
+    /// The step ranges, per process; an error past `MAX_STEP_SPANS` of them, naming the range
+    /// that passes it.
+    fn load_spans(&mut self, conn: &Connection, marker: &StepMarker) -> Result<(), LoadError> {
         // SQLite picks `ProfilerStep#` ranges by prefix; a `--step-marker` regex sees them all.
         let prefix = if marker.is_profiler_step() {
             " AND COALESCE(n.text, s.value) LIKE 'ProfilerStep#%'"
@@ -86,12 +90,21 @@ impl Steps {
         );
         let mut st = conn.prepare(&q)?;
         let mut rows = st.query([])?;
+        let mut count = 0;
         while let Some(r) = rows.next()? {
             let name: Option<String> = r.get(3)?;
-            let Some(step) = name.and_then(|n| marker.step(n.as_bytes())) else {
+            let Some(step) = name.as_deref().and_then(|n| marker.step(n.as_bytes())) else {
                 continue;
             };
             let start: i64 = r.get(0)?;
+            count += 1;
+            if count > MAX_STEP_SPANS {
+                let name = name.unwrap_or_default();
+                return Err(LoadError::TooManySteps(format!(
+                    "NVTX_EVENTS: {}: the range `{name}` that starts at {start} ns passes it",
+                    step_span::too_many_steps()
+                )));
+            }
             let end = r.get::<_, Option<i64>>(1)?.unwrap_or(start).max(start);
             let pid = pid_of(r.get(2)?);
             self.spans
@@ -278,5 +291,48 @@ mod tests {
         assert_eq!(steps.odd, earliest);
         assert!(!steps.odd.is_empty());
         assert_eq!(steps.launch(3, 1 << 31), None);
+    }
+
+    /// Past `MAX_STEP_SPANS` step ranges an export is refused, naming the range that passes
+    /// the limit; exactly as many are read. One table of `MAX_STEP_SPANS` `ProfilerStep#k`
+    /// ranges and one `train_step` range: the default marker picks the former, a marker that
+    /// names both one range too many.
+    #[test]
+    fn step_ranges_past_the_limit_are_refused() {
+        let c = Connection::open_in_memory().unwrap();
+        c.execute_batch(&format!(
+            "CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL,
+               text TEXT, globalTid INTEGER, textId INTEGER);
+             CREATE TABLE StringIds (id INTEGER, value TEXT);
+             WITH RECURSIVE k(x) AS (SELECT 0 UNION ALL SELECT x + 1 FROM k WHERE x + 1 < {MAX_STEP_SPANS})
+             INSERT INTO NVTX_EVENTS SELECT 10 * x, 10 * x + 9, 59, 'ProfilerStep#' || x, {}, NULL FROM k;
+             INSERT INTO NVTX_EVENTS VALUES (77, 78, 59, 'train_step 3', {}, NULL);",
+            gtid(1),
+            gtid(2),
+        ))
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let steps = Steps::load(&c, &StepMarker::default(), dir.path()).unwrap();
+        let spans = steps.spans_of(&[1]);
+        assert_eq!(spans.len(), MAX_STEP_SPANS);
+        let last = MAX_STEP_SPANS as i64 - 1;
+        assert_eq!(
+            spans.last(),
+            Some(&Span {
+                start: 10 * last,
+                end: 10 * last + 9,
+                step: last
+            })
+        );
+        let both = StepMarker::parse(r"^(?:ProfilerStep#|train_step )(\d+)$").unwrap();
+        let Err(LoadError::TooManySteps(msg)) = Steps::load(&c, &both, dir.path()) else {
+            panic!("one range past the limit is refused");
+        };
+        assert_eq!(
+            msg,
+            "NVTX_EVENTS: more than 1000000 step ranges (ProfilerStep#N, or --step-marker's) in \
+             one trace: aorta's limit (a real profile holds thousands): the range `train_step 3` \
+             that starts at 77 ns passes it"
+        );
     }
 }

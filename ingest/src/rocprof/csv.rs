@@ -361,14 +361,16 @@ fn api(emit: &mut Emit, r: &Row) -> Result<()> {
         correlation: r.int("correlation_id")?,
         external: None,
     };
-    emit.links.note(&Call {
-        domain: a.domain,
-        name: a.name,
-        tid: a.tid,
-        start,
-        end,
-        correlation: a.correlation,
-    });
+    emit.links
+        .note(&Call {
+            domain: a.domain,
+            name: a.name,
+            tid: a.tid,
+            start,
+            end,
+            correlation: a.correlation,
+        })
+        .map_err(|msg| r.err(msg))?;
     emit.api(&a)
 }
 
@@ -407,7 +409,7 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
         Some((f, _)) => read_agents(f)?,
         None => Agents::default(),
     };
-    let mut emit = Emit::new(&job.classifier, &parts);
+    let mut emit = Emit::new(&job.classifier, &parts, super::QUEUE);
     emit.links = ApiLinks::new((*job.step_marker).clone()).spooling_to(job.staging.clone());
     let seal = |links: &mut ApiLinks| links.seal().map_err(|e| IngestError::io(&job.staging, e));
     for i in read_order(&files, &kinds) {
@@ -425,7 +427,9 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
         res?;
     }
     seal(&mut emit.links)?;
-    let spans = emit.links.spans().to_vec();
+    // Every row has its step: the spans leave the links (no copy of a span per step), and
+    // the launches' lookups go before the sinks' last flush.
+    let spans = std::mem::take(&mut emit.links).into_spans();
     let events = emit.events;
     let out = emit.finish()?;
     let names = agents.names;

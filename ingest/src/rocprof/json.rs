@@ -92,6 +92,16 @@ struct Reader<'e, 'c> {
     spans: Vec<Span>,
 }
 
+/// Batches that may wait for the writer thread: a quarter of the CSV and rocpd readers'
+/// (`rocprof::QUEUE`), 32 Ki rows. A capture of a million roctx steps holds a message per
+/// step beside what every reader keeps, and peaked at 258 MB on two jobs with half of
+/// `rocprof::QUEUE`, 253 MB with a quarter. This reader is slower per row than its writer,
+/// so the queue rarely fills: a 789 MB capture (`gen_rocprof.py --markers`, two jobs) took
+/// 2.47–2.79 s against 2.52–2.62 s with the full queue in one series, 2.26–2.41 s against
+/// 2.11–2.31 s with half in another, the same CPU time. The CSV reader is faster, and lost
+/// ~20 % of its wall time with a queue this small.
+const QUEUE: usize = super::QUEUE / 4;
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Bucket {
     Dispatch,
@@ -136,7 +146,7 @@ impl Reader<'_, '_> {
                 s.array("kernel_symbols", |s| self.symbol(s)).map(|_| ())
             }
             "buffer_records" => {
-                self.install_steps();
+                self.install_steps()?;
                 s.object("buffer_records", |s, kind| self.records(s, kind))
             }
             _ => s.skip(key).map(|_| ()),
@@ -146,14 +156,21 @@ impl Reader<'_, '_> {
     }
 
     /// When a roctx message names a step (and the tables came first), the pre-passes' spans
-    /// and launch steps of this process object.
-    fn install_steps(&mut self) {
+    /// and launch steps of this process object; their error past the step limit.
+    fn install_steps(&mut self) -> Result<(), ParseErr> {
         if !(self.t.complete() && self.t.strings.names_steps(self.marker)) {
-            return;
+            return Ok(());
         }
-        let all = self
-            .steps
-            .get_or_insert_with(|| prescan::scan(self.path, self.marker));
+        if self.steps.is_none() {
+            let scanned = prescan::scan(self.path, self.marker, self.staging);
+            // Its error is the file's (reported instead of a parse error, as `seal`'s).
+            self.steps = Some(scanned.map_err(|e| {
+                let msg = e.to_string();
+                self.failed = Some(e);
+                ParseErr::new(0, msg)
+            })?);
+        }
+        let all = self.steps.as_mut().expect("scanned above");
         if let Some(st) = all.as_mut().and_then(|a| a.get_mut(self.proc_index)) {
             let Steps {
                 spans,
@@ -162,6 +179,7 @@ impl Reader<'_, '_> {
             self.emit.links = ApiLinks::with_steps(self.marker.clone(), spans, launch_steps)
                 .spooling_to(self.staging.into());
         }
+        Ok(())
     }
 
     /// The end of a process object: records read before their tables (their API records
@@ -169,7 +187,7 @@ impl Reader<'_, '_> {
     fn settle(&mut self, off: u64) -> Result<(), ParseErr> {
         let deferred = std::mem::take(&mut self.deferred);
         for (_, r) in deferred.iter().filter(|(b, _)| *b == Bucket::Api) {
-            self.note_api(r);
+            self.note_api(r).map_err(|msg| ParseErr::new(off, msg))?;
         }
         self.seen_api = true;
         self.seal(off)?;
@@ -177,7 +195,14 @@ impl Reader<'_, '_> {
             self.row(b, &r, off, false)?;
         }
         self.release(off)?;
-        self.spans.extend_from_slice(self.emit.links.spans());
+        // The process object's rows have their steps: its spans leave the links (moved, not
+        // copied, when it is the only one).
+        let spans = std::mem::take(&mut self.emit.links).into_spans();
+        if self.spans.is_empty() {
+            self.spans = spans;
+        } else {
+            self.spans.extend(spans);
+        }
         Ok(())
     }
 
@@ -233,9 +258,8 @@ impl Reader<'_, '_> {
     }
 
     fn strings(&mut self, s: &mut Stream) -> Result<(), ParseErr> {
-        let v: Value =
-            serde_json::from_slice(&s.raw("strings")?).map_err(|e| json_err(s, "strings", e))?;
-        self.t.strings = Strings::parse(&v);
+        let raw = s.raw("strings")?;
+        self.t.strings = Strings::from_slice(&raw).map_err(|e| json_err(s, "strings", e))?;
         Ok(())
     }
 
@@ -285,11 +309,12 @@ impl Reader<'_, '_> {
     }
 
     /// Notes everything `links` takes from an API record read before its tables (as the
-    /// CSV reader reads its API files first).
-    fn note_api(&mut self, r: &Rec) {
+    /// CSV reader reads its API files first); an error past the step limit.
+    fn note_api(&mut self, r: &Rec) -> Result<(), String> {
         let (domain, name) = self.t.strings.api_names(r);
-        if let Some(c) = r.call(domain, name) {
-            self.emit.links.note(&c);
+        match r.call(domain, name) {
+            Some(c) => self.emit.links.note(&c),
+            None => Ok(()),
         }
     }
 
@@ -461,7 +486,7 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
     }
     let pids: Vec<i64> = super::pid_from_name(&job.path).into_iter().collect();
     let parts = super::parts_for(job, &mut info, None, &pids);
-    let mut emit = Emit::new(&job.classifier, &parts);
+    let mut emit = Emit::new(&job.classifier, &parts, QUEUE);
     let mut reader = Reader {
         emit: &mut emit,
         path: &job.path,
@@ -483,7 +508,14 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
     let res = walk(&mut reader, &mut Stream::new(win));
     let (failed, names) = (reader.failed.take(), std::mem::take(&mut reader.gpu_names));
     let mut spans = std::mem::take(&mut reader.spans);
-    spans.sort_by_key(|s| (s.start, s.end));
+    // What the reader held for the last process object (its `strings`, one message a step)
+    // goes before the sinks' last flush.
+    drop(reader);
+    // One process object's spans come sorted; a stable sort's buffer (half of them) is not
+    // needed (the `steps` table takes each step's first start and last end, in any order).
+    if !spans.is_sorted_by_key(|s| (s.start, s.end)) {
+        spans.sort_unstable_by_key(|s| (s.start, s.end));
+    }
     if let Some(e) = failed {
         return Err(e);
     }

@@ -11,7 +11,7 @@
 //! before the rows that need them are written: the CSV reader reads the API files first,
 //! the rocpd reader queries the regions first, and the JSON reader, whose file puts the
 //! dispatches before the API records, learns the spans and the launches' steps in a
-//! pre-pass (`prescan`, kept as `CorrRuns`) and holds back the RCCL kernels whose
+//! pre-pass (`prescan`, kept as a `LaunchSteps`) and holds back the RCCL kernels whose
 //! collective an RCCL call must name (with the later dispatches of their streams, `held`).
 //!
 //! The launches do not stay in memory: they wait in a spool (`kineto::spool`) and `seal`
@@ -24,9 +24,8 @@ use std::path::PathBuf;
 
 use rustc_hash::FxHashMap;
 
-use super::runs::CorrRuns;
 use crate::kineto::launches::{self, Keep, LaunchLog, LaunchSteps};
-use crate::step_span::{Span, StepMarker};
+use crate::step_span::{self, Span, StepMarker, MAX_STEP_SPANS};
 
 /// The collective of each RCCL API function that launches one (data, as the rule table).
 const RCCL_KINDS: &[(&str, &str)] = &[
@@ -50,12 +49,23 @@ pub(crate) fn rccl_kind(function: &str) -> Option<&'static str> {
         .map(|(_, k)| *k)
 }
 
+/// The error for the marker range `name` at `start` that passes `MAX_STEP_SPANS`.
+pub(crate) fn too_many_steps(name: &str, start: i64) -> String {
+    format!(
+        "{}: the marker range `{name}` that starts at {start} ns passes it",
+        step_span::too_many_steps()
+    )
+}
+
 /// Spans, RCCL calls and launches noted from the API records.
 #[derive(Debug, Default)]
 pub(crate) struct ApiLinks {
     marker: StepMarker,
     /// Sorted by start.
     spans: Vec<Span>,
+    /// Some span ends before one that starts earlier (nested or overlapping spans): `step_at`
+    /// then scans back through every earlier span, not only the last.
+    nested: bool,
     /// Thread → its RCCL calls (start, end, collective), sorted by start once sealed.
     rccl: FxHashMap<i64, Vec<(i64, i64, &'static str)>>,
     /// The host calls noted (correlation, start, thread as `pid`), in the order noted: in
@@ -75,7 +85,7 @@ pub(crate) struct ApiLinks {
     in_file: bool,
     /// The step of each launch by correlation id, when a pre-pass worked it out instead of
     /// keeping the launches (the JSON reader); answers before `launches`.
-    launch_steps: Option<CorrRuns>,
+    launch_steps: Option<LaunchSteps>,
 }
 
 /// What `note` needs of an API record.
@@ -107,11 +117,14 @@ impl ApiLinks {
     pub(crate) fn with_steps(
         marker: StepMarker,
         mut spans: Vec<Span>,
-        launch_steps: CorrRuns,
+        launch_steps: LaunchSteps,
     ) -> ApiLinks {
         spans.sort_by_key(|s| (s.start, s.end));
+        // Kept to the end of the file: not with the room `note_span`'s growth left.
+        spans.shrink_to_fit();
         ApiLinks {
             marker,
+            nested: !spans.is_sorted_by_key(|s| s.end),
             spans,
             launch_steps: Some(launch_steps),
             ..ApiLinks::default()
@@ -120,22 +133,28 @@ impl ApiLinks {
 
     /// Notes what an API record is: a step span (a marker range the marker names), an RCCL
     /// collective call, and, for every other call with a thread and correlation id, a launch.
-    pub(crate) fn note(&mut self, c: &Call) {
+    /// An error (`note_span`'s) past `MAX_STEP_SPANS` step spans.
+    pub(crate) fn note(&mut self, c: &Call) -> Result<(), String> {
         if super::is_marker(c.domain) {
-            self.note_span(c);
+            self.note_span(c)?;
         }
         if !self.note_rccl(c) {
             if let (Some(tid), Some(corr)) = (c.tid, c.correlation) {
                 self.note_launch(corr, tid, c.start);
             }
         }
+        Ok(())
     }
 
-    /// The step span a marker range is, if the marker names it.
-    pub(crate) fn note_span(&mut self, c: &Call) {
+    /// The step span a marker range is, if the marker names it; whether it is one. Past
+    /// `MAX_STEP_SPANS` spans, an error naming the range (the caller adds where it is).
+    pub(crate) fn note_span(&mut self, c: &Call) -> Result<bool, String> {
         let Some(step) = self.marker.step(c.name.as_bytes()) else {
-            return;
+            return Ok(false);
         };
+        if self.spans.len() >= MAX_STEP_SPANS {
+            return Err(too_many_steps(c.name, c.start));
+        }
         let span = Span {
             start: c.start,
             end: c.end.max(c.start),
@@ -146,8 +165,12 @@ impl ApiLinks {
         let at = self
             .spans
             .partition_point(|s| (s.start, s.end) <= (span.start, span.end));
+        let before = at.checked_sub(1).map(|i| self.spans[i]);
+        self.nested |= before.is_some_and(|b| b.end > span.end)
+            || self.spans.get(at).is_some_and(|a| span.end > a.end);
         self.spans.insert(at, span);
         self.dirty = true;
+        Ok(true)
     }
 
     /// Notes an RCCL collective call; whether the record is of the RCCL domain (an RCCL
@@ -250,8 +273,32 @@ impl ApiLinks {
         &self.spans
     }
 
+    /// The step spans, sorted by start, once no row needs the links any more.
+    pub(crate) fn into_spans(self) -> Vec<Span> {
+        self.spans
+    }
+
     /// The step whose span holds `ts` (the latest starting one).
+    ///
+    /// When no span ends before an earlier-starting one (steps one after another, the usual
+    /// capture), the last span starting by `ts` is the only one that can hold it: a time
+    /// between two steps then costs one comparison, not a scan of every earlier step (a
+    /// capture of 100,000 steps whose launches all fell between them took 6.5 s instead of
+    /// 0.3, growing with the square of the steps).
     pub(crate) fn step_at(&self, ts: i64) -> Option<i64> {
+        let n = self.spans.partition_point(|s| s.start <= ts);
+        let earlier = if self.nested { n } else { n.min(1) };
+        self.spans[..n]
+            .iter()
+            .rev()
+            .take(earlier)
+            .find(|s| ts <= s.end)
+            .map(|s| s.step)
+    }
+
+    /// `step_at` as a scan of every span (the tests' reference).
+    #[cfg(test)]
+    fn step_at_scanning(&self, ts: i64) -> Option<i64> {
         let n = self.spans.partition_point(|s| s.start <= ts);
         self.spans[..n]
             .iter()
@@ -267,7 +314,7 @@ impl ApiLinks {
             return None;
         }
         match &self.launch_steps {
-            Some(runs) => runs.get(corr?).flatten(),
+            Some(steps) => steps.get(corr?).flatten(),
             None => self.launch_at.get(corr?).flatten(),
         }
     }
@@ -326,19 +373,26 @@ mod tests {
     fn spans_collectives_and_launches_from_api_records() {
         let marker = StepMarker::parse(r"^step (\d+)$").unwrap();
         let mut l = ApiLinks::new(marker);
-        l.note(&call("MARKER_CORE_API", "step 1", 100, 200, 1));
-        l.note(&call("MARKER_CORE_API", "step 2", 200, 300, 2));
-        l.note(&call("MARKER_CORE_API", "forward", 110, 150, 3));
-        l.note(&call("RCCL_API", "ncclAllReduce", 120, 140, 4));
-        l.note(&call("RCCL_API", "ncclCommGetAsyncError", 125, 126, 5));
+        l.note(&call("MARKER_CORE_API", "step 1", 100, 200, 1))
+            .unwrap();
+        l.note(&call("MARKER_CORE_API", "step 2", 200, 300, 2))
+            .unwrap();
+        l.note(&call("MARKER_CORE_API", "forward", 110, 150, 3))
+            .unwrap();
+        l.note(&call("RCCL_API", "ncclAllReduce", 120, 140, 4))
+            .unwrap();
+        l.note(&call("RCCL_API", "ncclCommGetAsyncError", 125, 126, 5))
+            .unwrap();
         l.note(&call(
             "HIP_RUNTIME_API_EXT",
             "hipExtLaunchKernel",
             130,
             131,
             6,
-        ));
-        l.note(&call("HIP_RUNTIME_API_EXT", "hipLaunchKernel", 250, 251, 8));
+        ))
+        .unwrap();
+        l.note(&call("HIP_RUNTIME_API_EXT", "hipLaunchKernel", 250, 251, 8))
+            .unwrap();
         l.seal().unwrap();
         assert_eq!(l.spans().len(), 2, "only the marker's ranges");
         assert_eq!(
@@ -363,6 +417,96 @@ mod tests {
         assert_eq!(l.rccl_at(7, 250), None, "outside every RCCL call");
         assert_eq!(l.rccl_at(8, 130), None, "another thread");
         assert_eq!(rccl_kind("ncclGroupEnd"), None);
+    }
+
+    /// `step_at` answers as a scan of every span does, with spans one after another (the
+    /// shortcut), touching, nested and overlapping, noted in any order, at every time around
+    /// them.
+    #[test]
+    fn step_at_answers_as_a_scan_of_every_span() {
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        let mut next = |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % m) as i64
+        };
+        let mut seen = [false; 2];
+        for layout in 0..40 {
+            let mut l = ApiLinks::new(StepMarker::default());
+            let n = 1 + next(30);
+            let mut order: Vec<i64> = (0..n).collect();
+            if layout % 2 == 1 {
+                order.reverse();
+            }
+            let names: Vec<String> = (0..n).map(|k| format!("ProfilerStep#{k}")).collect();
+            for &k in &order {
+                // Even layouts: steps one after another (touching when the gap is 0); odd:
+                // some start inside an earlier one, some end past the next.
+                let (start, len) = if layout % 4 < 2 {
+                    (10 * k, 10 - next(2))
+                } else {
+                    (10 * k + next(5), 1 + next(40))
+                };
+                let c = call(
+                    "MARKER_CORE_API",
+                    &names[k as usize],
+                    start,
+                    start + len,
+                    -1,
+                );
+                l.note_span(&c).unwrap();
+            }
+            let want_nested = l.spans.windows(2).any(|w| w[0].end > w[1].end);
+            assert_eq!(l.nested, want_nested, "layout {layout}");
+            seen[usize::from(l.nested)] = true;
+            for ts in -2..(10 * n + 50) {
+                assert_eq!(
+                    l.step_at(ts),
+                    l.step_at_scanning(ts),
+                    "layout {layout} at {ts}"
+                );
+            }
+        }
+        assert_eq!(seen, [true, true], "both kinds of layout");
+    }
+
+    /// Exactly `MAX_STEP_SPANS` step spans are kept; the marker range past them is an error
+    /// naming it (the readers add its line or offset), and is not kept.
+    #[test]
+    fn marker_ranges_past_the_step_limit_are_refused() {
+        let mut l = ApiLinks::new(StepMarker::default());
+        let names: Vec<String> = (0..=MAX_STEP_SPANS)
+            .map(|k| format!("ProfilerStep#{k}"))
+            .collect();
+        for (k, name) in names.iter().enumerate().take(MAX_STEP_SPANS) {
+            let c = call(
+                "MARKER_CORE_API",
+                name,
+                10 * k as i64,
+                10 * k as i64 + 9,
+                -1,
+            );
+            assert_eq!(l.note_span(&c), Ok(true));
+        }
+        let other = call("MARKER_CORE_API", "forward", 5, 6, -1);
+        assert_eq!(
+            l.note(&other),
+            Ok(()),
+            "a range that is no step is no step too many"
+        );
+        let past = call("MARKER_CORE_API", &names[MAX_STEP_SPANS], 7, 8, -1);
+        assert_eq!(
+            l.note(&past).unwrap_err(),
+            "more than 1000000 step ranges (ProfilerStep#N, or --step-marker's) in one trace: \
+             aorta's limit (a real profile holds thousands): the marker range \
+             `ProfilerStep#1000000` that starts at 7 ns passes it"
+        );
+        assert_eq!(
+            l.spans().len(),
+            MAX_STEP_SPANS,
+            "the refused range is not kept"
+        );
     }
 }
 
@@ -403,11 +547,14 @@ mod spool_tests {
                     tid,
                     start,
                     corr,
-                ));
+                ))
+                .unwrap();
                 map.insert(corr, (tid, start));
                 if i % 1000 == 0 {
-                    l.note(&call("MARKER_CORE_API", "step 0", 0, start, -1));
-                    l.note(&call("RCCL_API", "ncclAllGather", i % 3, start + 5, -1));
+                    l.note(&call("MARKER_CORE_API", "step 0", 0, start, -1))
+                        .unwrap();
+                    l.note(&call("RCCL_API", "ncclAllGather", i % 3, start + 5, -1))
+                        .unwrap();
                 }
             }
             // A step span per 10,000 ns, noted late (the lookups are made again).
@@ -415,7 +562,7 @@ mod spool_tests {
                 let name: &'static str = Box::leak(format!("step {k}").into_boxed_str());
                 let mut c = call("MARKER_CORE_API", name, 0, k * 10_000, -1);
                 c.end = k * 10_000 + 9_000;
-                l.note(&c);
+                l.note(&c).unwrap();
             }
             l.seal().unwrap();
         }

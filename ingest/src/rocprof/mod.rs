@@ -15,10 +15,10 @@ pub(crate) mod csv;
 mod held;
 pub(crate) mod json;
 mod links;
+mod messages;
 mod prescan;
 mod records;
 pub(crate) mod rocpd;
-mod runs;
 mod stream;
 mod wanted;
 
@@ -47,8 +47,8 @@ const BATCH_ROWS: usize = 2048;
 /// Batches that may wait for the writer thread: one flush's worth. While the writer sorts
 /// and encodes a flush, the reader keeps going instead of stopping after a few batches (with
 /// 4, reader and writer mostly took turns, and two cores were no faster than one). Bounds
-/// the queue at ~30 MB of rows.
-const QUEUE: usize = crate::sink::FLUSH_ROWS / BATCH_ROWS;
+/// the queue at ~30 MB of rows. (The JSON reader queues fewer: `json::QUEUE`.)
+pub(crate) const QUEUE: usize = crate::sink::FLUSH_ROWS / BATCH_ROWS;
 
 /// A kernel dispatch, as every container writes it.
 #[derive(Debug, Clone, Default)]
@@ -140,9 +140,10 @@ pub(crate) struct Emit<'a> {
 }
 
 impl<'a> Emit<'a> {
-    pub(crate) fn new(classifier: &'a Classifier, parts: &Parts) -> Emit<'a> {
+    /// An emitter whose writer thread takes up to `queue` batches waiting (`QUEUE`).
+    pub(crate) fn new(classifier: &'a Classifier, parts: &Parts, queue: usize) -> Emit<'a> {
         let failed = Arc::new(AtomicBool::new(false));
-        let (tx, writer) = crate::writer_thread::spawn_writer(parts.clone(), failed.clone(), QUEUE);
+        let (tx, writer) = crate::writer_thread::spawn_writer(parts.clone(), failed.clone(), queue);
         Emit {
             classifier,
             batch: Batch::default(),

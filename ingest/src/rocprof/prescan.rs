@@ -6,8 +6,11 @@
 //! so in one streaming read a dispatch comes before the call that launched it and before
 //! the marker ranges that give that call its step. The first pass reads only the
 //! `marker_api` records (the step spans); the second the other API records, turning each
-//! launch into its step at once and keeping it as runs of correlation ids (`CorrRuns`), so
-//! neither keeps anything per dispatch or per call. Every other array is skipped record by
+//! launch into its step at once and adding it to a compact correlation → step lookup
+//! (`kineto::launches`, its blocks in a file in the staging directory once large), so
+//! neither keeps anything per dispatch or per call in memory. (Runs of correlation ids in a
+//! `BTreeMap` cost ~130 bytes a run, and a capture whose every step holds one launch has a
+//! run per launch: 127 MB at the million steps a trace may hold.) Every other array is skipped record by
 //! record without being decoded. A file these passes cannot read is left to the main pass,
 //! which reports its error where it always did.
 
@@ -15,49 +18,79 @@ use std::path::Path;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-use serde_json::Value;
-
-use super::links::ApiLinks;
+use super::links::{self, ApiLinks};
 use super::records::{self, Rec, Strings};
-use super::runs::CorrRuns;
 use super::stream::Stream;
-use crate::error::ParseErr;
-use crate::step_span::{Span, StepMarker};
+use crate::error::{IngestError, ParseErr};
+use crate::kineto::launches::{Keep, LaunchSteps};
+use crate::step_span::{Span, StepMarker, MAX_STEP_SPANS};
 use crate::window::Window;
+
+/// Pairs added to a lookup at once.
+const CHUNK: usize = 4096;
 
 /// The step spans of one process object and the step of each of its launches.
 #[derive(Debug, Default)]
 pub(super) struct Steps {
     pub spans: Vec<Span>,
-    pub launch_steps: CorrRuns,
+    pub launch_steps: LaunchSteps,
 }
 
 /// The steps of every process object of the JSON file at `path`, by index; `None` when the
-/// file cannot be read to its end.
-pub(super) fn scan(path: &Path, marker: &StepMarker) -> Option<Vec<Steps>> {
+/// file cannot be read to its end. An error at the marker record that passes
+/// `MAX_STEP_SPANS` step spans in the file (all process objects together), or when the
+/// launches' lookup cannot be written to its file in `dir` (the staging directory).
+pub(super) fn scan(
+    path: &Path,
+    marker: &StepMarker,
+    dir: &Path,
+) -> Result<Option<Vec<Steps>>, IngestError> {
     let mut links: Vec<ApiLinks> = Vec::new();
-    walk(
+    let (mut count, mut too_many) = (0, None);
+    let walked = walk(
         path,
         |bucket| bucket == "marker_api",
-        |i, t, r| {
+        |i, t, r, off| {
             if links.len() <= i {
                 links.resize_with(i + 1, || ApiLinks::new(marker.clone()));
             }
             let (domain, name) = t.api_names(r);
-            if let Some(c) = r.call(domain, name).filter(|_| super::is_marker(domain)) {
-                links[i].note_span(&c);
+            let Some(c) = r.call(domain, name).filter(|_| super::is_marker(domain)) else {
+                return Ok(());
+            };
+            let limit = || links::too_many_steps(c.name, c.start);
+            let noted = links[i].note_span(&c);
+            count += usize::from(noted.as_ref().is_ok_and(|&n| n));
+            match noted {
+                Ok(_) if count <= MAX_STEP_SPANS => Ok(()),
+                Ok(_) => Err(ParseErr::new(off, limit())),
+                Err(msg) => Err(ParseErr::new(off, msg)),
             }
+            .inspect_err(|e| too_many = Some(e.clone()))
         },
-    )
-    .ok()?;
-    let mut runs = vec![CorrRuns::default(); links.len()];
+    );
+    if let Some(e) = too_many {
+        return Err(e.at(path));
+    }
+    if walked.is_err() {
+        return Ok(None);
+    }
+    let new_lookup = || LaunchSteps::in_dir(Some(dir.to_path_buf()));
+    let mut lookups: Vec<LaunchSteps> = links.iter().map(|_| new_lookup()).collect();
     if links.iter().any(|l| !l.spans().is_empty()) {
-        walk(
+        // Each process's (correlation, step) pairs, a chunk at a time into its lookup.
+        let mut chunks: Vec<Vec<(i64, Option<i64>)>> = vec![Vec::new(); links.len()];
+        let mut io_error = None;
+        let mut add = |lookup: &mut LaunchSteps, chunk: &mut Vec<_>| {
+            let res = lookup.add_pairs(std::mem::take(chunk), Keep::Last);
+            res.map_err(|e| io_error.get_or_insert(e).to_string())
+        };
+        let walked = walk(
             path,
             |bucket| bucket.ends_with("_api"),
-            |i, t, r| {
+            |i, t, r, off| {
                 let Some(l) = links.get(i).filter(|l| !l.spans().is_empty()) else {
-                    return;
+                    return Ok(());
                 };
                 // A launch as `ApiLinks::note` takes one: a timed call with a thread and a
                 // correlation id, of any domain but RCCL's.
@@ -65,27 +98,48 @@ pub(super) fn scan(path: &Path, marker: &StepMarker) -> Option<Vec<Steps>> {
                 if let (Some(_), Some(corr), Some(start), Some(_)) = (r.tid, r.corr, r.start, r.end)
                 {
                     if !super::has_prefix(domain, "RCCL") {
-                        runs[i].insert(corr, l.step_at(start));
+                        chunks[i].push((corr, l.step_at(start)));
+                        if chunks[i].len() == CHUNK {
+                            add(&mut lookups[i], &mut chunks[i])
+                                .map_err(|msg| ParseErr::new(off, msg))?;
+                        }
                     }
                 }
+                Ok(())
             },
-        )
-        .ok()?;
+        );
+        if walked.is_ok() {
+            for (lookup, chunk) in lookups.iter_mut().zip(&mut chunks) {
+                if add(lookup, chunk).is_err() {
+                    break;
+                }
+                lookup.shrink();
+            }
+        }
+        if let Some(e) = io_error {
+            return Err(IngestError::io(dir, e));
+        }
+        if walked.is_err() {
+            return Ok(None);
+        }
     }
-    let steps = links.into_iter().zip(runs).map(|(l, launch_steps)| Steps {
-        spans: l.spans().to_vec(),
-        launch_steps,
-    });
-    Some(steps.collect())
+    let steps = links
+        .into_iter()
+        .zip(lookups)
+        .map(|(l, launch_steps)| Steps {
+            spans: l.into_spans(),
+            launch_steps,
+        });
+    Ok(Some(steps.collect()))
 }
 
 /// Reads the process objects of `path`, calling `each` with the process index, its
-/// `strings` and every record of the buffer arrays `wanted` names (read after `strings`);
-/// other records are skipped.
+/// `strings`, every record of the buffer arrays `wanted` names (read after `strings`) and
+/// its byte offset; other records are skipped. An error of `each` stops the walk.
 fn walk(
     path: &Path,
     wanted: impl Fn(&str) -> bool,
-    mut each: impl FnMut(usize, &Strings, &Rec),
+    mut each: impl FnMut(usize, &Strings, &Rec, u64) -> Result<(), ParseErr>,
 ) -> Result<(), ParseErr> {
     let win = Window::open(path, Arc::new(AtomicU64::new(0)), None)
         .map_err(|e| ParseErr::new(0, e.to_string()))?;
@@ -106,23 +160,23 @@ fn process(
     s: &mut Stream,
     i: usize,
     wanted: &impl Fn(&str) -> bool,
-    each: &mut impl FnMut(usize, &Strings, &Rec),
+    each: &mut impl FnMut(usize, &Strings, &Rec, u64) -> Result<(), ParseErr>,
 ) -> Result<(), ParseErr> {
     let mut strings: Option<Strings> = None;
     s.object("a process object", |s, key| match key {
         "strings" => {
             let raw = s.raw("strings")?;
-            let v: Value = serde_json::from_slice(&raw)
+            let t = Strings::from_slice(&raw)
                 .map_err(|e| ParseErr::new(s.offset(), format!("strings: {e}")))?;
-            strings = Some(Strings::parse(&v));
+            strings = Some(t);
             Ok(())
         }
         "buffer_records" => s.object(key, |s, bucket| match &strings {
             Some(t) if wanted(bucket) => s
                 .array(bucket, |s| {
+                    let off = s.offset();
                     let r = s.read("a record", records::parse)?;
-                    each(i, t, &r);
-                    Ok(())
+                    each(i, t, &r, off)
                 })
                 .map(|_| ()),
             _ => skip_records(s, bucket),

@@ -6,10 +6,10 @@
 //! `src_agent_id`, `dst_agent_id` and `bytes`. One reader fills whichever fields are present.
 //! `Strings` names a record from its process's `strings` table.
 
-use rustc_hash::FxHashMap;
 use serde_json::Value;
 
 use super::links::Call;
+use super::messages::{self, Messages};
 use crate::json::{int_from_value, Cursor, JResult};
 
 /// A process object's `strings`: each buffer record kind's name and operation names, and the
@@ -26,12 +26,14 @@ use crate::json::{int_from_value, Cursor, JResult};
 #[derive(Debug, Default)]
 pub(super) struct Strings {
     pub kinds: Vec<(String, Vec<String>)>,
-    pub messages: FxHashMap<i64, String>,
+    pub messages: Messages,
 }
 
 impl Strings {
-    pub(super) fn parse(v: &Value) -> Strings {
-        let list = v.get("buffer_records").and_then(Value::as_array);
+    /// The `strings` table from its JSON text (`messages` says how it is read).
+    pub(super) fn from_slice(raw: &[u8]) -> serde_json::Result<Strings> {
+        let (kinds, messages) = messages::parse_strings(raw)?;
+        let list = kinds.as_ref().and_then(Value::as_array);
         let text = |v: &Value| v.as_str().unwrap_or("").to_string();
         let kinds = list
             .into_iter()
@@ -42,26 +44,7 @@ impl Strings {
                 (name, ops.into_iter().flatten().map(text).collect())
             })
             .collect();
-        let mut messages = FxHashMap::default();
-        match v.get("marker_api") {
-            Some(Value::Array(pairs)) => {
-                for p in pairs {
-                    let key = p.get("key").and_then(json_int);
-                    if let (Some(k), Some(m)) = (key, p.get("value").and_then(Value::as_str)) {
-                        messages.insert(k, m.to_string());
-                    }
-                }
-            }
-            Some(Value::Object(map)) => {
-                for (k, m) in map {
-                    if let (Ok(k), Some(m)) = (k.trim().parse(), m.as_str()) {
-                        messages.insert(k, m.to_string());
-                    }
-                }
-            }
-            _ => {}
-        }
-        Strings { kinds, messages }
+        Ok(Strings { kinds, messages })
     }
 
     /// A record's kind (the API domain) and operation names ("" when unknown).
@@ -82,8 +65,8 @@ impl Strings {
         let message = r
             .corr
             .filter(|_| super::is_marker(domain))
-            .and_then(|c| self.messages.get(&c));
-        (domain, message.map_or(op, String::as_str))
+            .and_then(|c| self.messages.get(c));
+        (domain, message.unwrap_or(op))
     }
 
     /// Whether any message names a step to `marker`.
@@ -106,11 +89,6 @@ impl Rec {
             correlation: self.corr,
         })
     }
-}
-
-fn json_int(v: &Value) -> Option<i64> {
-    v.as_i64()
-        .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
 }
 
 #[derive(Debug, Clone, Default)]

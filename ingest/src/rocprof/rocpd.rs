@@ -247,14 +247,17 @@ fn links(path: &Path, conn: &Connection, job: &FileJob) -> Result<ApiLinks> {
         let get = |i| r.get::<_, Option<i64>>(i).map_err(|e| sql_err(path, e));
         let g = region(path, r)?;
         if let Some((start, end)) = g.times {
-            links.note(&Call {
+            let call = Call {
                 domain: &g.domain,
                 name: &g.name,
                 tid: get(3)?,
                 start,
                 end,
                 correlation: get(6)?,
-            });
+            };
+            links
+                .note(&call)
+                .map_err(|msg| IngestError::file(path, format!("reading view regions: {msg}")))?;
         }
         Ok(())
     })?;
@@ -299,12 +302,14 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
     info.world_size = world;
     info.runtime_version = Some(format!("rocpd_schema_version={version}"));
     let parts = super::parts_for(job, &mut info, rank, &pids(&conn));
-    let mut emit = Emit::new(&job.classifier, &parts);
+    let mut emit = Emit::new(&job.classifier, &parts, super::QUEUE);
     emit.links = links(path, &conn, job)?;
-    let spans = emit.links.spans().to_vec();
     let res = kernels(path, &conn, &mut emit)
         .and_then(|()| copies(path, &conn, &mut emit))
         .and_then(|()| regions(path, &conn, &mut emit));
+    // Every row has its step: the spans leave the links (no copy of a span per step), and
+    // the launches' lookups go before the sinks' last flush.
+    let spans = std::mem::take(&mut emit.links).into_spans();
     let events = emit.events;
     let out = emit.finish();
     res?;
