@@ -47,6 +47,9 @@ pub(crate) enum Window {
         /// window's parse (`parse_ahead`).
         released: usize,
         due: usize,
+        /// Whether the reader parses through `parse_ahead` (the walk does; the rocprof JSON
+        /// stream only consumes): otherwise nothing would ever give `due`'s pages back.
+        read_ahead: bool,
         progress: Arc<AtomicU64>,
         hash: Option<Hasher>,
     },
@@ -85,6 +88,7 @@ impl Window {
                     ahead: 0,
                     released: 0,
                     due: 0,
+                    read_ahead: false,
                     progress,
                     hash,
                 };
@@ -160,10 +164,12 @@ impl Window {
             ahead,
             released,
             due,
+            read_ahead,
             hash,
             ..
         } = self
         {
+            *read_ahead = true;
             // The hasher reads the next chunk (faulting its pages in), and the pages
             // consumed are given back, on another worker while this one is parsed: done
             // between windows, both were serial time.
@@ -241,6 +247,7 @@ impl Window {
                 start,
                 released,
                 due,
+                read_ahead,
                 ..
             } => {
                 *start += n;
@@ -248,7 +255,7 @@ impl Window {
                 let upto = *start / page * page;
                 if upto >= *released + RELEASE_STEP {
                     *due = upto;
-                    if !release_aside() {
+                    if !(*read_ahead && release_aside()) {
                         release(map, *released..*due);
                         *released = *due;
                     }
@@ -258,8 +265,9 @@ impl Window {
     }
 }
 
-/// Whether the consumed pages are given back beside the next window's parse: only when this
-/// file has more than one worker of the pool. A file read on one worker (16 files on 16)
+/// Whether the consumed pages are given back beside the next window's parse (for a reader
+/// that parses through `parse_ahead`): only when this file has more than one worker of the
+/// pool. A file read on one worker (16 files on 16)
 /// would give them back only after that parse (no idle worker takes the other half of the
 /// join), so each file would hold a window more: ~60 MB more at the peak for 16 files.
 fn release_aside() -> bool {
@@ -347,5 +355,40 @@ mod tests {
         assert_eq!(step_for(16, 2), 4 * CHUNK);
         assert_eq!(step_for(16, 16), CHUNK);
         assert_eq!(step_for(2, 40), CHUNK);
+    }
+
+    /// Pages consumed are given back: at once by a reader that only consumes (the rocprof
+    /// JSON stream: deferred to a `parse_ahead` that never came, a 804 MB capture held all
+    /// of it, 1 GB at the peak), beside the next parse by one that parses ahead.
+    #[test]
+    fn consumed_pages_are_given_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t.json");
+        std::fs::write(&p, vec![b' '; 3 * RELEASE_STEP]).unwrap();
+        let pending = |w: &Window| match w {
+            Window::Mapped { released, due, .. } => (*released, *due),
+            Window::Read { .. } => unreachable!("a mapped file"),
+        };
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            // Consumed only.
+            let mut w = Window::open(&p, Arc::new(AtomicU64::new(0)), None).unwrap();
+            while w.fill().unwrap() {}
+            w.consume(RELEASE_STEP + 1);
+            let (released, due) = pending(&w);
+            assert_eq!((released, due), (RELEASE_STEP, RELEASE_STEP));
+            // Parsed ahead on two workers: given back with the next parse.
+            let mut w = Window::open(&p, Arc::new(AtomicU64::new(0)), None).unwrap();
+            let (_, more) = w.parse_ahead(|b| b.len());
+            w.append_ahead(more.unwrap()).unwrap();
+            while w.fill().unwrap() {}
+            w.consume(RELEASE_STEP + 1);
+            assert_eq!(pending(&w), (0, RELEASE_STEP));
+            let _ = w.parse_ahead(|b| b.len());
+            assert_eq!(pending(&w), (RELEASE_STEP, RELEASE_STEP));
+        });
     }
 }
