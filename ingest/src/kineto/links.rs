@@ -20,7 +20,7 @@ use super::launches::{LaunchLog, LaunchSteps};
 
 use crate::error::ParseErr;
 use crate::json::{usable_time, Cursor, JsonError};
-use crate::step_span::{Span, StepMarker};
+use crate::step_span::{Span, StepMarker, MAX_STEP_SPANS};
 use crate::trace_event::{self, pid_key, Cat, Ev};
 use crate::walk::Visitor;
 
@@ -112,12 +112,6 @@ fn json_int(v: &serde_json::Value) -> Option<i64> {
     v.as_i64()
         .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
 }
-
-/// The most step annotations (`ProfilerStep#N`, or `--step-marker`'s) one trace may hold.
-/// Each costs ~400 B until the file is written (its span, its per-step aggregates, its
-/// `steps` row), so without a limit a trace of 10⁷ empty steps (1 GB of JSON) took 4 GB.
-/// Real profiles hold thousands.
-pub(crate) const MAX_STEP_SPANS: usize = 1_000_000;
 
 /// The spans and launches of a run of events.
 #[derive(Default)]

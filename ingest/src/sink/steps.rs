@@ -2,7 +2,7 @@
 //! sorted vector of 40-byte entries.
 //!
 //! Why not a `BTreeMap<Option<i64>, StepAgg>`: a trace of very many steps (up to the million
-//! step annotations a file may hold, `kineto::links::MAX_STEP_SPANS`) held about 120 bytes a
+//! step annotations a file may hold, `step_span::MAX_STEP_SPANS`) held about 120 bytes a
 //! step in the map's nodes, the largest part of what grew with the trace (docs/PERFORMANCE.md,
 //! "Peak RSS at any file size"). Steps arrive mostly in increasing order (a flush's rows are
 //! sorted by stream, and each stream's steps follow time), so a flush's windows are merged
