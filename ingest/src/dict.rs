@@ -13,6 +13,8 @@ use arrow_array::types::Int32Type;
 use arrow_array::{ArrayRef, DictionaryArray, Int32Array, StringArray};
 use arrow_buffer::NullBuffer;
 
+use crate::rows::Interner;
+
 /// Per-batch dictionaries over an interner's ids: a batch's dictionary holds only the
 /// strings its rows use, in first-use order, so its cost follows the batch, not the
 /// interner (which can hold millions of distinct shapes).
@@ -28,14 +30,14 @@ impl DictBuilder {
     /// The column of `ids` (an id into `strings` or null).
     pub(crate) fn build(
         &mut self,
-        strings: &[Box<str>],
+        strings: &Interner,
         ids: impl Iterator<Item = Option<u32>>,
     ) -> ArrayRef {
         if self.local.len() < strings.len() {
             self.local.resize(strings.len(), u32::MAX);
         }
         let keys: Vec<i32> = ids.map(|id| id.map_or(-1, |id| self.key(id))).collect();
-        let values = self.used.iter().map(|&i| &*strings[i as usize]);
+        let values = self.used.iter().map(|&i| strings.get(i));
         let values = Arc::new(StringArray::from_iter_values(values));
         for &i in &self.used {
             self.local[i as usize] = u32::MAX;
@@ -109,7 +111,10 @@ mod tests {
 
     #[test]
     fn interned_ids_round_trip_with_nulls_and_reuse() {
-        let s: Vec<Box<str>> = ["a", "bb", "ccc"].iter().map(|&s| s.into()).collect();
+        let mut s = Interner::default();
+        for t in ["a", "bb", "ccc"] {
+            s.id(t);
+        }
         let mut b = DictBuilder::default();
         let a = b.build(&s, [Some(2), None, Some(0), Some(2)].into_iter());
         let want = [Some("ccc"), None, Some("a"), Some("ccc")];

@@ -14,8 +14,15 @@ use crate::diag::Diagnostics;
 /// Distinct strings of a batch.
 #[derive(Default, Debug, Clone)]
 pub(crate) struct Interner {
-    /// Boxed, not `String`: 8 bytes less a string, and many are one step's name each.
-    pub strings: Vec<Box<str>>,
+    /// Every string's bytes, one after the other (each was a whole `&str`, so every string
+    /// in it starts and ends on a character boundary).
+    ///
+    /// Why one buffer, not a `Box<str>` each: many strings are one step's name each
+    /// (`ProfilerStep#N`, a roctx message), and an allocation of ~20 bytes costs 32 of the
+    /// heap and 16 of the box: ~48 bytes a string against its length and 8 here.
+    text: String,
+    /// Where string `i` ends in `text` (it starts where string `i - 1` ends).
+    ends: Vec<usize>,
     /// The id of every string, found by its bytes (so a reader can look a raw JSON string up
     /// before validating it). Ids alone, hashed from `strings`: a map keyed by a copy of each
     /// string held 40 bytes and an allocation more per string, which on traces of very many
@@ -25,15 +32,24 @@ pub(crate) struct Interner {
     shape_layouts: FxHashMap<Box<[u8]>, u32>,
 }
 
+/// String `i` of `text` and `ends` (an `Interner`'s), without borrowing the interner whole.
+#[inline]
+fn nth<'a>(text: &'a str, ends: &[usize], i: u32) -> &'a str {
+    let i = i as usize;
+    let start = if i == 0 { 0 } else { ends[i - 1] };
+    &text[start..ends[i]]
+}
+
 impl Interner {
     pub(crate) fn id(&mut self, s: &str) -> u32 {
         if let Some(i) = self.find(s.as_bytes()) {
             return i;
         }
-        let i = self.strings.len() as u32;
-        self.strings.push(s.into());
-        let strings = &self.strings;
-        let rehash = |&j: &u32| hash(strings[j as usize].as_bytes());
+        let i = self.ends.len() as u32;
+        self.text.push_str(s);
+        self.ends.push(self.text.len());
+        let (text, ends) = (&self.text, &self.ends);
+        let rehash = |&j: &u32| hash(nth(text, ends, j).as_bytes());
         self.ids.insert_unique(hash(s.as_bytes()), i, rehash);
         i
     }
@@ -41,9 +57,19 @@ impl Interner {
     /// The id of a string already interned with these bytes (which are then valid UTF-8).
     #[inline]
     pub(crate) fn find(&self, s: &[u8]) -> Option<u32> {
-        let strings = &self.strings;
-        let same = |&j: &u32| strings[j as usize].as_bytes() == s;
+        let (text, ends) = (&self.text, &self.ends);
+        let same = |&j: &u32| nth(text, ends, j).as_bytes() == s;
         self.ids.find(hash(s), same).copied()
+    }
+
+    /// How many strings there are (ids are `0..len`).
+    pub(crate) fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Every string, by id.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &str> {
+        (0..self.ends.len() as u32).map(|i| self.get(i))
     }
 
     /// The id of a shape column's raw JSON text (`Input Dims`…), interned in its canonical
@@ -70,16 +96,19 @@ impl Interner {
     }
 
     pub(crate) fn get(&self, i: u32) -> &str {
-        &self.strings[i as usize]
+        nth(&self.text, &self.ends, i)
     }
 
     /// The strings by id alone, without the maps that find an id (`get` answers, `find`
     /// does not): what a settle needs once every string is interned, at about half the
     /// memory, which on traces of very many steps (a `ProfilerStep#N` name each) was most
     /// of what grew (docs/PERFORMANCE.md, "Peak RSS at any file size").
-    pub(crate) fn into_lookup(self) -> Interner {
+    pub(crate) fn into_lookup(mut self) -> Interner {
+        self.text.shrink_to_fit();
+        self.ends.shrink_to_fit();
         Interner {
-            strings: self.strings,
+            text: self.text,
+            ends: self.ends,
             ..Interner::default()
         }
     }
@@ -219,7 +248,7 @@ pub(crate) struct Batch {
 impl Batch {
     /// Re-maps this batch's string ids into `into` and returns the rows.
     pub(crate) fn remap(self, into: &mut Interner) -> (Vec<GpuRow>, Vec<CpuRow>, Diagnostics) {
-        let map: Vec<u32> = self.strings.strings.iter().map(|s| into.id(s)).collect();
+        let map: Vec<u32> = self.strings.iter().map(|s| into.id(s)).collect();
         let m = |i: u32| map[i as usize];
         let mo = |i: Option<u32>| i.map(m);
         let mut gpu = self.gpu;
@@ -242,5 +271,29 @@ impl Batch {
             r.input_strides = mo(r.input_strides);
         }
         (gpu, cpu, self.diag)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Strings laid out one after the other come back whole, by id and in id order, found
+    /// by their bytes (empty and multi-byte ones too), before and after `into_lookup`.
+    #[test]
+    fn interned_strings_come_back_whole() {
+        let words = ["ProfilerStep#1", "", "ä→b", "ProfilerStep#10", "x"];
+        let mut s = Interner::default();
+        let ids: Vec<u32> = words.iter().map(|w| s.id(w)).collect();
+        assert_eq!(ids, vec![0, 1, 2, 3, 4]);
+        // Met again: the same ids, nothing added.
+        assert_eq!(s.id("ä→b"), 2);
+        assert_eq!(s.id(""), 1);
+        assert_eq!(s.len(), words.len());
+        assert_eq!(s.find("ProfilerStep#1".as_bytes()), Some(0));
+        assert_eq!(s.find(b"ProfilerStep#"), None);
+        assert_eq!(s.iter().collect::<Vec<_>>(), words);
+        let l = s.into_lookup();
+        assert_eq!((0..5).map(|i| l.get(i)).collect::<Vec<_>>(), words);
     }
 }

@@ -152,7 +152,7 @@ pub(crate) fn vendor_hint(strings: &Interner) -> Option<&'static str> {
             .is_some_and(|c| c.is_ascii_uppercase())
     };
     let (mut cuda, mut hip) = (0, 0);
-    for s in &strings.strings {
+    for s in strings.iter() {
         cuda += (api(s, "cuda") || api(s, "cu")) as u32;
         hip += api(s, "hip") as u32;
     }
@@ -486,7 +486,7 @@ pub(crate) fn gpu_batch<W: Written>(rows: &[W], s: &Interner) -> RecordBatch {
 
 fn gpu_col<W: Written>(name: &str, rows: &[W], s: &Interner, d: &mut DictBuilder) -> ArrayRef {
     let each = || rows.iter().map(W::row);
-    let mut st = |f: fn(&GpuRow) -> Option<u32>| d.build(&s.strings, each().map(f));
+    let mut st = |f: fn(&GpuRow) -> Option<u32>| d.build(s, each().map(f));
     let label = |f: fn(&GpuRow) -> Option<&'static str>| labels(each().map(f));
     let int = |f: fn(&GpuRow) -> i64| i64_array(each().map(f));
     let opt = |f: fn(&GpuRow) -> Option<i64>| opt_i64_array(each().map(f));
@@ -536,7 +536,7 @@ pub(crate) fn cpu_batch(rows: &[CpuRow], s: &Interner) -> RecordBatch {
 }
 
 fn cpu_col(name: &str, rows: &[CpuRow], s: &Interner, d: &mut DictBuilder) -> ArrayRef {
-    let mut st = |f: fn(&CpuRow) -> Option<u32>| d.build(&s.strings, rows.iter().map(f));
+    let mut st = |f: fn(&CpuRow) -> Option<u32>| d.build(s, rows.iter().map(f));
     let opt = |f: fn(&CpuRow) -> Option<i64>| opt_i64_array(rows.iter().map(f));
     match name {
         "category" => labels(rows.iter().map(|r| Some(r.category.as_str()))),
