@@ -12,7 +12,9 @@
 //! as the two-pass reader did.
 //!
 //! On many cores neither end may run on one thread alone (docs/PERFORMANCE.md, issue 33): the
-//! spill thread only re-maps strings and makes records, and a thread of its own writes them
+//! spill thread only re-maps strings, classifies each GPU name once (the walk leaves GPU rows
+//! unclassified, so that it never waits for the rule table to compile: `classify::sets`) and
+//! makes records, and a thread of its own writes them
 //! (so the walk's queue of batches no longer fills behind it: 20 MB less peak memory at one
 //! job) and indexes each batch (`Ix`: where its records are, how many, how many GPU streams
 //! it adds). On one or two threads the settle (`settle.rs`) reads a group of batches while
