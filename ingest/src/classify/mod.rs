@@ -204,11 +204,7 @@ impl Classifier {
     /// `aorta run` ingest many times in one process.
     pub fn builtin() -> Classifier {
         static BUILTIN: LazyLock<Classifier> = LazyLock::new(|| {
-            let base = parse_file(DEFAULT_RULES, "ingest/rules/default.toml");
-            let base = base.expect("the shipped rule table parses");
-            let version = base.version.clone().unwrap_or_else(|| "0".into());
-            let files = vec![("ingest/rules/default.toml".to_string(), base)];
-            compile(files, version, true).expect("the shipped rule table is valid")
+            Classifier::compile_with(None).expect("the shipped rule table is valid")
         });
         BUILTIN.clone()
     }
@@ -221,6 +217,9 @@ impl Classifier {
         }
     }
 
+    /// The shipped table, with the user's rules first when given. The shipped table alone
+    /// compiles on a thread of its own (`sets`); with a user's file, at once, so that an
+    /// error in its patterns is reported here.
     fn compile_with(user: Option<&Path>) -> Result<Classifier, RulesError> {
         let base = parse_file(DEFAULT_RULES, "ingest/rules/default.toml")?;
         let mut version = base.version.clone().unwrap_or_else(|| "0".into());
@@ -238,7 +237,7 @@ impl Classifier {
             c.user_text = Some(text);
             return Ok(c);
         }
-        compile(files, version, false)
+        compile(files, version, true)
     }
 
     /// The `--rules` file's text, when one was given.
