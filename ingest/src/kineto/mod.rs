@@ -363,7 +363,8 @@ mod tests {
     }
 
     /// The settle on a pool of four (`pending::groups`: row groups and flushes cut up front
-    /// and built at once, two row groups of a table encoded at a time) writes the very files,
+    /// and built at once, two row groups of a table encoded at a time), and on a pool of two
+    /// (one row group at a time), writes the very files,
     /// with the same findings, steps and counts, that the settle on one thread (the sinks fed
     /// one batch at a time, as before) writes, on every Kineto trace of the corpus.
     #[test]
@@ -377,13 +378,16 @@ mod tests {
                 .build()
                 .unwrap()
         };
-        let (one, four) = (pool(1), pool(4));
+        let (one, two, four) = (pool(1), pool(2), pool(4));
         let mut cpu_rows = 0;
         // The most row groups a file of each table had.
         let mut groups = [0, 0];
         for path in files {
             let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
             let want = spill_and_settle(&path, &one, a.path());
+            let c = tempfile::tempdir().unwrap();
+            let got = spill_and_settle(&path, &two, c.path());
+            assert_eq!(got, want, "{path:?} on two threads");
             let got = spill_and_settle(&path, &four, b.path());
             assert_eq!(got, want, "{path:?}");
             let tables = [&crate::schema::CPU_OPS, &crate::schema::GPU_ACTIVITIES];
@@ -398,6 +402,8 @@ mod tests {
                     *most = (*most).max(reader.metadata().num_row_groups());
                     let x = std::fs::read(x).unwrap();
                     assert!(x == std::fs::read(y).unwrap(), "{path:?} {rel:?}");
+                    let z = std::fs::read(c.path().join(&rel)).unwrap();
+                    assert!(x == z, "{path:?} {rel:?} on two threads");
                 }
             }
             cpu_rows = cpu_rows.max(want.1);

@@ -17,11 +17,12 @@
 //! makes records, and a thread of its own writes them
 //! (so the walk's queue of batches no longer fills behind it: 20 MB less peak memory at one
 //! job) and indexes each batch (`Ix`: where its records are, how many, how many GPU streams
-//! it adds). On one or two threads the settle (`settle.rs`) reads a group of batches while
-//! the last group is settled on the pool and the sink takes the group before, so the sink
-//! flushes after the very batches it did. On three or more (`groups.rs`) the index says
-//! where every flush, Arrow batch and row group of the sinks falls, and many of them are
-//! built at once; every file is byte for byte what one thread writes either way.
+//! it adds). On one thread the settle (`settle.rs`) feeds the sinks batch by batch (so does the
+//! fuzzer, which encodes nothing, reading a group of batches while the last group is settled
+//! on the pool), so the sink flushes after the very batches it did. On two or more
+//! (`groups.rs`) the index says where every flush, Arrow batch and row group of the sinks
+//! falls, and many of them are built at once; every file is byte for byte what one thread
+//! writes either way.
 
 use std::fs::File;
 use std::io::{self, Seek, Write};

@@ -135,7 +135,8 @@ fn in_ctx<R>(
     })
 }
 
-/// The settle on one or two threads: two sinks fed batch by batch (`Replay`).
+/// The settle on one thread (or in the fuzzer, which encodes nothing): two sinks fed batch by
+/// batch (`Replay`).
 fn settle_in_sinks(s: Spilled, links: &Links, base: i64, parts: &Parts) -> Result<SinkOut> {
     let Spilled {
         gpu,

@@ -46,9 +46,11 @@ use crate::error::{IngestError, Result};
 use crate::rows::Interner;
 use crate::sink::Parts;
 
-/// Threads the pool needs for the settle here: on one or two, the sinks of `settle.rs`
-/// hold less (one row group per table in the writer, not several).
-const MIN_THREADS: usize = 3;
+/// Threads the pool needs for the settle here: on one, the sinks of `settle.rs`. On two, the
+/// settle here took 2 % (914 MB fsdp2) to 5 % (2 GB rocm mix) less wall time than the sinks
+/// for ~10 MB more peak memory (one row group of a table at a time, as they encode it, but
+/// both tables' settles side by side; docs/PERFORMANCE.md).
+const MIN_THREADS: usize = 2;
 
 /// Whether the settle runs here: on a pool (the current thread one of its workers) of at
 /// least `MIN_THREADS`, writing files.
