@@ -23,13 +23,16 @@ that collects step ranges has a mode (`--format`):
   region, a dispatch).
 
 aorta refuses a trace past 1,000,000 step annotations (ranges), so the largest such trace
-has 1,000,000 steps (Kineto: 999,999 with --no-gpu-steps, or 500,000 without it).
+has 1,000,000 steps (Kineto: 999,999 with --no-gpu-steps, or 500,000 without it). With
+`--markers M` the ranges name no step (`layer_fwd_{k % M}`), so there is no such limit: what
+a reader keeps per roctx/NVTX marker, with M distinct messages (0: each its own).
 
 Deterministic: the same arguments always give the same bytes (the SQLite modes: the same rows).
 
 Usage:
   python3 bench/gen_steps.py --steps 999999 --no-gpu-steps --out OUT.json   # 597 MB
   python3 bench/gen_steps.py --format rocprof-csv --steps 1000000 --out DIR
+  python3 bench/gen_steps.py --format rocprof-json --steps 2000000 --markers 100 --out OUT.json
 """
 
 import argparse
@@ -48,18 +51,28 @@ ROCPD_SRC = os.path.join(DATA, "rocprofv3", "rocpd", "mi350x_908_results.DERIVED
 # kernel at +300..+800, correlation id k + 1.
 STEP = 10_000
 
+# What range k is called: `ProfilerStep#k`, or with --markers M a marker that names no step,
+# `layer_fwd_{k % M}` (M = 0: `layer_fwd_k`, each its own).
+MARKERS = None
+
+
+def range_name(i):
+    if MARKERS is None:
+        return f"ProfilerStep#{i}"
+    return f"layer_fwd_{i % MARKERS if MARKERS else i}"
+
 
 def kineto_step(i, gpu_steps):
     t = 1000 * i
     ev = [
-        f'{{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{i}","pid":1,"tid":1,"ts":{t}.000,"dur":900.000,"args":{{"External id":{4 * i + 1}}}}}',
+        f'{{"ph":"X","cat":"user_annotation","name":"{range_name(i)}","pid":1,"tid":1,"ts":{t}.000,"dur":900.000,"args":{{"External id":{4 * i + 1}}}}}',
         f'{{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":{t + 10}.000,"dur":100.000,"args":{{"External id":{4 * i + 2}}}}}',
         f'{{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":{t + 20}.000,"dur":10.000,"args":{{"External id":{4 * i + 2},"correlation":{i + 1}}}}}',
         f'{{"ph":"X","cat":"kernel","name":"gemm_kernel","pid":0,"tid":7,"ts":{t + 40}.000,"dur":50.000,"args":{{"External id":{4 * i + 2},"correlation":{i + 1},"device":0,"stream":7}}}}',
     ]
     if gpu_steps:
         ev.append(
-            f'{{"ph":"X","cat":"gpu_user_annotation","name":"ProfilerStep#{i}","pid":0,"tid":7,"ts":{t + 30}.000,"dur":80.000,"args":{{"External id":{4 * i + 1}}}}}'
+            f'{{"ph":"X","cat":"gpu_user_annotation","name":"{range_name(i)}","pid":0,"tid":7,"ts":{t + 30}.000,"dur":80.000,"args":{{"External id":{4 * i + 1}}}}}'
         )
     return ",\n".join(ev)
 
@@ -128,7 +141,7 @@ def nsys(a):
     c.executemany(ins("CUPTI_ACTIVITY_KIND_KERNEL", kcols), rows(k, kcols, 300))
     c.executemany(
         "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) VALUES (?, ?, 59, ?, ?, 0)",
-        ((t0 + i * STEP, t0 + i * STEP + 9000, f"ProfilerStep#{i}", gtid) for i in range(a.steps)),
+        ((t0 + i * STEP, t0 + i * STEP + 9000, range_name(i), gtid) for i in range(a.steps)),
     )
     c.commit()
     c.execute("VACUUM")
@@ -156,7 +169,7 @@ def rocprof_csv(a):
         mk.write(CSV_HEADER_API)
         for i in range(a.steps):
             t, c = T0_ROC + i * STEP, i + 1
-            mk.write(f'"MARKER_CORE_API","ProfilerStep#{i}",908,908,{a.steps + 1 + i},{t},{t + 9000}\n')
+            mk.write(f'"MARKER_CORE_API","{range_name(i)}",908,908,{a.steps + 1 + i},{t},{t + 9000}\n')
             hip.write(f'"HIP_RUNTIME_API_EXT","hipLaunchKernel",908,908,{c},{t + 100},{t + 200}\n')
             kt.write(f'"KERNEL_DISPATCH","Agent 4",1,0,908,{c},10,"gemm_kernel",{c},{t + 300},{t + 800},'
                      '0,0,8,0,16,256,1,1,1024,1,1\n')
@@ -204,7 +217,7 @@ def rocprof_json(a):
     with open(a.out, "w") as out:
         out.write(parts[0])
         out.write("[")
-        each(out, lambda i: f'{{"key":{marker_id(i)},"value":"ProfilerStep#{i}"}}')
+        each(out, lambda i: f'{{"key":{marker_id(i)},"value":"{range_name(i)}"}}')
         out.write("]")
         out.write(parts[1])
         each(out, dispatch)
@@ -247,7 +260,7 @@ def rocpd(a):
 
     def events():
         for i in range(a.steps):
-            yield (3 * i + 1, guid, marker_cat, a.steps + 1 + i, 0, f'{{"message":"ProfilerStep#{i}"}}')
+            yield (3 * i + 1, guid, marker_cat, a.steps + 1 + i, 0, f'{{"message":"{range_name(i)}"}}')
             yield (3 * i + 2, guid, hip_cat, i + 1, 0, "{}")
             yield (3 * i + 3, guid, kcat, i + 1, 0, "{}")
 
@@ -291,7 +304,12 @@ def main():
     ap.add_argument("--steps", type=int, required=True)
     ap.add_argument("--no-gpu-steps", action="store_true", help="kineto: no gpu_user_annotation per step")
     ap.add_argument("--out", required=True, help="the file (rocprof-csv: the directory)")
+    ap.add_argument("--markers", type=int, default=None, metavar="M",
+                    help="name the ranges layer_fwd_{k %% M} (0: layer_fwd_k), markers that name "
+                         "no step, so none is capped: what a reader keeps per marker")
     a = ap.parse_args()
+    global MARKERS
+    MARKERS = a.markers
     {"kineto": kineto, "chrome": chrome, "nsys": nsys, "rocprof-csv": rocprof_csv,
      "rocprof-json": rocprof_json, "rocpd": rocpd}[a.format](a)
 

@@ -195,6 +195,14 @@ impl Reader<'_, '_> {
             self.row(b, &r, off, false)?;
         }
         self.release(off)?;
+        if let Some(e) = self.t.strings.messages.take_error() {
+            // A marker named by its operation for want of its message is no row to keep:
+            // the file fails, as on any I/O error of the staging directory.
+            let e = IngestError::io(self.staging, e);
+            let msg = e.to_string();
+            self.failed = Some(e);
+            return Err(ParseErr::new(off, msg));
+        }
         // The process object's rows have their steps: its spans leave the links (moved, not
         // copied, when it is the only one).
         let spans = std::mem::take(&mut self.emit.links).into_spans();
@@ -258,8 +266,7 @@ impl Reader<'_, '_> {
     }
 
     fn strings(&mut self, s: &mut Stream) -> Result<(), ParseErr> {
-        let raw = s.raw("strings")?;
-        self.t.strings = Strings::from_slice(&raw).map_err(|e| json_err(s, "strings", e))?;
+        self.t.strings = Strings::read(s, self.staging)?;
         Ok(())
     }
 

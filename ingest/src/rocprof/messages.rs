@@ -1,81 +1,159 @@
-//! The roctx messages of a rocprofv3 JSON process object (`strings.marker_api`), read one
-//! pair at a time and kept in one buffer.
+//! The `strings` table of a rocprofv3 JSON process object, read piece by piece from the
+//! stream: its `buffer_records` (kind and operation names: small) as a `Value`, and its roctx
+//! messages (`marker_api`) one pair at a time into `Messages`.
 //!
-//! Why not a `serde_json::Value` of the whole `strings` table and a map of `String`s: a
-//! capture whose every step is a roctx range has a message per step, and at the million
-//! steps a trace may hold (`MAX_STEP_SPANS`) the `Value` took ~630 MB while it was read, and
-//! each of the two maps alive at once (the reader's and the step pre-pass's) ~90 MB. Here a
-//! message costs its text and 12 bytes, and only one pair is ever a `Value`.
+//! Why not the whole table at once: a capture holds a message per roctx range, and reading
+//! `strings` as one piece held its text, then every message with its id, and restarted the
+//! read of that piece from its start each time the window had to grow. 2,000,000 ranges of
+//! 100 distinct messages peaked at 270 MB on two jobs, 4,000,000 of unique ones at 755 MB
+//! (docs/PERFORMANCE.md). Now a distinct message costs its text once (`Texts`), and each id
+//! the few bytes that name its message in a correlation → value lookup (`kineto::launches`),
+//! whose blocks go to a file in the staging directory once large: what grows with the ranges
+//! is that lookup's index, 16 bytes a block of 4,096 ids.
 
-use std::fmt;
+use std::hash::Hasher;
+use std::io;
+use std::path::Path;
 
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use hashbrown::HashTable;
+use rustc_hash::FxHasher;
 use serde_json::Value;
+
+use super::stream::Stream;
+use crate::error::ParseErr;
+use crate::kineto::launches::{Keep, LaunchSteps};
+use crate::step_span::StepMarker;
+
+/// Pairs added to the lookup at once.
+const CHUNK: usize = 4096;
+
+/// Distinct messages found by their text; past these, a message not among them is kept
+/// again each time (a capture whose every range has a message of its own, such as a step's
+/// `ProfilerStep#N`, would otherwise grow a table that it never finds anything in).
+const SEEN_MAX: usize = 1 << 16;
+
+/// The messages' texts, one after another, each kept once while `SEEN_MAX` allows.
+#[derive(Debug, Default)]
+struct Texts {
+    text: String,
+    /// Where text `i` ends (it starts where text `i - 1` ends).
+    ends: Vec<u32>,
+    /// (hash, index) of the first `SEEN_MAX` distinct texts.
+    seen: HashTable<(u64, u32)>,
+}
+
+impl Texts {
+    /// The index of `s`, kept if new; `None` past 4 GiB of text (its record is then named
+    /// by its operation, as one without a message).
+    fn id(&mut self, s: &str) -> Option<u32> {
+        let mut h = FxHasher::default();
+        h.write(s.as_bytes());
+        let h = h.finish();
+        let (text, ends) = (&self.text, &self.ends);
+        if let Some(&(_, i)) = self
+            .seen
+            .find(h, |&(eh, i)| eh == h && nth(text, ends, i) == s)
+        {
+            return Some(i);
+        }
+        let end = u32::try_from(self.text.len() + s.len()).ok()?;
+        let i = self.ends.len() as u32;
+        self.text.push_str(s);
+        self.ends.push(end);
+        if self.seen.len() < SEEN_MAX {
+            self.seen.insert_unique(h, (h, i), |e| e.0);
+        }
+        Some(i)
+    }
+
+    fn get(&self, i: u32) -> &str {
+        nth(&self.text, &self.ends, i)
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &str> {
+        (0..self.ends.len() as u32).map(|i| self.get(i))
+    }
+}
+
+/// Text `i` of `text` and `ends`.
+fn nth<'a>(text: &'a str, ends: &[u32], i: u32) -> &'a str {
+    let i = i as usize;
+    let start = if i == 0 { 0 } else { ends[i - 1] as usize };
+    &text[start..ends[i] as usize]
+}
 
 /// Correlation id → message, as rocprofiler-sdk's `marker_messages` (the last of an id
 /// written counts).
 #[derive(Debug, Default)]
 pub(super) struct Messages {
-    /// The messages one after another: as written until `seal`, then in id order.
-    text: String,
-    /// Until `seal`: (id, start, length) of each message in `text`, as written.
-    written: Vec<(i64, u32, u32)>,
-    /// After `seal`: the ids, sorted, one each, and where each one's message starts in
-    /// `text` (it ends where the next one starts): 12 bytes a message.
-    ids: Vec<i64>,
-    starts: Vec<u32>,
+    /// Every distinct message.
+    texts: Texts,
+    /// Id → the index of its message in `texts` (the last written).
+    ids: LaunchSteps,
+    /// Pairs not yet in `ids`.
+    pending: Vec<(i64, Option<i64>)>,
+    /// The first failed write of `ids`' file (later pairs are then dropped).
+    write_error: Option<io::Error>,
 }
 
 impl Messages {
-    /// Adds a message (before `seal`); one past 4 GiB of text is not kept (its record is then
-    /// named by its operation, as one without a message).
-    fn push(&mut self, id: i64, message: &str) {
-        if u32::try_from(self.text.len() + message.len()).is_err() {
-            return;
+    /// No messages; the lookup's file, if it needs one, goes in `dir`.
+    fn new(dir: &Path) -> Messages {
+        Messages {
+            ids: LaunchSteps::in_dir(Some(dir.to_path_buf())),
+            ..Messages::default()
         }
-        let (start, len) = (self.text.len() as u32, message.len() as u32);
-        self.text.push_str(message);
-        self.written.push((id, start, len));
     }
 
-    /// Sorts the ids, the last message of a repeated id kept, and lays the text out in their
-    /// order.
+    /// Adds a message (before `seal`).
+    fn push(&mut self, id: i64, message: &str) {
+        let Some(text) = self.texts.id(message) else {
+            return;
+        };
+        self.pending.push((id, Some(i64::from(text))));
+        if self.pending.len() == CHUNK {
+            self.flush();
+        }
+    }
+
+    fn flush(&mut self) {
+        let v = std::mem::take(&mut self.pending);
+        if self.write_error.is_none() && !v.is_empty() {
+            self.write_error = self.ids.add_pairs(v, Keep::Last).err();
+        }
+    }
+
+    /// Every pair is in the lookup.
     fn seal(&mut self) {
-        let mut w = std::mem::take(&mut self.written);
-        // Stable: an id's messages stay in the order written; reversed, the last comes first.
-        w.sort_by_key(|e| e.0);
-        w.reverse();
-        w.dedup_by_key(|e| e.0);
-        w.reverse();
-        let mut text = String::with_capacity(w.iter().map(|e| e.2 as usize).sum());
-        (self.ids, self.starts) = w
-            .iter()
-            .map(|&(id, start, len)| {
-                let at = text.len() as u32;
-                text.push_str(&self.text[start as usize..(start + len) as usize]);
-                (id, at)
-            })
-            .unzip();
-        self.text = text;
-    }
-
-    fn text_of(&self, i: usize) -> &str {
-        let end = self
-            .starts
-            .get(i + 1)
-            .map_or(self.text.len(), |&e| e as usize);
-        &self.text[self.starts[i] as usize..end]
+        self.flush();
+        self.ids.shrink();
     }
 
     /// The message of correlation id `id`.
     pub(super) fn get(&self, id: i64) -> Option<&str> {
-        let i = self.ids.binary_search(&id).ok()?;
-        Some(self.text_of(i))
+        let text = self.ids.get(id)??;
+        Some(self.texts.get(text as u32))
     }
 
-    /// Every message, in id order.
-    pub(super) fn values(&self) -> impl Iterator<Item = &str> {
-        (0..self.ids.len()).map(|i| self.text_of(i))
+    /// Whether any id's message names a step to `marker`.
+    pub(super) fn name_a_step(&self, marker: &StepMarker) -> bool {
+        let naming: Vec<bool> = self
+            .texts
+            .iter()
+            .map(|t| marker.step(t.as_bytes()).is_some())
+            .collect();
+        naming.contains(&true)
+            && self
+                .ids
+                .any_value(|v| v.is_some_and(|t| naming[t as usize]))
+    }
+
+    /// The first I/O error of the lookup's file: its write, or a read that answered "no
+    /// message" (`LaunchSteps::take_read_error`).
+    pub(super) fn take_error(&mut self) -> Option<io::Error> {
+        self.write_error
+            .take()
+            .or_else(|| self.ids.take_read_error())
     }
 
     /// `marker_api` as cereal writes it, `[{"key": id, "value": message}]`, or an object
@@ -93,136 +171,136 @@ fn json_int(v: &Value) -> Option<i64> {
         .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
 }
 
-/// A `strings` table: its `buffer_records` (small) as a `Value`, its `marker_api` pair by
-/// pair into `Messages`; any other value, or key, holds neither.
-pub(super) fn parse_strings(raw: &[u8]) -> serde_json::Result<(Option<Value>, Messages)> {
-    let mut de = serde_json::Deserializer::from_slice(raw);
-    let out = de.deserialize_any(StringsVisitor)?;
-    de.end()?;
-    Ok(out)
+/// Reads the `strings` table at the read position: its `buffer_records` (small) as a
+/// `Value`, its `marker_api` pair by pair into `Messages` (the lookup's file in `dir`); any
+/// other value, or key, holds neither. Of a repeated key, the last counts (as a `Value`
+/// reads it). Errors name the byte where the piece that failed ends; an end of file inside
+/// the table is `unexpected end of file in strings`, as before.
+pub(super) fn read_strings(
+    s: &mut Stream,
+    dir: &Path,
+) -> Result<(Option<Value>, Messages), ParseErr> {
+    let (mut kinds, mut messages) = (None, Messages::new(dir));
+    if s.read(WHAT, |c| c.peek())? != b'{' {
+        s.skip(WHAT)?;
+        return Ok((kinds, messages));
+    }
+    s.object(WHAT, |s, key| {
+        match key {
+            "buffer_records" => kinds = Some(value(s)?),
+            "marker_api" => messages = read_messages(s, dir)?,
+            _ => {
+                s.skip(WHAT)?;
+            }
+        }
+        Ok(())
+    })?;
+    Ok((kinds, messages))
 }
 
-struct StringsVisitor;
+/// What errors inside the table name.
+const WHAT: &str = "strings";
 
-/// Accepts any JSON value; only an object's keys are read.
-macro_rules! nothing_for {
-    ($($f:ident: $t:ty),*) => {
-        $(fn $f<E: de::Error>(self, _: $t) -> Result<Self::Value, E> {
-            Ok(Default::default())
-        })*
-    };
+/// The next value, read whole.
+fn value(s: &mut Stream) -> Result<Value, ParseErr> {
+    let raw = s.raw(WHAT)?;
+    serde_json::from_slice(&raw).map_err(|e| ParseErr::new(s.offset(), format!("{WHAT}: {e}")))
 }
 
-impl<'de> Visitor<'de> for StringsVisitor {
-    type Value = (Option<Value>, Messages);
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a strings table")
-    }
-
-    nothing_for!(visit_bool: bool, visit_i64: i64, visit_u64: u64, visit_f64: f64, visit_str: &str);
-
-    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(Default::default())
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Default::default())
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let (mut kinds, mut messages) = (None, Messages::default());
-        while let Some(key) = map.next_key::<String>()? {
-            match key.as_str() {
-                "buffer_records" => kinds = Some(map.next_value::<Value>()?),
-                // A repeated key counts as `Value` reads it: the last.
-                "marker_api" => messages = map.next_value_seed(MessagesSeed)?,
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
+/// The messages at the read position: an array pair by pair; an object (`{"id": message}`,
+/// which rocprofiler-sdk does not write) read whole, in the order a `Value` object keeps
+/// its keys, as it was read before.
+fn read_messages(s: &mut Stream, dir: &Path) -> Result<Messages, ParseErr> {
+    let mut m = Messages::new(dir);
+    match s.read(WHAT, |c| c.peek())? {
+        b'[' => {
+            s.array(WHAT, |s| {
+                m.add_pair(&value(s)?);
+                Ok(())
+            })?;
+        }
+        b'{' => {
+            if let Value::Object(all) = value(s)? {
+                for (k, v) in &all {
+                    if let (Ok(k), Some(v)) = (k.trim().parse(), v.as_str()) {
+                        m.push(k, v);
+                    }
                 }
             }
         }
-        Ok((kinds, messages))
-    }
-}
-
-struct MessagesSeed;
-
-impl<'de> DeserializeSeed<'de> for MessagesSeed {
-    type Value = Messages;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Messages, D::Error> {
-        d.deserialize_any(MessagesVisitor)
-    }
-}
-
-struct MessagesVisitor;
-
-impl<'de> Visitor<'de> for MessagesVisitor {
-    type Value = Messages;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("roctx messages")
-    }
-
-    nothing_for!(visit_bool: bool, visit_i64: i64, visit_u64: u64, visit_f64: f64, visit_str: &str);
-
-    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(Default::default())
-    }
-
-    /// `[{"key": id, "value": message}]`: one pair at a time.
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Messages, A::Error> {
-        let mut m = Messages::default();
-        while let Some(pair) = seq.next_element::<Value>()? {
-            m.add_pair(&pair);
+        _ => {
+            s.skip(WHAT)?;
         }
-        m.seal();
-        Ok(m)
     }
-
-    /// `{"id": message}`: read whole, in the order a `Value` object keeps its keys (the
-    /// format rocprofiler-sdk does not write; kept as it was read before).
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Messages, A::Error> {
-        let mut all = serde_json::Map::new();
-        while let Some((k, v)) = map.next_entry::<String, Value>()? {
-            all.insert(k, v);
-        }
-        let mut m = Messages::default();
-        for (k, v) in &all {
-            if let (Ok(k), Some(v)) = (k.trim().parse(), v.as_str()) {
-                m.push(k, v);
-            }
-        }
-        m.seal();
-        Ok(m)
-    }
+    m.seal();
+    Ok(m)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::AtomicU64;
+    use std::sync::Arc;
+
+    /// The table `text` read from a stream over a file that holds it and a `}` (a number
+    /// is only whole where something follows it), the lookup's blocks in a file
+    /// (`in_file`) when `in_file`.
+    fn read(text: &[u8], in_file: bool) -> Result<(Option<Value>, Messages), ParseErr> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("strings.json");
+        std::fs::write(&path, [text, b"}"].concat()).unwrap();
+        let win = crate::window::Window::open(&path, Arc::new(AtomicU64::new(0)), None).unwrap();
+        let mut s = Stream::new(win);
+        let (kinds, mut m) = read_strings(&mut s, dir.path())?;
+        if in_file {
+            // The same pairs again, through a lookup whose every block is in its file.
+            let mut again = Messages {
+                ids: LaunchSteps::in_file(Some(dir.path().to_path_buf())),
+                ..Messages::default()
+            };
+            let (texts, ids) = (&m.texts, &m.ids);
+            for id in -10..10_000 {
+                if let Some(t) = ids.get(id).flatten() {
+                    again.push(id, texts.get(t as u32));
+                }
+            }
+            again.seal();
+            m = again;
+        }
+        Ok((kinds, m))
+    }
+
+    /// Every message in id order, over the ids the tests use.
+    fn values(m: &Messages) -> Vec<&str> {
+        (-10..10_000).filter_map(|id| m.get(id)).collect()
+    }
 
     /// The messages as the `Value` reading gave them: ids as numbers or text, the last of a
     /// repeated id, pairs without a text value skipped, both shapes, other values empty.
     #[test]
     fn messages_read_as_a_value_map_of_them_would() {
-        let (kinds, m) = parse_strings(
-            br#"{"buffer_records":[{"kind":"MARKER_CORE_API","operations":["a"]}],
+        for in_file in [false, true] {
+            let (kinds, m) = read(
+                br#"{"buffer_records":[{"kind":"MARKER_CORE_API","operations":["a"]}],
                 "marker_api":[{"key":5,"value":"step 1"},{"key":"7","value":"x"},
                 {"key":5,"value":"step 2"},{"key":9,"value":3},{"value":"no key"},17,
                 {"key":-2,"value":""}],"other":[1,2]}"#,
+                in_file,
+            )
+            .unwrap();
+            assert_eq!(kinds.unwrap()[0]["kind"], "MARKER_CORE_API");
+            assert_eq!(m.get(5), Some("step 2"), "the last of an id");
+            assert_eq!(m.get(7), Some("x"));
+            assert_eq!(m.get(-2), Some(""));
+            assert_eq!((m.get(9), m.get(0)), (None, None));
+            assert_eq!(values(&m), ["", "step 2", "x"]);
+        }
+        let (_, m) = read(
+            br#"{"marker_api":{" 3 ":"a","4":"b","x":"c","5":1}}"#,
+            false,
         )
         .unwrap();
-        assert_eq!(kinds.unwrap()[0]["kind"], "MARKER_CORE_API");
-        assert_eq!(m.get(5), Some("step 2"), "the last of an id");
-        assert_eq!(m.get(7), Some("x"));
-        assert_eq!(m.get(-2), Some(""));
-        assert_eq!((m.get(9), m.get(0)), (None, None));
-        assert_eq!(m.values().collect::<Vec<_>>(), ["", "step 2", "x"]);
-        let (_, m) = parse_strings(br#"{"marker_api":{" 3 ":"a","4":"b","x":"c","5":1}}"#).unwrap();
-        assert_eq!(m.values().collect::<Vec<_>>(), ["a", "b"]);
+        assert_eq!(values(&m), ["a", "b"]);
         for other in [
             &b"[1,{}]"[..],
             b"3",
@@ -230,9 +308,76 @@ mod tests {
             b"\"s\"",
             br#"{"marker_api":7}"#,
         ] {
-            let (kinds, m) = parse_strings(other).unwrap();
-            assert!(kinds.is_none() && m.values().next().is_none());
+            let (kinds, m) = read(other, false).unwrap();
+            assert!(kinds.is_none() && values(&m).is_empty());
         }
-        assert!(parse_strings(b"{\"marker_api\":[1,}").is_err());
+        // Errors name the byte where the piece that failed is.
+        let cut = read(b"{\"marker_api\":[1,}", false).unwrap_err();
+        assert_eq!(cut.offset, 17, "{cut:?}");
+        let cut = read(b"{\"marker_api\":[{\"key\":1,\"value\":\"a", false).unwrap_err();
+        assert_eq!(
+            cut.msg,
+            "unexpected end of file in strings (truncated file?)"
+        );
+    }
+
+    /// Whether a message names a step is asked of each id's last message, not of every
+    /// message ever written: an id whose step message was replaced names none.
+    #[test]
+    fn a_step_is_named_by_an_ids_last_message() {
+        let marker = StepMarker::default();
+        for in_file in [false, true] {
+            let named = |t: &[u8]| read(t, in_file).unwrap().1.name_a_step(&marker);
+            assert!(named(
+                br#"{"marker_api":[{"key":1,"value":"ProfilerStep#3"}]}"#
+            ));
+            assert!(!named(br#"{"marker_api":[{"key":1,"value":"forward"}]}"#));
+            assert!(!named(
+                br#"{"marker_api":[{"key":1,"value":"ProfilerStep#3"},{"key":1,"value":"fwd"}]}"#
+            ));
+            assert!(named(
+                br#"{"marker_api":[{"key":1,"value":"fwd"},{"key":1,"value":"ProfilerStep#3"}]}"#
+            ));
+        }
+    }
+
+    /// Repeated messages are kept once: 100,000 ids of 10 messages hold 10 texts, and the
+    /// lookup's blocks, past `HELD_MAX`, are in its file.
+    #[test]
+    fn a_message_is_kept_once_however_many_ids_name_it() {
+        let mut text = String::from("{\"marker_api\":[");
+        for id in 0..100_000 {
+            let sep = if id > 0 { "," } else { "" };
+            text += &format!(
+                "{sep}{{\"key\":{},\"value\":\"layer {}\"}}",
+                3 * id,
+                id % 10
+            );
+        }
+        text += "]}";
+        let (_, m) = read(text.as_bytes(), false).unwrap();
+        assert_eq!(m.texts.ends.len(), 10);
+        assert_eq!(m.get(3 * 12_345), Some("layer 5"));
+        assert_eq!(m.get(3 * 12_345 + 1), None);
+        assert!(m.ids.heap_bytes() < 1 << 20, "{}", m.ids.heap_bytes());
+        // Past `SEEN_MAX` distinct messages a new one is kept each time it comes, and every
+        // id still answers its own.
+        let mut text = String::from("{\"marker_api\":[");
+        let n = SEEN_MAX as i64 + 100;
+        for id in 0..n + 2 {
+            let sep = if id > 0 { "," } else { "" };
+            let msg = if id < n {
+                format!("step {id}")
+            } else {
+                "late".into()
+            };
+            text += &format!("{sep}{{\"key\":{id},\"value\":\"{msg}\"}}");
+        }
+        text += "]}";
+        let (_, m) = read(text.as_bytes(), false).unwrap();
+        assert_eq!(m.get(7), Some("step 7"));
+        assert_eq!(m.get(n - 1), Some(format!("step {}", n - 1).as_str()));
+        assert_eq!((m.get(n), m.get(n + 1)), (Some("late"), Some("late")));
+        assert_eq!(m.texts.ends.len() as i64, n + 2);
     }
 }

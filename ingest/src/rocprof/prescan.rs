@@ -49,6 +49,7 @@ pub(super) fn scan(
     let (mut count, mut too_many) = (0, None);
     let walked = walk(
         path,
+        dir,
         |bucket| bucket == "marker_api",
         |i, t, r, off| {
             if links.len() <= i {
@@ -87,6 +88,7 @@ pub(super) fn scan(
         };
         let walked = walk(
             path,
+            dir,
             |bucket| bucket.ends_with("_api"),
             |i, t, r, off| {
                 let Some(l) = links.get(i).filter(|l| !l.spans().is_empty()) else {
@@ -135,9 +137,11 @@ pub(super) fn scan(
 
 /// Reads the process objects of `path`, calling `each` with the process index, its
 /// `strings`, every record of the buffer arrays `wanted` names (read after `strings`) and
-/// its byte offset; other records are skipped. An error of `each` stops the walk.
+/// its byte offset; other records are skipped. An error of `each` stops the walk, as does an
+/// I/O error of the messages' lookup (its file in `dir`).
 fn walk(
     path: &Path,
+    dir: &Path,
     wanted: impl Fn(&str) -> bool,
     mut each: impl FnMut(usize, &Strings, &Rec, u64) -> Result<(), ParseErr>,
 ) -> Result<(), ParseErr> {
@@ -149,7 +153,7 @@ fn walk(
         "rocprofiler-sdk-tool" => s
             .array(key, |s| {
                 n += 1;
-                process(s, n - 1, &wanted, &mut each)
+                process(s, n - 1, dir, &wanted, &mut each)
             })
             .map(|_| ()),
         _ => s.skip(key).map(|_| ()),
@@ -159,16 +163,14 @@ fn walk(
 fn process(
     s: &mut Stream,
     i: usize,
+    dir: &Path,
     wanted: &impl Fn(&str) -> bool,
     each: &mut impl FnMut(usize, &Strings, &Rec, u64) -> Result<(), ParseErr>,
 ) -> Result<(), ParseErr> {
     let mut strings: Option<Strings> = None;
     s.object("a process object", |s, key| match key {
         "strings" => {
-            let raw = s.raw("strings")?;
-            let t = Strings::from_slice(&raw)
-                .map_err(|e| ParseErr::new(s.offset(), format!("strings: {e}")))?;
-            strings = Some(t);
+            strings = Some(Strings::read(s, dir)?);
             Ok(())
         }
         "buffer_records" => s.object(key, |s, bucket| match &strings {
@@ -182,7 +184,13 @@ fn process(
             _ => skip_records(s, bucket),
         }),
         _ => s.skip(key).map(|_| ()),
-    })
+    })?;
+    // Names the lookup's file could not give were read as no message: the main pass
+    // reports the error.
+    match strings.and_then(|mut t| t.messages.take_error()) {
+        Some(e) => Err(ParseErr::new(s.offset(), e.to_string())),
+        None => Ok(()),
+    }
 }
 
 /// Skips an array of records one record at a time, without decoding them.

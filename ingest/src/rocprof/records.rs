@@ -6,10 +6,14 @@
 //! `src_agent_id`, `dst_agent_id` and `bytes`. One reader fills whichever fields are present.
 //! `Strings` names a record from its process's `strings` table.
 
+use std::path::Path;
+
 use serde_json::Value;
 
 use super::links::Call;
 use super::messages::{self, Messages};
+use super::stream::Stream;
+use crate::error::ParseErr;
 use crate::json::{int_from_value, Cursor, JResult};
 
 /// A process object's `strings`: each buffer record kind's name and operation names, and the
@@ -30,9 +34,10 @@ pub(super) struct Strings {
 }
 
 impl Strings {
-    /// The `strings` table from its JSON text (`messages` says how it is read).
-    pub(super) fn from_slice(raw: &[u8]) -> serde_json::Result<Strings> {
-        let (kinds, messages) = messages::parse_strings(raw)?;
+    /// The `strings` table at the stream's read position (`messages` says how it is read);
+    /// the messages' lookup, once large, in a file in `dir` (the staging directory).
+    pub(super) fn read(s: &mut Stream, dir: &Path) -> Result<Strings, ParseErr> {
+        let (kinds, messages) = messages::read_strings(s, dir)?;
         let list = kinds.as_ref().and_then(Value::as_array);
         let text = |v: &Value| v.as_str().unwrap_or("").to_string();
         let kinds = list
@@ -71,9 +76,7 @@ impl Strings {
 
     /// Whether any message names a step to `marker`.
     pub(super) fn names_steps(&self, marker: &crate::step_span::StepMarker) -> bool {
-        self.messages
-            .values()
-            .any(|m| marker.step(m.as_bytes()).is_some())
+        self.messages.name_a_step(marker)
     }
 }
 

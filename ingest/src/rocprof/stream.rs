@@ -1,6 +1,6 @@
 //! A serial pull parser over a `Window`: reads one JSON value at a time, asking for more
 //! input when the value is incomplete and dropping what was parsed, so memory is the window
-//! plus the largest single value read whole (a record, a kernel symbol, `strings`), never
+//! plus the largest single value read whole (a record, a kernel symbol, a roctx message), never
 //! the document. Arrays and objects can be walked element by element, or skipped that way.
 
 use crate::error::ParseErr;

@@ -291,6 +291,25 @@ impl LaunchSteps {
         Some(unpack(self.index[i].1))
     }
 
+    /// Whether `f` holds for the value of any correlation, asked block by block. A failed
+    /// read of the file answers `false` and is kept, as `get`'s are (`take_read_error`).
+    pub(crate) fn any_value(&self, mut f: impl FnMut(Option<i64>) -> bool) -> bool {
+        let mut b = Vec::new();
+        for &(_, loc) in &self.index {
+            let (at, len) = unpack(loc);
+            if let Err(e) = self.store.read(at, len, &mut b) {
+                if let Ok(mut slot) = self.read_error.lock() {
+                    slot.get_or_insert(e);
+                }
+                return false;
+            }
+            if block::entries(&b).into_iter().any(|(_, v)| f(v)) {
+                return true;
+            }
+        }
+        false
+    }
+
     /// The error a read of the lookup's file met (that question was answered "no launch").
     pub(crate) fn take_read_error(&self) -> Option<io::Error> {
         self.read_error.lock().map_or(None, |mut e| e.take())
