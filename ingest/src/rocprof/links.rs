@@ -19,6 +19,7 @@
 //! blocks in a file once large), so a long capture's launches do not grow the reader's
 //! memory (a map of them cost ~48 bytes a launch: ~200 MB for 4.2 M).
 
+use std::collections::VecDeque;
 use std::io;
 use std::path::PathBuf;
 
@@ -61,8 +62,11 @@ pub(crate) fn too_many_steps(name: &str, start: i64) -> String {
 #[derive(Debug, Default)]
 pub(crate) struct ApiLinks {
     marker: StepMarker,
-    /// Sorted by start.
-    spans: Vec<Span>,
+    /// Sorted by start. A deque: a span noted before every other (ranges in falling time
+    /// order) goes in front at no cost, where a vector moved every later span (100,000 such
+    /// ranges took 1.85 s, against 0.31 s in rising order); one noted in the middle still
+    /// moves the nearer end.
+    spans: VecDeque<Span>,
     /// Some span ends before one that starts earlier (nested or overlapping spans): `step_at`
     /// then scans back through every earlier span, not only the last.
     nested: bool,
@@ -125,7 +129,7 @@ impl ApiLinks {
         ApiLinks {
             marker,
             nested: !spans.is_sorted_by_key(|s| s.end),
-            spans,
+            spans: spans.into(),
             launch_steps: Some(launch_steps),
             ..ApiLinks::default()
         }
@@ -269,13 +273,13 @@ impl ApiLinks {
         Ok(())
     }
 
-    pub(crate) fn spans(&self) -> &[Span] {
+    pub(crate) fn spans(&self) -> &VecDeque<Span> {
         &self.spans
     }
 
     /// The step spans, sorted by start, once no row needs the links any more.
     pub(crate) fn into_spans(self) -> Vec<Span> {
-        self.spans
+        self.spans.into()
     }
 
     /// The step whose span holds `ts` (the latest starting one).
@@ -288,8 +292,8 @@ impl ApiLinks {
     pub(crate) fn step_at(&self, ts: i64) -> Option<i64> {
         let n = self.spans.partition_point(|s| s.start <= ts);
         let earlier = if self.nested { n } else { n.min(1) };
-        self.spans[..n]
-            .iter()
+        self.spans
+            .range(..n)
             .rev()
             .take(earlier)
             .find(|s| ts <= s.end)
@@ -300,8 +304,8 @@ impl ApiLinks {
     #[cfg(test)]
     fn step_at_scanning(&self, ts: i64) -> Option<i64> {
         let n = self.spans.partition_point(|s| s.start <= ts);
-        self.spans[..n]
-            .iter()
+        self.spans
+            .range(..n)
             .rev()
             .find(|s| ts <= s.end)
             .map(|s| s.step)
@@ -457,7 +461,8 @@ mod tests {
                 );
                 l.note_span(&c).unwrap();
             }
-            let want_nested = l.spans.windows(2).any(|w| w[0].end > w[1].end);
+            let spans = Vec::from(l.spans.clone());
+            let want_nested = spans.windows(2).any(|w| w[0].end > w[1].end);
             assert_eq!(l.nested, want_nested, "layout {layout}");
             seen[usize::from(l.nested)] = true;
             for ts in -2..(10 * n + 50) {
