@@ -427,6 +427,9 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
         res?;
     }
     seal(&mut emit.links)?;
+    if let Some(e) = emit.links.take_read_error() {
+        return Err(IngestError::io(&job.staging, e));
+    }
     // Every row has its step: the spans leave the links (no copy of a span per step), and
     // the launches' lookups go before the sinks' last flush.
     let spans = std::mem::take(&mut emit.links).into_spans();

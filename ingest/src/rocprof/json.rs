@@ -195,9 +195,11 @@ impl Reader<'_, '_> {
             self.row(b, &r, off, false)?;
         }
         self.release(off)?;
-        if let Some(e) = self.t.strings.messages.take_error() {
-            // A marker named by its operation for want of its message is no row to keep:
-            // the file fails, as on any I/O error of the staging directory.
+        let unread = self.t.strings.messages.take_error();
+        if let Some(e) = unread.or_else(|| self.emit.links.take_read_error()) {
+            // A marker named by its operation for want of its message, or a row given no
+            // step for want of its launch's, is no row to keep: the file fails, as on any
+            // I/O error of the staging directory.
             let e = IngestError::io(self.staging, e);
             let msg = e.to_string();
             self.failed = Some(e);

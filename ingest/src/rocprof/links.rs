@@ -277,6 +277,16 @@ impl ApiLinks {
         &self.spans
     }
 
+    /// The first read error of a lookup's file: a launch it could not read back was answered
+    /// "no step" or "no collective", so the rows are wrong (the reader fails the file).
+    pub(crate) fn take_read_error(&self) -> Option<io::Error> {
+        let pre = || self.launch_steps.as_ref()?.take_read_error();
+        self.launch_at
+            .take_read_error()
+            .or_else(|| self.launch_rccl.take_read_error())
+            .or_else(pre)
+    }
+
     /// The step spans, sorted by start, once no row needs the links any more.
     pub(crate) fn into_spans(self) -> Vec<Span> {
         self.spans.into()
@@ -583,5 +593,17 @@ mod spool_tests {
         // The launches went through the spool's file, the lookups through theirs.
         assert!(l.launches.len() > crate::kineto::spool::CHUNK as u64);
         assert!(l.launch_at.stats().1 > 0, "{:?}", l.launch_at.stats());
+        // A lookup's file that can no longer be read answers "no step", and says so: the
+        // readers fail the file on it.
+        assert!(l.take_read_error().is_none());
+        l.launch_rccl.break_file();
+        let unread = map.keys().filter(|&&c| l.launch_rccl(Some(c)).is_none());
+        assert!(unread.count() > 0);
+        assert!(l.take_read_error().is_some(), "the collectives' lookup");
+        l.launch_at.break_file();
+        let unread = map.keys().filter(|&&c| l.launch_step(Some(c)).is_none());
+        assert!(unread.count() > 0);
+        assert!(l.take_read_error().is_some(), "the steps' lookup");
+        assert!(l.take_read_error().is_none(), "each error told once");
     }
 }

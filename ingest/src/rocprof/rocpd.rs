@@ -307,12 +307,16 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
     let res = kernels(path, &conn, &mut emit)
         .and_then(|()| copies(path, &conn, &mut emit))
         .and_then(|()| regions(path, &conn, &mut emit));
+    let unread = emit.links.take_read_error();
     // Every row has its step: the spans leave the links (no copy of a span per step), and
     // the launches' lookups go before the sinks' last flush.
     let spans = std::mem::take(&mut emit.links).into_spans();
     let events = emit.events;
     let out = emit.finish();
     res?;
+    if let Some(e) = unread {
+        return Err(IngestError::io(&job.staging, e));
+    }
     let names = gpu_names(&conn);
     let name_of = |d: i64| names.iter().find(|(i, _)| *i == d).map(|(_, n)| n.clone());
     super::finish(job, info, &parts, (out?, &spans), events, &name_of)

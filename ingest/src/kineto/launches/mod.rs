@@ -310,6 +310,18 @@ impl LaunchSteps {
         false
     }
 
+    /// Makes every later read of the lookup's file fail (tests of callers that must report
+    /// it): the file is swapped for one open for writing only.
+    #[cfg(test)]
+    pub(crate) fn break_file(&mut self) {
+        if let Store::File { file, .. } = &mut self.store {
+            *file = std::fs::OpenOptions::new()
+                .write(true)
+                .open("/dev/null")
+                .unwrap();
+        }
+    }
+
     /// The error a read of the lookup's file met (that question was answered "no launch").
     pub(crate) fn take_read_error(&self) -> Option<io::Error> {
         self.read_error.lock().map_or(None, |mut e| e.take())
