@@ -45,13 +45,19 @@ impl Interner {
         if let Some(i) = self.find(s.as_bytes()) {
             return i;
         }
-        let i = self.ends.len() as u32;
-        self.text.push_str(s);
-        self.ends.push(self.text.len());
+        let i = self.append(s);
         let (text, ends) = (&self.text, &self.ends);
         let rehash = |&j: &u32| hash(nth(text, ends, j).as_bytes());
         self.ids.insert_unique(hash(s.as_bytes()), i, rehash);
         i
+    }
+
+    /// Adds `s` as a new string that `find` and `id` do not find: for a caller that keeps
+    /// the table of ids bounded (`rocprof::messages`, whose every message may be new).
+    pub(crate) fn append(&mut self, s: &str) -> u32 {
+        self.text.push_str(s);
+        self.ends.push(self.text.len());
+        (self.ends.len() - 1) as u32
     }
 
     /// The id of a string already interned with these bytes (which are then valid UTF-8).

@@ -6,22 +6,20 @@
 //! `strings` as one piece held its text, then every message with its id, and restarted the
 //! read of that piece from its start each time the window had to grow. 2,000,000 ranges of
 //! 100 distinct messages peaked at 270 MB on two jobs, 4,000,000 of unique ones at 755 MB
-//! (docs/PERFORMANCE.md). Now a distinct message costs its text once (`Texts`), and each id
-//! the few bytes that name its message in a correlation → value lookup (`kineto::launches`),
-//! whose blocks go to a file in the staging directory once large: what grows with the ranges
-//! is that lookup's index, 16 bytes a block of 4,096 ids.
+//! (docs/PERFORMANCE.md). Now a distinct message costs its text once (`rows::Interner`), and
+//! each id the few bytes that name its message in a correlation → value lookup
+//! (`kineto::launches`), whose blocks go to a file in the staging directory once large: what
+//! grows with the ranges is that lookup's index, 16 bytes a block of 4,096 ids.
 
-use std::hash::Hasher;
 use std::io;
 use std::path::Path;
 
-use hashbrown::HashTable;
-use rustc_hash::FxHasher;
 use serde_json::Value;
 
 use super::stream::Stream;
 use crate::error::ParseErr;
 use crate::kineto::launches::{Keep, LaunchSteps};
+use crate::rows::Interner;
 use crate::step_span::StepMarker;
 
 /// Pairs added to the lookup at once.
@@ -29,65 +27,16 @@ const CHUNK: usize = 4096;
 
 /// Distinct messages found by their text; past these, a message not among them is kept
 /// again each time (a capture whose every range has a message of its own, such as a step's
-/// `ProfilerStep#N`, would otherwise grow a table that it never finds anything in).
+/// `ProfilerStep#N`, would otherwise grow a table that it never finds anything in, and pay
+/// for rehashing it from the texts: ~30 % more time at a million steps).
 const SEEN_MAX: usize = 1 << 16;
-
-/// The messages' texts, one after another, each kept once while `SEEN_MAX` allows.
-#[derive(Debug, Default)]
-struct Texts {
-    text: String,
-    /// Where text `i` ends (it starts where text `i - 1` ends).
-    ends: Vec<u32>,
-    /// (hash, index) of the first `SEEN_MAX` distinct texts.
-    seen: HashTable<(u64, u32)>,
-}
-
-impl Texts {
-    /// The index of `s`, kept if new; `None` past 4 GiB of text (its record is then named
-    /// by its operation, as one without a message).
-    fn id(&mut self, s: &str) -> Option<u32> {
-        let mut h = FxHasher::default();
-        h.write(s.as_bytes());
-        let h = h.finish();
-        let (text, ends) = (&self.text, &self.ends);
-        if let Some(&(_, i)) = self
-            .seen
-            .find(h, |&(eh, i)| eh == h && nth(text, ends, i) == s)
-        {
-            return Some(i);
-        }
-        let end = u32::try_from(self.text.len() + s.len()).ok()?;
-        let i = self.ends.len() as u32;
-        self.text.push_str(s);
-        self.ends.push(end);
-        if self.seen.len() < SEEN_MAX {
-            self.seen.insert_unique(h, (h, i), |e| e.0);
-        }
-        Some(i)
-    }
-
-    fn get(&self, i: u32) -> &str {
-        nth(&self.text, &self.ends, i)
-    }
-
-    fn iter(&self) -> impl Iterator<Item = &str> {
-        (0..self.ends.len() as u32).map(|i| self.get(i))
-    }
-}
-
-/// Text `i` of `text` and `ends`.
-fn nth<'a>(text: &'a str, ends: &[u32], i: u32) -> &'a str {
-    let i = i as usize;
-    let start = if i == 0 { 0 } else { ends[i - 1] as usize };
-    &text[start..ends[i] as usize]
-}
 
 /// Correlation id → message, as rocprofiler-sdk's `marker_messages` (the last of an id
 /// written counts).
 #[derive(Debug, Default)]
 pub(super) struct Messages {
-    /// Every distinct message.
-    texts: Texts,
+    /// Every distinct message (the first `SEEN_MAX` found by their text).
+    texts: Interner,
     /// Id → the index of its message in `texts` (the last written).
     ids: LaunchSteps,
     /// Pairs not yet in `ids`.
@@ -107,8 +56,11 @@ impl Messages {
 
     /// Adds a message (before `seal`).
     fn push(&mut self, id: i64, message: &str) {
-        let Some(text) = self.texts.id(message) else {
-            return;
+        let text = if self.texts.len() < SEEN_MAX {
+            self.texts.id(message)
+        } else {
+            let seen = self.texts.find(message.as_bytes());
+            seen.unwrap_or_else(|| self.texts.append(message))
         };
         self.pending.push((id, Some(i64::from(text))));
         if self.pending.len() == CHUNK {
@@ -356,7 +308,7 @@ mod tests {
         }
         text += "]}";
         let (_, m) = read(text.as_bytes(), false).unwrap();
-        assert_eq!(m.texts.ends.len(), 10);
+        assert_eq!(m.texts.len(), 10);
         assert_eq!(m.get(3 * 12_345), Some("layer 5"));
         assert_eq!(m.get(3 * 12_345 + 1), None);
         assert!(m.ids.heap_bytes() < 1 << 20, "{}", m.ids.heap_bytes());
@@ -378,6 +330,6 @@ mod tests {
         assert_eq!(m.get(7), Some("step 7"));
         assert_eq!(m.get(n - 1), Some(format!("step {}", n - 1).as_str()));
         assert_eq!((m.get(n), m.get(n + 1)), (Some("late"), Some("late")));
-        assert_eq!(m.texts.ends.len() as i64, n + 2);
+        assert_eq!(m.texts.len() as i64, n + 2);
     }
 }
