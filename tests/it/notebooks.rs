@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::common::cli::{aorta, code, ingest_ok, stderr};
-use crate::common::corpus;
+use crate::common::{corpus, PYSPARK_SUBMIT_ARGS};
 use polars::prelude::{AnyValue, ParquetReader, SerReader};
 use serde_json::Value;
 
@@ -53,7 +53,9 @@ fn python() -> Option<PathBuf> {
 /// with its stderr when it exits non-zero.
 fn run_py(py: &Path, args: &[&str], env: &[(&str, &Path)]) -> String {
     let mut cmd = Command::new(py);
-    cmd.args(args).current_dir(repo());
+    cmd.args(args)
+        .current_dir(repo())
+        .env("PYSPARK_SUBMIT_ARGS", PYSPARK_SUBMIT_ARGS);
     for (k, v) in env {
         cmd.env(k, v);
     }

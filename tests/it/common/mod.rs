@@ -175,6 +175,16 @@ pub(crate) fn cat(e: &serde_json::Value) -> &str {
 pub(crate) fn is_slice(e: &serde_json::Value) -> bool {
     e["ph"] == "X"
 }
+/// `PYSPARK_SUBMIT_ARGS` for the tests' Spark sessions, which read kilobytes in local mode:
+/// the JIT's first tier only, the serial collector, no adaptive re-planning and no
+/// whole-stage code generation. Spark's defaults suit long jobs; on these inputs they spent
+/// ~55 CPU s of the 2-core CI machine per session, against ~25 s (docs/PERFORMANCE.md, "Cold
+/// CI"). The answers do not depend on them: the tests compare them with aorta's.
+pub(crate) const PYSPARK_SUBMIT_ARGS: &str = "--driver-java-options \
+    \"-XX:TieredStopAtLevel=1 -XX:+UseSerialGC\" \
+    --conf spark.sql.adaptive.enabled=false --conf spark.sql.codegen.wholeStage=false \
+    pyspark-shell";
+
 pub(crate) mod browser;
 pub(crate) mod cli;
 pub(crate) mod compare_fixture;

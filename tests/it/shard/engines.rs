@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use super::{repo, venv_python};
 use crate::common::cli::{aorta, code, ingest_ok, stderr};
+use crate::common::PYSPARK_SUBMIT_ARGS;
 
 /// `aorta CMD DS --by BY --json`: the rows of every run.
 fn aorta_rows(cmd: &str, ds: &Path, by: &str) -> Vec<Value> {
@@ -98,6 +99,7 @@ fn run_py(py: &Path, args: &[&str]) -> Value {
     let o = Command::new(py)
         .args(args)
         .current_dir(repo())
+        .env("PYSPARK_SUBMIT_ARGS", PYSPARK_SUBMIT_ARGS)
         .output()
         .unwrap();
     assert!(
