@@ -3,9 +3,11 @@
 //!
 //! The graph is read from the source text: an edge from top-level module `a` to `b` for every
 //! `crate::b` path in `a`'s files outside their `#[cfg(test)]` part (tests may reach anywhere).
+//! A test module in a file of its own (`#[cfg(test)] mod tests;`) is that part too: its file,
+//! and any below it, is skipped.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 type Graph = BTreeMap<String, BTreeSet<String>>;
 
@@ -38,25 +40,51 @@ fn uses(text: &str) -> BTreeSet<String> {
     out
 }
 
+/// The files of the test modules `file` declares as `#[cfg(test)] mod name;`: `name.rs` or
+/// `name/mod.rs` in the folder of `file`'s children (its own for `mod.rs`, `lib.rs` and
+/// `main.rs`; else the folder named after it).
+fn test_files(file: &Path, text: &str) -> Vec<PathBuf> {
+    let stem = file.file_stem().unwrap_or_default();
+    let dir = match stem.to_str() {
+        Some("mod" | "lib" | "main") => file.parent().unwrap_or(file).to_path_buf(),
+        _ => file.with_extension(""),
+    };
+    text.split("#[cfg(test)]")
+        .skip(1)
+        .filter_map(|after| {
+            let decl = after.trim_start().strip_prefix("mod ")?;
+            let name = decl.split(';').next()?.trim();
+            let ok =
+                !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            ok.then(|| dir.join(name))
+        })
+        .flat_map(|m| [m.with_extension("rs"), m])
+        .collect()
+}
+
 fn graph(src: &Path) -> Graph {
-    let mut g = Graph::new();
+    let mut files = Vec::new();
     let mut stack = vec![src.to_path_buf()];
     while let Some(dir) = stack.pop() {
         for e in std::fs::read_dir(&dir).unwrap().flatten() {
             let p = e.path();
             if p.is_dir() {
                 stack.push(p);
-                continue;
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                let text = std::fs::read_to_string(&p).unwrap();
+                files.push((p, text));
             }
-            let Some(m) = module_of(src, &p).filter(|_| p.extension().is_some_and(|x| x == "rs"))
-            else {
-                continue;
-            };
-            let text = std::fs::read_to_string(&p).unwrap();
-            let body = text.split("#[cfg(test)]").next().unwrap_or("");
-            let deps = g.entry(m.clone()).or_default();
-            deps.extend(uses(body).into_iter().filter(|d| *d != m));
         }
+    }
+    let tests: Vec<PathBuf> = files.iter().flat_map(|(p, t)| test_files(p, t)).collect();
+    let mut g = Graph::new();
+    for (p, text) in &files {
+        let Some(m) = module_of(src, p).filter(|_| !tests.iter().any(|t| p.starts_with(t))) else {
+            continue;
+        };
+        let body = text.split("#[cfg(test)]").next().unwrap_or("");
+        let deps = g.entry(m.clone()).or_default();
+        deps.extend(uses(body).into_iter().filter(|d| *d != m));
     }
     g
 }
@@ -109,6 +137,16 @@ fn the_cycle_finder_finds_a_planted_cycle() {
     assert_eq!(
         uses("use crate::{a, b::c};\nfn f() { crate::d::e(); }"),
         ["a", "b", "d"].map(String::from).into()
+    );
+    let text = "mod a;\n#[cfg(test)]\nmod tests;\n#[cfg(test)]\nmod b {}\n";
+    let p = |s: &str| PathBuf::from(s);
+    assert_eq!(
+        test_files(&p("src/x/mod.rs"), text),
+        [p("src/x/tests.rs"), p("src/x/tests")]
+    );
+    assert_eq!(
+        test_files(&p("src/x/y.rs"), text),
+        [p("src/x/y/tests.rs"), p("src/x/y/tests")]
     );
 }
 
