@@ -14,6 +14,7 @@ mod cli_dataset;
 mod cli_errors;
 mod collectives;
 mod compare_cli;
+mod compare_gate;
 mod compare_geomean;
 mod compare_pairs;
 mod corpus;
