@@ -1,6 +1,7 @@
 //! `aorta compare` from the outside: a hand-built CUDA/ROCm pair whose answers are worked
 //! out in the comments, the real H100/MI300X model traces against their raw JSON, the Python
-//! aorta report's summary fields and values, the regression gate and the errors.
+//! aorta report's summary fields and values, and the operator list. The regression gate on
+//! the hand-built pair is in `compare_gate`.
 
 use std::collections::BTreeMap;
 use std::path::Path;
