@@ -93,12 +93,13 @@ struct Reader<'e, 'c> {
 }
 
 /// Batches that may wait for the writer thread: a quarter of the CSV and rocpd readers'
-/// (`rocprof::QUEUE`), 32 Ki rows. A capture of a million roctx steps holds a message per
-/// step beside what every reader keeps, and peaked at 258 MB on two jobs with half of
-/// `rocprof::QUEUE`, 253 MB with a quarter. This reader is slower per row than its writer,
-/// so the queue rarely fills: a 789 MB capture (`gen_rocprof.py --markers`, two jobs) took
-/// 2.47–2.79 s against 2.52–2.62 s with the full queue in one series, 2.26–2.41 s against
-/// 2.11–2.31 s with half in another, the same CPU time. The CSV reader is faster, and lost
+/// (`rocprof::QUEUE`), 32 Ki rows. Chosen when a capture of a million roctx steps held a message
+/// per step beside what every reader keeps, and peaked at 258 MB on two jobs with half of
+/// `rocprof::QUEUE`, 253 MB with a quarter (since the messages are held once each and found through
+/// a lookup in a file, `messages`, it peaks at ~231 MB with a quarter). This reader is slower per
+/// row than its writer, so the queue rarely fills: a 789 MB capture (`gen_rocprof.py --markers`,
+/// two jobs) took 2.47–2.79 s against 2.52–2.62 s with the full queue in one series, 2.26–2.41 s
+/// against 2.11–2.31 s with half in another, the same CPU time. The CSV reader is faster, and lost
 /// ~20 % of its wall time with a queue this small.
 const QUEUE: usize = super::QUEUE / 4;
 
