@@ -175,6 +175,7 @@ pub(crate) fn cat(e: &serde_json::Value) -> &str {
 pub(crate) fn is_slice(e: &serde_json::Value) -> bool {
     e["ph"] == "X"
 }
+
 /// `PYSPARK_SUBMIT_ARGS` for the tests' Spark sessions, which read kilobytes in local mode:
 /// the JIT's first tier only, the serial collector, no adaptive re-planning and no
 /// whole-stage code generation. Spark's defaults suit long jobs; on these inputs they spent
