@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::common::cli::{aorta, code, ingest_ok, stderr};
-use crate::common::{corpus, PYSPARK_SUBMIT_ARGS};
+use crate::common::{corpus, venv_python, PYSPARK_SUBMIT_ARGS};
 use polars::prelude::{AnyValue, ParquetReader, SerReader};
 use serde_json::Value;
 
@@ -25,28 +25,7 @@ fn repo() -> &'static Path {
 
 /// `.venv/bin/python` when it can import what the notebooks need.
 fn python() -> Option<PathBuf> {
-    let py = repo().join(".venv/bin/python");
-    let ok = py.exists()
-        && Command::new(&py)
-            .args([
-                "-c",
-                "import nbclient, polars, pandas, duckdb, matplotlib, pyspark",
-            ])
-            .status()
-            .is_ok_and(|s| s.success());
-    if ok {
-        return Some(py);
-    }
-    let why = format!(
-        "no usable Python venv at {} (.ci/run creates it: python3 -m venv .venv && \
-         .venv/bin/pip install -r notebooks/requirements.txt)",
-        py.display()
-    );
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{why} (CI=true)");
-    }
-    eprintln!("skipping: {why}");
-    None
+    venv_python("nbclient, polars, pandas, duckdb, matplotlib, pyspark")
 }
 
 /// Runs a script of notebooks/ with the venv's python; returns its stdout, failing the test

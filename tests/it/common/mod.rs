@@ -4,9 +4,11 @@
 //! `reference` is the exact raw-trace reference of the overlap tests, `browser` is headless
 //! Chromium and `compare_fixture` the hand-made compare tables.
 
+use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, OnceLock};
 
 use polars::prelude::*;
 
@@ -174,6 +176,40 @@ pub(crate) fn cat(e: &serde_json::Value) -> &str {
 
 pub(crate) fn is_slice(e: &serde_json::Value) -> bool {
     e["ph"] == "X"
+}
+
+/// The project's `.venv/bin/python` when it imports `modules` (comma-separated); `None`
+/// (skip, with a notice) otherwise, a failure under `CI=true`. Each list is checked once for
+/// the whole test binary: a check starts Python and imports them (~1.6 CPU s for the
+/// notebooks' list).
+pub(crate) fn venv_python(modules: &str) -> Option<PathBuf> {
+    static CHECKED: Mutex<BTreeMap<String, bool>> = Mutex::new(BTreeMap::new());
+    let py = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    let ok = *CHECKED
+        .lock()
+        .unwrap()
+        .entry(modules.to_string())
+        .or_insert_with(|| {
+            py.exists()
+                && Command::new(&py)
+                    .args(["-c", &format!("import {modules}")])
+                    .stderr(Stdio::null())
+                    .status()
+                    .is_ok_and(|s| s.success())
+        });
+    if ok {
+        return Some(py);
+    }
+    let why = format!(
+        "no Python venv at {} that imports {modules} (.ci/run creates it: python3 -m venv .venv \
+         && .venv/bin/pip install -r notebooks/requirements.txt)",
+        py.display()
+    );
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{why} (CI=true)");
+    }
+    eprintln!("skipping: {why}");
+    None
 }
 
 /// `PYSPARK_SUBMIT_ARGS` for the tests' Spark sessions, which read kilobytes in local mode:

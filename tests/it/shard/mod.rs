@@ -11,34 +11,10 @@ mod dask;
 mod engines;
 
 use crate::common::cli::{aorta, code, ingest_ok, stderr, AORTA};
-use crate::common::corpus;
+use crate::common::{corpus, venv_python};
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// `.venv/bin/python` when it imports `modules` (comma-separated); `None` (skip, with a
-/// notice) otherwise, a failure under `CI=true`.
-pub(crate) fn venv_python(modules: &str) -> Option<PathBuf> {
-    let py = repo().join(".venv/bin/python");
-    let ok = py.exists()
-        && Command::new(&py)
-            .args(["-c", &format!("import {modules}")])
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-    if ok {
-        return Some(py);
-    }
-    let why = format!(
-        "no Python venv at {} that imports {modules} (.ci/run creates it from notebooks/requirements.txt)",
-        py.display()
-    );
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{why} (CI=true)");
-    }
-    eprintln!("skipping: {why}");
-    None
 }
 
 /// The inputs: the committed four-rank traces (three jobs of four ranks, each rank with its
