@@ -144,6 +144,16 @@ pub(crate) fn compare(ds: &Path, out: &Path, extra: &[&str]) -> std::process::Ou
     aorta(&a)
 }
 
+/// `aorta compare` of the `cuda` run against the `rocm` run with `--fail-if-regressed SPEC`.
+pub(crate) fn gate(ds: &Path, out: &Path, spec: &str) -> std::process::Output {
+    let args = ["--reference", "cuda", "--candidate", "rocm"];
+    compare(
+        ds,
+        out,
+        &[&args[..], &["--fail-if-regressed", spec]].concat(),
+    )
+}
+
 pub(crate) fn parquet(path: &Path) -> DataFrame {
     ParquetReader::new(std::fs::File::open(path).unwrap())
         .finish()

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use crate::common::cli::{code, ingest_ok, stderr};
 use crate::common::*;
-use crate::compare_cli::{close, compare, f64s, models_dataset, parquet, side};
+use crate::compare_cli::{close, compare, f64s, gate, models_dataset, parquet, side};
 use aorta_transform::compare::{overall, per_pair, LevelEntry, OperatorEntry, Summary};
 use polars::prelude::*;
 
@@ -344,15 +344,7 @@ fn operators_and_collectives_per_pair(out: &Path) {
 /// time −13.4 %.
 fn gate_judges_the_geometric_mean(ds: &Path, out: &Path) {
     let gate = |spec: &str| {
-        let args = [
-            "--reference",
-            "cuda",
-            "--candidate",
-            "rocm",
-            "--fail-if-regressed",
-            spec,
-        ];
-        let o = compare(ds, out, &args);
+        let o = gate(ds, out, spec);
         (code(&o), String::from_utf8_lossy(&o.stdout).to_string())
     };
     let step = 100.0 * (0.75f64.sqrt() - 1.0);
