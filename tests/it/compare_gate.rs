@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use crate::common::cli::{code, stderr};
-use crate::compare_cli::{close, compare, fixture, gate};
+use crate::compare_cli::{self, close, compare, fixture};
 use aorta_transform::compare::Summary;
 
 #[test]
@@ -13,7 +13,7 @@ fn regression_gate_and_errors() {
     let (dir, ds) = fixture();
     let out = dir.path().join("cmp");
     // Step time unchanged (the 1 ms ProfilerStep spans), exposed comm +50 %.
-    let gate = |pct: &str| gate(&ds, &out, pct);
+    let gate = |pct: &str| compare_cli::gate(&ds, &out, pct);
     let o = gate("30");
     assert_eq!(code(&o), 1, "{}", stderr(&o));
     let text = String::from_utf8_lossy(&o.stdout);
