@@ -31,6 +31,13 @@ const CHUNK: usize = 4096;
 /// for rehashing it from the texts: ~30 % more time at a million steps).
 const SEEN_MAX: usize = 1 << 16;
 
+#[cfg(test)]
+thread_local! {
+    /// Tests of the callers: every `Messages` made on this thread keeps its lookup in a file
+    /// that cannot be read back once sealed (`LaunchSteps::break_file`).
+    pub(super) static BREAK_LOOKUPS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// Correlation id → message, as rocprofiler-sdk's `marker_messages` (the last of an id
 /// written counts).
 #[derive(Debug, Default)]
@@ -48,6 +55,13 @@ pub(super) struct Messages {
 impl Messages {
     /// No messages; the lookup's file, if it needs one, goes in `dir`.
     fn new(dir: &Path) -> Messages {
+        #[cfg(test)]
+        if BREAK_LOOKUPS.get() {
+            return Messages {
+                ids: LaunchSteps::in_file(Some(dir.to_path_buf())),
+                ..Messages::default()
+            };
+        }
         Messages {
             ids: LaunchSteps::in_dir(Some(dir.to_path_buf())),
             ..Messages::default()
@@ -79,6 +93,10 @@ impl Messages {
     fn seal(&mut self) {
         self.flush();
         self.ids.shrink();
+        #[cfg(test)]
+        if BREAK_LOOKUPS.get() {
+            self.ids.break_file();
+        }
     }
 
     /// The message of correlation id `id`.

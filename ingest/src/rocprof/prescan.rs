@@ -12,8 +12,10 @@
 //! `BTreeMap` cost ~130 bytes a run, and a capture whose every step holds one launch has a
 //! run per launch: 127 MB at the million steps a trace may hold.) Every other array is skipped record by
 //! record without being decoded. A file these passes cannot read is left to the main pass,
-//! which reports its error where it always did.
+//! which reports its error where it always did; an I/O error of their own files in the
+//! staging directory (the lookups') fails the file here, as the main pass would not meet it.
 
+use std::io;
 use std::path::Path;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -39,17 +41,19 @@ pub(super) struct Steps {
 /// The steps of every process object of the JSON file at `path`, by index; `None` when the
 /// file cannot be read to its end. An error at the marker record that passes
 /// `MAX_STEP_SPANS` step spans in the file (all process objects together), or when the
-/// launches' lookup cannot be written to its file in `dir` (the staging directory).
+/// launches' lookup cannot be written to its file in `dir` (the staging directory), or
+/// the messages' lookup read back from its own.
 pub(super) fn scan(
     path: &Path,
     marker: &StepMarker,
     dir: &Path,
 ) -> Result<Option<Vec<Steps>>, IngestError> {
     let mut links: Vec<ApiLinks> = Vec::new();
-    let (mut count, mut too_many) = (0, None);
+    let (mut count, mut too_many, mut unread) = (0, None, None);
     let walked = walk(
         path,
         dir,
+        &mut unread,
         |bucket| bucket == "marker_api",
         |i, t, r, off| {
             if links.len() <= i {
@@ -73,6 +77,9 @@ pub(super) fn scan(
     if let Some(e) = too_many {
         return Err(e.at(path));
     }
+    if let Some(e) = unread {
+        return Err(IngestError::io(dir, e));
+    }
     if walked.is_err() {
         return Ok(None);
     }
@@ -89,6 +96,7 @@ pub(super) fn scan(
         let walked = walk(
             path,
             dir,
+            &mut unread,
             |bucket| bucket.ends_with("_api"),
             |i, t, r, off| {
                 let Some(l) = links.get(i).filter(|l| !l.spans().is_empty()) else {
@@ -118,7 +126,7 @@ pub(super) fn scan(
                 lookup.shrink();
             }
         }
-        if let Some(e) = io_error {
+        if let Some(e) = io_error.or(unread) {
             return Err(IngestError::io(dir, e));
         }
         if walked.is_err() {
@@ -138,10 +146,12 @@ pub(super) fn scan(
 /// Reads the process objects of `path`, calling `each` with the process index, its
 /// `strings`, every record of the buffer arrays `wanted` names (read after `strings`) and
 /// its byte offset; other records are skipped. An error of `each` stops the walk, as does an
-/// I/O error of the messages' lookup (its file in `dir`).
+/// I/O error of a process's messages' lookup (its file in `dir`), which is kept in `unread`
+/// (it is the staging directory's error, not the file's).
 fn walk(
     path: &Path,
     dir: &Path,
+    unread: &mut Option<io::Error>,
     wanted: impl Fn(&str) -> bool,
     mut each: impl FnMut(usize, &Strings, &Rec, u64) -> Result<(), ParseErr>,
 ) -> Result<(), ParseErr> {
@@ -153,7 +163,7 @@ fn walk(
         "rocprofiler-sdk-tool" => s
             .array(key, |s| {
                 n += 1;
-                process(s, n - 1, dir, &wanted, &mut each)
+                process(s, n - 1, dir, unread, &wanted, &mut each)
             })
             .map(|_| ()),
         _ => s.skip(key).map(|_| ()),
@@ -164,6 +174,7 @@ fn process(
     s: &mut Stream,
     i: usize,
     dir: &Path,
+    unread: &mut Option<io::Error>,
     wanted: &impl Fn(&str) -> bool,
     each: &mut impl FnMut(usize, &Strings, &Rec, u64) -> Result<(), ParseErr>,
 ) -> Result<(), ParseErr> {
@@ -185,10 +196,14 @@ fn process(
         }),
         _ => s.skip(key).map(|_| ()),
     })?;
-    // Names the lookup's file could not give were read as no message: the main pass
-    // reports the error.
+    // Names the lookup's file could not give were read as no message: the walk stops, and
+    // `scan` fails the file with the error.
     match strings.and_then(|mut t| t.messages.take_error()) {
-        Some(e) => Err(ParseErr::new(s.offset(), e.to_string())),
+        Some(e) => {
+            let msg = e.to_string();
+            *unread = Some(e);
+            Err(ParseErr::new(s.offset(), msg))
+        }
         None => Ok(()),
     }
 }
@@ -200,4 +215,50 @@ pub(super) fn skip_records(s: &mut Stream, what: &str) -> Result<(), ParseErr> {
     }
     s.array(what, |s| s.read("a record", |c| c.skip_value().map(|_| ())))
         .map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rocprof::messages::BREAK_LOOKUPS;
+
+    /// One process whose roctx range `ProfilerStep#1` is named through the messages'
+    /// lookup, among enough other messages that their first block is in its file.
+    fn doc() -> String {
+        let others: String = (2..5000)
+            .map(|id| format!(r#",{{"key":{id},"value":"m"}}"#))
+            .collect();
+        format!(
+            r#"{{"rocprofiler-sdk-tool":[{{"strings":{{"buffer_records":[
+            {{"kind":"MARKER_CORE_RANGE_API","operations":["roctxThreadRangeA"]}}],
+            "marker_api":[{{"key":1,"value":"ProfilerStep#1"}}{others}]}},
+            "buffer_records":{{"marker_api":[{{"size":64,"kind":0,"operation":0,
+            "correlation_id":{{"internal":1,"external":0}},"start_timestamp":10,
+            "end_timestamp":20,"thread_id":5}}]}}}}]}}"#
+        )
+    }
+
+    /// A messages' lookup that cannot be read back fails the scan as the staging
+    /// directory's I/O error; before, the scan answered "not readable to its end" and the
+    /// main pass, whose own lookup could be read, wrote the rows without their steps.
+    #[test]
+    fn an_unreadable_messages_lookup_fails_the_scan() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p_results.json");
+        std::fs::write(&path, doc()).unwrap();
+        let marker = StepMarker::default();
+        let steps = scan(&path, &marker, dir.path()).unwrap().unwrap();
+        assert_eq!(
+            steps[0].spans.len(),
+            1,
+            "the step is read when the lookup is"
+        );
+        BREAK_LOOKUPS.set(true);
+        let res = scan(&path, &marker, dir.path());
+        BREAK_LOOKUPS.set(false);
+        match res {
+            Err(IngestError::Io { path, .. }) => assert_eq!(path, dir.path().display().to_string()),
+            other => panic!("{other:?}"),
+        }
+    }
 }
