@@ -7,11 +7,12 @@
 //! (otherwise that range is parsed again). No serial pre-scan for boundaries is needed.
 //! Memory is the buffer plus the largest single event, whatever the file size.
 
-use rayon::prelude::*;
-
 use crate::error::ParseErr;
 use crate::json::{Cursor, JsonError};
-use crate::window::{files_at_once, Window};
+use crate::window::Window;
+
+mod runs;
+use runs::parse_window;
 
 /// Below twice this many bytes a window is parsed by one worker.
 pub(crate) const SUB_WINDOW: usize = 256 << 10;
@@ -36,20 +37,33 @@ pub(crate) trait Visitor: Sync + Send {
     /// Reads the event at the cursor (on its `{`) into `part`, leaving the cursor after it;
     /// `off` is the event's offset in the stream.
     fn event(&self, c: &mut Cursor<'_>, part: &mut Self::Part, off: u64) -> Result<(), JsonError>;
-    /// Takes finished parts, in file order.
-    fn take(&mut self, part: Self::Part) -> Result<(), ParseErr>;
+    /// Takes finished parts, in file order, one at a time: on whichever worker ended the run
+    /// that made the part next, while other runs are being parsed (so a visitor keeps what
+    /// it takes behind a lock).
+    fn take(&self, part: Self::Part) -> Result<(), ParseErr>;
 }
 
-/// How many runs a window is cut into: two per worker the file has to itself.
+/// How many runs a window of `len` bytes is cut into: two for a file read by one worker of
+/// its own, else one per `RUN` bytes and at least two per worker.
 ///
 /// Why: each run has costs of its own (its strings interned and its names classified afresh,
 /// its batch re-mapped by the spill thread, the wait for the slowest run). Cutting every
 /// file's window into two runs per worker of the pool, as before, made 16 files on 16
 /// workers parse 32 runs of 128 KiB per 4 MiB window, and the process used ~25 % more CPU
-/// than 16 processes of one job each on the same files (docs/PERFORMANCE.md, issue 33).
-fn runs_for(threads: usize, files: usize) -> usize {
-    2 * (threads / files.max(1)).max(1)
+/// than 16 processes of one job each on the same files (docs/PERFORMANCE.md, issue 33). But
+/// two runs per worker leave a worker idle for up to half its share of every window while the
+/// other finishes its last run: on two workers, runs of `RUN` in 32 MiB windows
+/// (`window::mapped_step`) kept them busier than four runs of a 4 MiB window. A file with
+/// one worker of its own keeps two runs, which idle workers of the pool take.
+fn runs_for(len: usize, threads: usize, files: usize) -> usize {
+    match threads / files.max(1) {
+        0 | 1 => 2,
+        workers => (2 * workers).max(len / RUN),
+    }
 }
+
+/// The size of run a window is cut into, where its workers need no more (`runs_for`).
+const RUN: usize = 1 << 20;
 
 pub(crate) struct Driver {
     win: Window,
@@ -156,6 +170,8 @@ impl Driver {
             b'[' => {
                 shape.array_form = true;
                 let (events, _, closed) = self.events(pos + 1, v, true)?;
+                // Only blanks are parsed past the array, but the whole file is hashed.
+                self.win.hash_rest().map_err(|e| self.read_err(e))?;
                 shape.events = events;
                 shape.unterminated = !closed;
                 return Ok(shape);
@@ -221,7 +237,9 @@ impl Driver {
         loop {
             // Parse this window while the next chunk is read (or inflated).
             let base = self.base;
-            let (parsed, read) = self.win.parse_ahead(|buf| parse_window(v, buf, pos, base));
+            let (parsed, read) = self
+                .win
+                .parse_ahead(|buf, behind| parse_window(&*v, buf, pos, base, behind));
             let read = read.map_err(|e| self.read_err(e));
             let (n, end, last) = parsed?;
             count += n;
@@ -253,152 +271,6 @@ fn is_json_blank(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | b'\r')
 }
 
-/// How a run of events ended.
-enum End {
-    /// Reached the next worker's range: `stop` is the first event start at or past it.
-    Limit,
-    /// The buffer ended inside an event (or between events).
-    Incomplete,
-    /// The array's `]`, and the position after it.
-    Closed(usize),
-    Error(ParseErr),
-}
-
-struct Chain<P> {
-    part: P,
-    events: u64,
-    /// Just after the last complete event.
-    last: usize,
-    stop: usize,
-    end: End,
-}
-
-/// Parses events from `from` (a known event boundary) until one starts at or past `limit`.
-fn chain<V: Visitor>(v: &V, buf: &[u8], from: usize, limit: usize, base: u64) -> Chain<V::Part> {
-    let mut ch = Chain {
-        part: v.part(limit.min(buf.len()).saturating_sub(from)),
-        events: 0,
-        last: from,
-        stop: from,
-        end: End::Incomplete,
-    };
-    let mut c = Cursor::at(buf, from);
-    loop {
-        c.ws();
-        if buf.get(c.i) == Some(&b',') {
-            c.i += 1;
-            c.ws();
-        }
-        let Some(&b) = buf.get(c.i) else { return ch };
-        if b == b']' {
-            ch.end = End::Closed(c.i + 1);
-            return ch;
-        }
-        let start = c.i;
-        if start >= limit {
-            ch.stop = start;
-            ch.end = End::Limit;
-            return ch;
-        }
-        if b != b'{' {
-            ch.end = End::Error(ParseErr::new(
-                base + start as u64,
-                "expected an event object in traceEvents",
-            ));
-            return ch;
-        }
-        match v.event(&mut c, &mut ch.part, base + start as u64) {
-            Ok(()) => {
-                ch.events += 1;
-                ch.last = c.i;
-            }
-            Err(JsonError::Incomplete) => return ch,
-            Err(JsonError::Syntax { offset, msg }) => {
-                ch.end = End::Error(ParseErr::new(base + offset as u64, msg));
-                return ch;
-            }
-        }
-    }
-}
-
-/// Likely event starts to split `buf[pos..]` at: a `{` after `},` (pretty or minified).
-/// A guess may be wrong (the bytes could sit inside a string); `parse_window` checks each
-/// against the previous worker's real stop and re-parses when they differ.
-fn guesses(buf: &[u8], pos: usize, n: usize) -> Vec<usize> {
-    let len = buf.len().saturating_sub(pos);
-    let mut out: Vec<usize> = Vec::new();
-    for i in 1..n {
-        let t = pos + i * len / n;
-        let end = (t + (64 << 10)).min(buf.len());
-        let mut j = t;
-        while let Some(k) = memchr::memchr(b'{', &buf[j..end]) {
-            let q = j + k;
-            let before = buf[pos..q]
-                .iter()
-                .rev()
-                .copied()
-                .filter(|b| !b.is_ascii_whitespace())
-                .take(2);
-            let prev: Vec<u8> = before.collect();
-            if prev == [b',', b'}'] && out.last().is_none_or(|&l| q > l) {
-                out.push(q);
-                break;
-            }
-            j = q + 1;
-        }
-    }
-    out
-}
-
-/// Parses the complete events of `buf[pos..]` on all workers. Returns the number of events,
-/// the position after `]` if the array closed, and the end of the last complete event.
-fn parse_window<V: Visitor>(
-    v: &mut V,
-    buf: &[u8],
-    pos: usize,
-    base: u64,
-) -> Result<(u64, Option<usize>, usize), ParseErr> {
-    let workers = if buf.len() - pos < 2 * SUB_WINDOW {
-        1
-    } else {
-        runs_for(rayon::current_num_threads(), files_at_once())
-    };
-    let g = guesses(buf, pos, workers);
-    let starts: Vec<usize> = std::iter::once(pos).chain(g.iter().copied()).collect();
-    let limits: Vec<usize> = g
-        .iter()
-        .copied()
-        .chain(std::iter::once(usize::MAX))
-        .collect();
-    let chains: Vec<Chain<V::Part>> = {
-        let shared: &V = v;
-        starts
-            .par_iter()
-            .zip(limits.par_iter())
-            .map(|(&a, &b)| chain(shared, buf, a, b, base))
-            .collect()
-    };
-    let mut events = 0;
-    let mut expected = pos;
-    for ((ch, &start), &limit) in chains.into_iter().zip(&starts).zip(&limits) {
-        // A worker that started from a wrong guess is redone from the true boundary.
-        let ch = if start == expected {
-            ch
-        } else {
-            chain(&*v, buf, expected, limit, base)
-        };
-        events += ch.events;
-        v.take(ch.part)?;
-        match ch.end {
-            End::Limit => expected = ch.stop,
-            End::Incomplete => return Ok((events, None, ch.last)),
-            End::Closed(end) => return Ok((events, Some(end), ch.last)),
-            End::Error(e) => return Err(e),
-        }
-    }
-    unreachable!("the last worker has no limit")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -406,21 +278,31 @@ mod tests {
     use std::sync::atomic::AtomicU64;
     use std::sync::Arc;
 
-    /// Two runs per worker a file has to itself, never fewer than two.
+    /// Two runs per worker a file has to itself, never fewer than two, and one per `RUN`
+    /// where it has more than one.
     #[test]
     fn runs_follow_the_workers_of_a_file() {
-        assert_eq!(runs_for(1, 1), 2);
-        assert_eq!(runs_for(16, 1), 32);
-        assert_eq!(runs_for(16, 2), 16);
-        assert_eq!(runs_for(16, 3), 10);
-        assert_eq!(runs_for(16, 16), 2);
-        assert_eq!(runs_for(2, 40), 2);
-        assert_eq!(runs_for(4, 0), 8);
+        let small = 1 << 20;
+        assert_eq!(runs_for(small, 1, 1), 2);
+        assert_eq!(runs_for(small, 16, 1), 32);
+        assert_eq!(runs_for(small, 16, 2), 16);
+        assert_eq!(runs_for(small, 16, 3), 10);
+        assert_eq!(runs_for(small, 16, 16), 2);
+        assert_eq!(runs_for(small, 2, 40), 2);
+        assert_eq!(runs_for(small, 4, 0), 8);
+        // A chunk read by one worker: two runs, as before.
+        assert_eq!(runs_for(4 << 20, 1, 1), 2);
+        assert_eq!(runs_for((4 << 20) + 3000, 16, 16), 2);
+        // A read chunk on two workers: four runs, as before.
+        assert_eq!(runs_for(4 << 20, 2, 1), 4);
+        // 32 MiB windows: a run per MiB on two workers, two per worker on sixteen.
+        assert_eq!(runs_for(32 << 20, 2, 1), 32);
+        assert_eq!(runs_for(32 << 20, 16, 1), 32);
     }
 
     /// Collects each event's `name`, so the result shows which boundaries were used.
     #[derive(Default)]
-    struct Names(Vec<String>);
+    struct Names(std::sync::Mutex<Vec<String>>);
 
     impl Visitor for Names {
         type Part = Vec<String>;
@@ -442,8 +324,8 @@ mod tests {
             part.push(name.into_owned());
             Ok(())
         }
-        fn take(&mut self, part: Vec<String>) -> Result<(), ParseErr> {
-            self.0.extend(part);
+        fn take(&self, part: Vec<String>) -> Result<(), ParseErr> {
+            self.0.lock().unwrap().extend(part);
             Ok(())
         }
     }
@@ -458,7 +340,9 @@ mod tests {
             let mapped = matches!(win, Window::Mapped { .. });
             assert_eq!(mapped, may_map && text.len() as u64 >= MAP_MIN);
             let mut v = Names::default();
-            Driver::new(win).run(&mut v).map(|shape| (shape, v.0))
+            Driver::new(win)
+                .run(&mut v)
+                .map(|shape| (shape, v.0.into_inner().unwrap()))
         };
         let (mapped, read) = (go(true), go(false));
         assert_eq!(format!("{mapped:?}"), format!("{read:?}"));
@@ -502,16 +386,34 @@ mod tests {
     #[test]
     fn the_walk_hashes_the_file_it_reads() {
         let (text, _) = big_trace(5 * crate::source::CHUNK + 4321);
+        // The array's end in a window with more of the file after it: the object form with
+        // 40 MiB of blanks after its `}`, and the array form with 9 MiB after its `]`.
+        let blanks = format!("{text}{}", " ".repeat(40 << 20));
+        let body = text.trim_start_matches("{\"traceEvents\": ");
+        let array = format!(
+            "{}{}",
+            &body[..body.rfind(']').unwrap() + 1],
+            "\n".repeat(9 << 20)
+        );
         let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("t.json");
-        std::fs::write(&p, &text).unwrap();
-        let (want, _) = crate::source::content_hash(&p).unwrap();
-        for may_map in [true, false] {
-            let h = crate::source::Hasher::default();
-            let win =
-                Window::open_as(&p, Arc::new(AtomicU64::new(0)), Some(h.clone()), may_map).unwrap();
-            Driver::new(win).run(&mut Names::default()).unwrap();
-            assert_eq!(crate::source::digest(&h), want, "mapped: {may_map}");
+        for (i, text) in [text.as_str(), &blanks, &array].into_iter().enumerate() {
+            let p = dir.path().join(format!("t{i}.json"));
+            std::fs::write(&p, text).unwrap();
+            let (want, _) = crate::source::content_hash(&p).unwrap();
+            for threads in [1, 2, 5] {
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .build()
+                    .unwrap();
+                for may_map in [true, false] {
+                    let h = crate::source::Hasher::default();
+                    let progress = Arc::new(AtomicU64::new(0));
+                    let win = Window::open_as(&p, progress, Some(h.clone()), may_map).unwrap();
+                    pool.install(|| Driver::new(win).run(&mut Names::default()).unwrap());
+                    let what = format!("file {i}, {threads} threads, mapped: {may_map}");
+                    assert_eq!(crate::source::digest(&h), want, "{what}");
+                }
+            }
         }
     }
 

@@ -7,10 +7,10 @@
 //! back with `MADV_DONTNEED` (the page cache keeps them), so resident memory stays a few
 //! windows whatever the file size. Compressed inputs, and files too small to bother, are read.
 //!
-//! Where a file has several workers, the pages are given back while the next window is
-//! parsed (`parse_ahead`), not when the window is consumed: `madvise` takes ~1.5 ms per
-//! 16 MiB on this project's 2-core VM, and between windows the file's other workers wait
-//! for it (~90 ms of a 960 MB file's walk).
+//! A reader that parses through `parse_ahead` (the walk) hashes the view's bytes and gives
+//! their pages back behind its runs, as each one finishes (`behind`); one that only consumes
+//! (the rocprof JSON stream) hashes each chunk as the view grows and gives pages back as it
+//! consumes them.
 
 use std::cell::Cell;
 use std::io;
@@ -21,6 +21,9 @@ use std::sync::Arc;
 use memmap2::{Advice, Mmap, UncheckedAdvice};
 
 use crate::source::{sniff_file, Chunks, Compression, Hasher, CHUNK};
+
+mod behind;
+pub(crate) use behind::Behind;
 
 /// Plain files at least this large are mapped.
 pub(crate) const MAP_MIN: u64 = 1 << 20;
@@ -41,14 +44,14 @@ pub(crate) enum Window {
         /// The view is `map[start..end]`.
         start: usize,
         end: usize,
-        /// What the view grows to next (`parse_ahead` hashed it already), or `end`.
+        /// What the view grows to next (`parse_ahead` set it), or `end`.
         ahead: usize,
-        /// Pages before this were given back; those up to `due` are to be, with the next
-        /// window's parse (`parse_ahead`).
+        /// Bytes before this were hashed.
+        hashed: usize,
+        /// Pages before this were given back.
         released: usize,
-        due: usize,
         /// Whether the reader parses through `parse_ahead` (the walk does; the rocprof JSON
-        /// stream only consumes): otherwise nothing would ever give `due`'s pages back.
+        /// stream only consumes): its view grows by `mapped_step`.
         read_ahead: bool,
         progress: Arc<AtomicU64>,
         hash: Option<Hasher>,
@@ -86,8 +89,8 @@ impl Window {
                     start: 0,
                     end: 0,
                     ahead: 0,
+                    hashed: 0,
                     released: 0,
-                    due: 0,
                     read_ahead: false,
                     progress,
                     hash,
@@ -130,21 +133,21 @@ impl Window {
                 map,
                 end,
                 ahead,
+                hashed,
+                read_ahead,
                 progress,
                 hash,
                 ..
             } => {
                 debug_assert_eq!(*ahead, *end, "parse_ahead's chunk not yet appended");
-                let next = (*end + mapped_step()).min(map.len());
+                let next = (*end + mapped_step(*read_ahead)).min(map.len());
+                // Also what `parse_ahead` marked and no run hashed (a view that ended the
+                // events before its end).
+                hash_to(map, hash.as_ref(), hashed, next);
                 if next == *end {
                     return Ok(false);
                 }
                 progress.fetch_add((next - *end) as u64, Ordering::Relaxed);
-                if let Some(h) = hash {
-                    h.lock()
-                        .expect("hasher not poisoned")
-                        .update(&map[*end..next]);
-                }
                 (*end, *ahead) = (next, next);
                 Ok(true)
             }
@@ -152,42 +155,34 @@ impl Window {
     }
 
     /// Parses the window with `f` while the next chunk is read ahead (on another worker, for
-    /// read inputs; hashed, for mapped ones); `append_ahead` then adds it. The flag: whether there was more input.
+    /// read inputs); `append_ahead` then adds it. The flag: whether there was more input.
+    /// A mapped window's next chunk is only marked: `f`'s runs report to the `Behind` they
+    /// are given, which hashes the view and gives its pages back behind them; what the last
+    /// runs leave unhashed is hashed beside the next window's parse (`Behind::catch_up`), or
+    /// by `fill` and `hash_rest` at the end.
     pub(crate) fn parse_ahead<R: Send>(
         &mut self,
-        f: impl FnOnce(&[u8]) -> R + Send,
+        f: impl FnOnce(&[u8], &Behind) -> R + Send,
     ) -> (R, io::Result<bool>) {
         if let Window::Mapped {
             map,
             start,
             end,
             ahead,
+            hashed,
             released,
-            due,
             read_ahead,
             hash,
             ..
         } = self
         {
             *read_ahead = true;
-            // The hasher reads the next chunk (faulting its pages in), and the pages
-            // consumed are given back, on another worker while this one is parsed: done
-            // between windows, both were serial time.
-            *ahead = (*end + mapped_step()).min(map.len());
-            let give_back = *released..*due;
-            *released = *due;
-            let (map, view) = (&*map, &map[*start..*end]);
-            let next = &map[*end..*ahead];
-            let (parsed, ()) = rayon::join(
-                || f(view),
-                || {
-                    release(map, give_back);
-                    if let Some(h) = hash {
-                        h.lock().expect("hasher not poisoned").update(next);
-                    }
-                },
-            );
-            return (parsed, Ok(!next.is_empty()));
+            *ahead = (*end + mapped_step(true)).min(map.len());
+            let behind = Behind::mapped(map, (*start, *end), hash.as_ref(), (*hashed, *released));
+            let view = &map[*start..*end];
+            let (parsed, ()) = rayon::join(|| f(view, &behind), || behind.catch_up());
+            (*hashed, *released) = behind.reached();
+            return (parsed, Ok(*ahead > *end));
         }
         let Window::Read {
             chunks,
@@ -201,7 +196,7 @@ impl Window {
         spare.clear();
         let (buf, eof) = (&*buf, *eof);
         rayon::join(
-            || f(buf),
+            || f(buf, &Behind::none()),
             || {
                 if eof {
                     Ok(false)
@@ -222,7 +217,7 @@ impl Window {
                 *eof |= !more;
                 Ok(())
             }
-            // The chunk `parse_ahead` hashed.
+            // The chunk `parse_ahead` marked.
             Window::Mapped {
                 end,
                 ahead,
@@ -231,6 +226,28 @@ impl Window {
             } => {
                 progress.fetch_add((*ahead - *end) as u64, Ordering::Relaxed);
                 *end = *ahead;
+                Ok(())
+            }
+        }
+    }
+
+    /// Reads the rest of the input, for its hash only: for a reader done before the end of
+    /// the file (a trace in array form), so that its content hash is still the whole file's.
+    pub(crate) fn hash_rest(&mut self) -> io::Result<()> {
+        match self {
+            Window::Mapped {
+                map, hashed, hash, ..
+            } => {
+                hash_to(map, hash.as_ref(), hashed, map.len());
+                Ok(())
+            }
+            Window::Read {
+                chunks, spare, eof, ..
+            } => {
+                while !*eof {
+                    spare.clear();
+                    *eof = !chunks.next_into(spare)?;
+                }
                 Ok(())
             }
         }
@@ -245,33 +262,34 @@ impl Window {
             Window::Mapped {
                 map,
                 start,
+                hashed,
                 released,
-                due,
-                read_ahead,
                 ..
             } => {
                 *start += n;
                 let page = page_size();
-                let upto = *start / page * page;
+                // Not past what is hashed: the hash would fault those pages in again.
+                let upto = (*start).min(*hashed) / page * page;
                 if upto >= *released + RELEASE_STEP {
-                    *due = upto;
-                    if !(*read_ahead && release_aside()) {
-                        release(map, *released..*due);
-                        *released = *due;
-                    }
+                    release(map, *released..upto);
+                    *released = upto;
                 }
             }
         }
     }
 }
 
-/// Whether the consumed pages are given back beside the next window's parse (for a reader
-/// that parses through `parse_ahead`): only when this file has more than one worker of the
-/// pool. A file read on one worker (16 files on 16)
-/// would give them back only after that parse (no idle worker takes the other half of the
-/// join), so each file would hold a window more: ~60 MB more at the peak for 16 files.
-fn release_aside() -> bool {
-    rayon::current_num_threads() / files_at_once() > 1
+/// Hashes `map[*hashed..to]` (if any), in order.
+fn hash_to(map: &Mmap, hash: Option<&Hasher>, hashed: &mut usize, to: usize) {
+    if to <= *hashed {
+        return;
+    }
+    if let Some(h) = hash {
+        h.lock()
+            .expect("hasher not poisoned")
+            .update(&map[*hashed..to]);
+    }
+    *hashed = to;
 }
 
 /// Gives the pages of `range` (page-aligned, before the window) back to the page cache.
@@ -280,8 +298,8 @@ fn release(map: &Mmap, range: std::ops::Range<usize>) {
         return;
     }
     // SAFETY: the map is a read-only file mapping, so dropped pages are read back from the
-    // file if touched again; nothing is lost, and the window (`start..`, which `due` never
-    // passes) is never released.
+    // file if touched again (a run parsed again, the view's tail): nothing is lost, whoever
+    // reads them meanwhile.
     let _ =
         unsafe { map.unchecked_advise_range(UncheckedAdvice::DontNeed, range.start, range.len()) };
 }
@@ -313,21 +331,50 @@ pub(crate) fn files_at_once() -> usize {
     FILES_AT_ONCE.get()
 }
 
-/// How far a mapped window grows next: `CHUNK` times the workers per file being read, over
-/// two (at least `CHUNK`). A window is cut into two runs of events per worker the file has
-/// to itself (`walk::runs_for`), and each run has costs of its own (its strings interned and
-/// its names classified afresh, its batch re-mapped by the spill thread, a wait for the
-/// slowest run): with 4 MiB windows on 16 workers the runs were 128 KiB, an eighth of those
-/// on two, and one file on 16 cores ran slower than on 8 (docs/PERFORMANCE.md, issue 33).
-/// Growing the window keeps the runs at about 1 MiB. The mapped pages a window holds count as
-/// resident memory, so the window grows only with the workers a file has to itself: 32 MiB
-/// for one file on 16 workers, 4 MiB again when 16 files are read at once.
-fn mapped_step() -> usize {
-    step_for(rayon::current_num_threads(), files_at_once())
+/// How far a mapped window grows next (`ahead`: for a reader that parses through
+/// `parse_ahead`; one that only consumes grows it by `CHUNK` per two workers of the file).
+///
+/// A file read by one worker of its own: `CHUNK`. A file with more: `WINDOW_MAX`, or less
+/// when many files are read at once (all their windows together within `WINDOWS_TOTAL`),
+/// but never less than `CHUNK` per two of its workers. The walk cuts a window into runs of
+/// about `walk::RUN` bytes, two per worker at least (`walk::runs_for`).
+///
+/// Why: the workers of a file wait for its slowest run at the end of every window, and the
+/// hash of the next chunk is one more task beside them. With 4 MiB windows cut into four runs
+/// on two workers, about 11 % of the two cores sat idle while the 914 MB benchmark file was
+/// walked; 32 MiB windows of sixteen runs left 5 %, and the rayon workers spun less between
+/// windows (docs/PERFORMANCE.md, issue 33). Each run has costs of its own (its strings
+/// interned and its names classified afresh, its batch re-mapped by the spill thread), so
+/// runs stay at 1 MiB or more: with 4 MiB windows on 16 workers they were 128 KiB, and one
+/// file on 16 cores ran slower than on 8. A window's pages are given back behind its runs
+/// (`behind`), but runs that end before an earlier one hold theirs until it ends, up to a
+/// whole window: hence the bound for many files, and `CHUNK` again when 16 files are read
+/// on 16 workers (each file's runs are then taken by any worker that is idle).
+fn mapped_step(ahead: bool) -> usize {
+    let (threads, files) = (rayon::current_num_threads(), files_at_once());
+    if ahead {
+        step_for(threads, files)
+    } else {
+        CHUNK * (threads / files.max(1) / 2).max(1)
+    }
 }
 
+/// The largest mapped window of a file with more than one worker (see `mapped_step`).
+const WINDOW_MAX: usize = 32 << 20;
+
+/// What the windows of all files read at once hold together (see `mapped_step`).
+const WINDOWS_TOTAL: usize = 128 << 20;
+
 fn step_for(threads: usize, files: usize) -> usize {
-    CHUNK * (threads / (2 * files)).max(1)
+    let files = files.max(1);
+    let workers = threads / files;
+    if workers < 2 {
+        return CHUNK;
+    }
+    (WINDOWS_TOTAL / files)
+        .min(WINDOW_MAX)
+        .max(CHUNK * workers / 2)
+        .max(CHUNK)
 }
 
 fn page_size() -> usize {
@@ -344,33 +391,43 @@ fn page_size() -> usize {
 mod tests {
     use super::*;
 
-    /// About 1 MiB runs of events per worker: the window grows with the workers a file has
-    /// to itself, never below `CHUNK`.
+    /// One chunk for a file with one worker; 32 MiB for a file with more, less when many
+    /// files are read at once, and at least a chunk per two workers.
     #[test]
     fn mapped_windows_grow_with_the_workers_of_a_file() {
         assert_eq!(step_for(1, 1), CHUNK);
-        assert_eq!(step_for(2, 1), CHUNK);
-        assert_eq!(step_for(8, 1), 4 * CHUNK);
-        assert_eq!(step_for(16, 1), 8 * CHUNK);
-        assert_eq!(step_for(16, 2), 4 * CHUNK);
+        assert_eq!(step_for(2, 1), WINDOW_MAX);
+        assert_eq!(step_for(8, 1), WINDOW_MAX);
+        assert_eq!(step_for(16, 1), WINDOW_MAX);
+        assert_eq!(step_for(64, 1), 32 * CHUNK);
+        assert_eq!(step_for(16, 2), WINDOW_MAX);
+        assert_eq!(step_for(16, 8), 16 << 20);
+        assert_eq!(step_for(64, 32), CHUNK);
         assert_eq!(step_for(16, 16), CHUNK);
         assert_eq!(step_for(2, 40), CHUNK);
+        assert_eq!(step_for(4, 0), WINDOW_MAX);
     }
 
-    /// Pages consumed are given back: at once by a reader that only consumes (the rocprof
+    /// Pages consumed are given back at once by a reader that only consumes (the rocprof
     /// JSON stream: deferred to a `parse_ahead` that never came, a 804 MB capture held all
-    /// of it, 1 GB at the peak), beside the next parse by one that parses ahead.
+    /// of it, 1 GB at the peak); behind the runs, in order, by one that parses ahead, and
+    /// every byte is hashed once, in order.
     #[test]
     fn consumed_pages_are_given_back() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("t.json");
-        std::fs::write(&p, vec![b' '; 3 * RELEASE_STEP]).unwrap();
-        let pending = |w: &Window| match w {
-            Window::Mapped { released, due, .. } => (*released, *due),
+        let bytes: Vec<u8> = (0..3 * RELEASE_STEP).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&p, &bytes).unwrap();
+        let reached = |w: &Window| match w {
+            Window::Mapped {
+                hashed, released, ..
+            } => (*hashed, *released),
             Window::Read { .. } => unreachable!("a mapped file"),
         };
+        // One worker: the join's other half (`Behind::catch_up`) runs after the parse, so
+        // what each run hashes is known.
         let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(2)
+            .num_threads(1)
             .build()
             .unwrap();
         pool.install(|| {
@@ -378,17 +435,33 @@ mod tests {
             let mut w = Window::open(&p, Arc::new(AtomicU64::new(0)), None).unwrap();
             while w.fill().unwrap() {}
             w.consume(RELEASE_STEP + 1);
-            let (released, due) = pending(&w);
-            assert_eq!((released, due), (RELEASE_STEP, RELEASE_STEP));
-            // Parsed ahead on two workers: given back with the next parse.
-            let mut w = Window::open(&p, Arc::new(AtomicU64::new(0)), None).unwrap();
-            let (_, more) = w.parse_ahead(|b| b.len());
+            assert_eq!(reached(&w), (bytes.len(), RELEASE_STEP));
+            // Parsed in three runs, the last ending first: nothing is hashed past the first
+            // chunk until the first run ended; the last run to end leaves its bytes and those
+            // after the first run (not yet ended then) to be hashed later, in order.
+            let hash: Hasher = Default::default();
+            let mut w = Window::open(&p, Arc::new(AtomicU64::new(0)), Some(hash.clone())).unwrap();
+            let (_, more) = w.parse_ahead(|b, _| b.len());
+            w.append_ahead(more.unwrap()).unwrap();
+            assert_eq!(reached(&w), (CHUNK, 0));
+            let mut a = 0;
+            let (_, more) = w.parse_ahead(|v, behind| {
+                let b;
+                (a, b) = (2 * v.len() / 3 + 7, 5 * v.len() / 6 + 9);
+                behind.runs(&[0, a, b], v.len());
+                behind.finished(2, v.len() - 5);
+                let so_far = hash.lock().unwrap().digest128();
+                assert_eq!(so_far, xxhash_rust::xxh3::xxh3_128(&bytes[..CHUNK]));
+                behind.finished(0, a + 3);
+                behind.finished(1, b + 1);
+                v.len()
+            });
+            // Run 0's pages are fewer than a release step: kept.
+            assert_eq!(reached(&w), (a, 0));
             w.append_ahead(more.unwrap()).unwrap();
             while w.fill().unwrap() {}
-            w.consume(RELEASE_STEP + 1);
-            assert_eq!(pending(&w), (0, RELEASE_STEP));
-            let _ = w.parse_ahead(|b| b.len());
-            assert_eq!(pending(&w), (RELEASE_STEP, RELEASE_STEP));
+            let whole = xxhash_rust::xxh3::xxh3_128(&bytes);
+            assert_eq!(hash.lock().unwrap().digest128(), whole);
         });
     }
 }

@@ -17,7 +17,7 @@ use crate::format::Format;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::SyncSender;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::classify::Classifier;
 use crate::error::{IngestError, ParseErr, Result};
@@ -53,7 +53,7 @@ struct RowPass<'a> {
     classifier: &'a Classifier,
     /// The step spans and launches, with `--step-marker`.
     links: Option<Links>,
-    pairs: Pairs,
+    pairs: Mutex<Pairs>,
     tx: Option<SyncSender<Batch>>,
     failed: Arc<AtomicBool>,
 }
@@ -71,8 +71,9 @@ impl Visitor for RowPass<'_> {
         Ok(())
     }
 
-    fn take(&mut self, mut part: Part) -> Result<(), ParseErr> {
-        self.pairs.take(&mut part, self.links.as_ref());
+    fn take(&self, mut part: Part) -> Result<(), ParseErr> {
+        let mut pairs = self.pairs.lock().expect("pairs not poisoned");
+        pairs.take(&mut part, self.links.as_ref());
         slices::classify(&mut part.batch, self.classifier);
         let sent = self
             .tx
@@ -88,7 +89,7 @@ impl Visitor for RowPass<'_> {
 /// The process ids of a trace's events (a pass of its own, made only for `--rank-map`).
 #[derive(Default)]
 struct PidScan {
-    pids: BTreeSet<i64>,
+    pids: Mutex<BTreeSet<i64>>,
 }
 
 impl Visitor for PidScan {
@@ -106,8 +107,8 @@ impl Visitor for PidScan {
         Ok(())
     }
 
-    fn take(&mut self, part: Self::Part) -> Result<(), ParseErr> {
-        self.pids.extend(part);
+    fn take(&self, part: Self::Part) -> Result<(), ParseErr> {
+        self.pids.lock().expect("pids not poisoned").extend(part);
         Ok(())
     }
 }
@@ -129,7 +130,7 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
             return Err(IngestError::io(&job.staging, e));
         }
         walked?;
-        pids = Some(std::mem::take(&mut scan.pids));
+        pids = Some(scan.take_pids());
         links = Some(
             scan.finish()
                 .map_err(|e| IngestError::io(&job.staging, e))?,
@@ -143,7 +144,7 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
             None => {
                 let mut scan = PidScan::default();
                 drive(job, &mut scan, unhashed.take())?;
-                scan.pids
+                scan.pids.into_inner().expect("pids not poisoned")
             }
         };
         rank_of_pids(&mut info, job, &pids)
@@ -164,7 +165,7 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
     let mut pass = RowPass {
         classifier: &job.classifier,
         links,
-        pairs: Pairs::default(),
+        pairs: Mutex::default(),
         tx: Some(tx),
         failed,
     };
@@ -176,7 +177,8 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
     if let Some(e) = pass.links.as_ref().and_then(Links::take_launch_error) {
         return Err(IngestError::io(&job.staging, e));
     }
-    pass.pairs.finish(&mut info.diag);
+    let pairs = std::mem::take(pass.pairs.get_mut().expect("pairs not poisoned"));
+    pairs.finish(&mut info.diag);
     info.content_hash = match (&job.content_hash, &hasher) {
         (Some(h), _) => h.clone(),
         (None, Some(h)) => digest(h),

@@ -12,6 +12,7 @@
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
+use std::sync::Mutex;
 
 use rustc_hash::FxHashMap;
 
@@ -52,13 +53,18 @@ pub(crate) struct ScanPart {
 /// The walk that collects the step spans and launches (and the pids, for `--rank-map`).
 pub(crate) struct StepScan {
     marker: StepMarker,
-    links: Links,
-    /// Open `B`s per thread, across the whole file.
-    open: FxHashMap<(i64, i64), Vec<Option<Noted>>>,
     /// Whether every event's pid is wanted (`--rank-map`); else GPU slices are skipped
     /// after their `ph` and `cat`.
     want_pids: bool,
-    pub pids: BTreeSet<i64>,
+    scanned: Mutex<Scanned>,
+}
+
+/// What the scan's parts add up to (`Visitor::take`).
+struct Scanned {
+    links: Links,
+    /// Open `B`s per thread, across the whole file.
+    open: FxHashMap<(i64, i64), Vec<Option<Noted>>>,
+    pids: BTreeSet<i64>,
 }
 
 impl StepScan {
@@ -66,22 +72,34 @@ impl StepScan {
     pub(crate) fn new(marker: StepMarker, want_pids: bool, staging: PathBuf) -> StepScan {
         StepScan {
             marker,
-            links: Links::spilling_to(staging),
-            open: FxHashMap::default(),
             want_pids,
-            pids: BTreeSet::new(),
+            scanned: Mutex::new(Scanned {
+                links: Links::spilling_to(staging),
+                open: FxHashMap::default(),
+                pids: BTreeSet::new(),
+            }),
         }
+    }
+
+    fn scanned(&mut self) -> &mut Scanned {
+        self.scanned.get_mut().expect("scan not poisoned")
     }
 
     /// The error that stopped the walk writing the launches to their file, if one did.
     pub(crate) fn take_spill_error(&mut self) -> Option<std::io::Error> {
-        self.links.take_spill_error()
+        self.scanned().links.take_spill_error()
+    }
+
+    /// The pids of the events read.
+    pub(crate) fn take_pids(&mut self) -> BTreeSet<i64> {
+        std::mem::take(&mut self.scanned().pids)
     }
 
     /// The links, spans sorted and every launch given its step.
     pub(crate) fn finish(mut self) -> std::io::Result<Links> {
-        self.links.finish()?;
-        Ok(self.links)
+        let links = &mut self.scanned().links;
+        links.finish()?;
+        Ok(std::mem::take(links))
     }
 
     /// What a slice on a CPU thread notes: its step, if the marker names it, and the
@@ -173,20 +191,21 @@ impl Visitor for StepScan {
         Ok(())
     }
 
-    fn take(&mut self, mut part: ScanPart) -> Result<(), ParseErr> {
+    fn take(&self, mut part: ScanPart) -> Result<(), ParseErr> {
+        let mut s = self.scanned.lock().expect("scan not poisoned");
         for edge in part.edges.drain(..) {
             match edge {
-                Edge::Begin(thread, n) => self.open.entry(thread).or_default().push(n),
+                Edge::Begin(thread, n) => s.open.entry(thread).or_default().push(n),
                 Edge::End(thread, ts) => {
-                    let open = self.open.get_mut(&thread).and_then(Vec::pop).flatten();
+                    let open = s.open.get_mut(&thread).and_then(Vec::pop).flatten();
                     if let (Some(n), Some(end)) = (open, ts) {
                         note(&mut part.partial, n, end);
                     }
                 }
             }
         }
-        self.pids.append(&mut part.pids);
-        self.links.absorb(part.partial)
+        s.pids.append(&mut part.pids);
+        s.links.absorb(part.partial)
     }
 }
 

@@ -13,6 +13,7 @@
 //! `LinkPass`, a walk that notes only these, re-reads a file that failed (`first_error`).
 
 use std::path::PathBuf;
+use std::sync::Mutex;
 
 use rustc_hash::FxHashMap;
 
@@ -357,7 +358,7 @@ fn lookup(spans: &[Span], ts: i64) -> Option<i64> {
 /// and the reference the row walk's notes are tested against.
 #[derive(Default)]
 pub(crate) struct LinkPass {
-    pub links: Links,
+    pub links: Mutex<Links>,
     /// Which annotation ranges are steps.
     pub marker: StepMarker,
 }
@@ -365,9 +366,10 @@ pub(crate) struct LinkPass {
 impl LinkPass {
     /// The links, settled (the tests' reference for the row walk's notes).
     #[cfg(test)]
-    pub(crate) fn finish(mut self) -> Links {
-        self.links.finish().expect("launches read back");
-        self.links
+    pub(crate) fn finish(self) -> Links {
+        let mut links = self.links.into_inner().expect("links not poisoned");
+        links.finish().expect("launches read back");
+        links
     }
 }
 
@@ -375,7 +377,8 @@ impl Visitor for LinkPass {
     type Part = Partial;
 
     fn meta(&mut self, key: &str, raw: &[u8]) -> Result<(), ParseErr> {
-        self.links.meta.take(key, raw);
+        let links = self.links.get_mut().expect("links not poisoned");
+        links.meta.take(key, raw);
         Ok(())
     }
 
@@ -393,8 +396,8 @@ impl Visitor for LinkPass {
         Ok(())
     }
 
-    fn take(&mut self, p: Partial) -> Result<(), ParseErr> {
-        self.links.absorb(p)
+    fn take(&self, p: Partial) -> Result<(), ParseErr> {
+        self.links.lock().expect("links not poisoned").absorb(p)
     }
 }
 

@@ -14,7 +14,7 @@ pub(crate) mod spool;
 
 use crate::format::Format;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::error::{IngestError, ParseErr, Result};
 use crate::file::{FileJob, FileOutcome, RunInfo};
@@ -36,13 +36,28 @@ fn drive(job: &FileJob, v: &mut impl Visitor, hash: Option<Hasher>) -> Result<Sh
 /// what they noted is absorbed into `links` in file order.
 struct RowPass<'a> {
     ctx: Ctx<'a>,
-    links: Links,
+    taken: Mutex<Taken>,
     tx: Option<pending::Sender>,
     failed: Arc<AtomicBool>,
+}
+
+/// What the walk's parts add up to (`Visitor::take`).
+struct Taken {
+    links: Links,
     /// The `[memory]` events, in file order (they skip the rows' spill).
     memory: memory::MemLog,
     /// Why the memory events could not be written to their spool's file (the walk stops).
     memory_error: Option<std::io::Error>,
+}
+
+impl Taken {
+    fn new(links: Links, memory: memory::MemLog) -> Mutex<Taken> {
+        Mutex::new(Taken {
+            links,
+            memory,
+            memory_error: None,
+        })
+    }
 }
 
 impl Visitor for RowPass<'_> {
@@ -53,7 +68,8 @@ impl Visitor for RowPass<'_> {
     }
 
     fn meta(&mut self, key: &str, raw: &[u8]) -> Result<(), ParseErr> {
-        self.links.meta.take(key, raw);
+        let t = self.taken.get_mut().expect("taken not poisoned");
+        t.links.meta.take(key, raw);
         Ok(())
     }
 
@@ -66,13 +82,14 @@ impl Visitor for RowPass<'_> {
         extract::event(&self.ctx, c, part, off)
     }
 
-    fn take(&mut self, part: extract::Part) -> Result<(), ParseErr> {
-        self.links.absorb(part.links)?;
-        if let Err(e) = self
+    fn take(&self, part: extract::Part) -> Result<(), ParseErr> {
+        let mut t = self.taken.lock().expect("taken not poisoned");
+        t.links.absorb(part.links)?;
+        if let Err(e) = t
             .memory
             .extend(part.memory.iter().map(memory::MemRec::from))
         {
-            self.memory_error = Some(e);
+            t.memory_error = Some(e);
             return Err(ParseErr::new(0, "stopped: writing the output failed"));
         }
         let sent = self
@@ -97,16 +114,18 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
         ctx: Ctx {
             step_marker: &job.step_marker,
         },
-        links: Links::spilling_to(job.staging.clone()),
+        taken: Taken::new(
+            Links::spilling_to(job.staging.clone()),
+            memory::MemLog::in_dir(job.staging.clone()),
+        ),
         tx: Some(tx),
         failed,
-        memory: memory::MemLog::in_dir(job.staging.clone()),
-        memory_error: None,
     };
     let res = drive(job, &mut walk, hasher.clone());
     drop(walk.tx.take());
     let spilled = spiller.join().expect("spill thread does not panic");
-    let spool_error = walk.links.take_spill_error().or(walk.memory_error.take());
+    let mut taken = walk.taken.into_inner().expect("taken not poisoned");
+    let spool_error = taken.links.take_spill_error().or(taken.memory_error.take());
     // A failed spill (the rows', the launches' or the memory events') stops the walk: its
     // error is the one to report.
     let spilled = match (spilled, res, spool_error) {
@@ -121,7 +140,7 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
         (Some(h), _) => h.clone(),
         (None, h) => digest(h.as_ref().expect("hasher set above")),
     };
-    let mut links = walk.links;
+    let mut links = taken.links;
     // The launches' lookup is built by the settle (beside the CPU rows, on many cores).
     let launches = links.finish_spans();
     let mut info = RunInfo::new(Format::Kineto, content_hash);
@@ -138,7 +157,7 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
         return Err(IngestError::io(&job.staging, e));
     }
     out.written.extend(memory::write(
-        walk.memory,
+        taken.memory,
         &links,
         base,
         &parts,
@@ -172,7 +191,7 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
 fn first_error(job: &FileJob, e: IngestError) -> IngestError {
     let mut strict = LinkPass {
         marker: (*job.step_marker).clone(),
-        links: Links::without_launches(),
+        links: Links::without_launches().into(),
     };
     drive(job, &mut strict, None).err().unwrap_or(e)
 }
@@ -280,11 +299,9 @@ mod tests {
     ) -> RowPass<'a> {
         RowPass {
             ctx: Ctx { step_marker },
-            links: Links::default(),
+            taken: Taken::new(Links::default(), memory::MemLog::default()),
             tx: Some(tx),
             failed: Arc::new(AtomicBool::new(false)),
-            memory: memory::MemLog::default(),
-            memory_error: None,
         }
     }
 
@@ -318,7 +335,7 @@ mod tests {
             walk(&path, &mut rows);
             drop(rows.tx.take());
             drain.join().unwrap();
-            let mut links = rows.links;
+            let mut links = rows.taken.into_inner().unwrap().links;
             links.finish().unwrap();
             let want = reference.finish();
             assert_eq!(format!("{links:?}"), format!("{want:?}"), "{path:?}");
@@ -340,7 +357,8 @@ mod tests {
             let mut rows = row_pass(&marker, tx);
             walk(path, &mut rows);
             drop(rows.tx.take());
-            (spiller.join().unwrap().unwrap(), rows.links)
+            let links = rows.taken.into_inner().unwrap().links;
+            (spiller.join().unwrap().unwrap(), links)
         });
         let launches = links.finish_spans();
         let parts = Parts {
