@@ -178,7 +178,7 @@ impl Window {
         {
             *read_ahead = true;
             *ahead = (*end + mapped_step(true)).min(map.len());
-            let behind = Behind::mapped(map, (*start, *end), hash.as_ref(), (*hashed, *released));
+            let behind = Behind::mapped(map, *start, hash.as_ref(), (*hashed, *released));
             let view = &map[*start..*end];
             let (parsed, ()) = rayon::join(|| f(view, &behind), || behind.catch_up());
             (*hashed, *released) = behind.reached();

@@ -177,7 +177,7 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
     if let Some(e) = pass.links.as_ref().and_then(Links::take_launch_error) {
         return Err(IngestError::io(&job.staging, e));
     }
-    let pairs = std::mem::take(pass.pairs.get_mut().expect("pairs not poisoned"));
+    let pairs = pass.pairs.into_inner().expect("pairs not poisoned");
     pairs.finish(&mut info.diag);
     info.content_hash = match (&job.content_hash, &hasher) {
         (Some(h), _) => h.clone(),

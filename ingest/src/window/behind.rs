@@ -24,10 +24,9 @@ pub(crate) struct Behind<'a> {
 }
 
 struct Mapped<'a> {
-    /// The whole mapping, and the parsed view in it.
+    /// The whole mapping, and where the parsed view starts in it.
     map: &'a Mmap,
     at: usize,
-    end: usize,
     hash: Option<&'a Hasher>,
     runs: OnceLock<Runs>,
     /// Runs ended.
@@ -59,10 +58,10 @@ impl<'a> Behind<'a> {
         Behind { mapped: None }
     }
 
-    /// For the view `map[at..end]`, hashed up to `hashed` and given back up to `released`.
+    /// For the view `map[at..]`, hashed up to `hashed` and given back up to `released`.
     pub(super) fn mapped(
         map: &'a Mmap,
-        (at, end): (usize, usize),
+        at: usize,
         hash: Option<&'a Hasher>,
         (hashed, released): (usize, usize),
     ) -> Behind<'a> {
@@ -75,7 +74,6 @@ impl<'a> Behind<'a> {
             mapped: Some(Mapped {
                 map,
                 at,
-                end,
                 hash,
                 runs: OnceLock::new(),
                 ended: AtomicUsize::new(0),
@@ -86,13 +84,16 @@ impl<'a> Behind<'a> {
 
     /// The view (of `len` bytes) is parsed in runs starting at `starts` (view offsets,
     /// rising); each run's bytes reach the next one's start, the last one's the view's end.
-    /// Called once, before any run ends; without it the view is one run.
+    /// Called once, before any run ends.
     pub(crate) fn runs(&self, starts: &[usize], len: usize) {
         let Some(m) = &self.mapped else { return };
         let ends = starts.iter().skip(1).chain(std::iter::once(&len));
         let ends: Vec<usize> = ends.map(|e| m.at + e).collect();
         let done = ends.iter().map(|_| AtomicUsize::new(NOT_DONE)).collect();
-        let _ = m.runs.set(Runs { ends, done });
+        assert!(
+            m.runs.set(Runs { ends, done }).is_ok(),
+            "a view's runs are set once"
+        );
     }
 
     /// Run `i` ended, its last complete event ending at `parsed` (a view offset). The bytes
@@ -103,7 +104,7 @@ impl<'a> Behind<'a> {
     /// nothing (`catch_up`).
     pub(crate) fn finished(&self, i: usize, parsed: usize) {
         let Some(m) = &self.mapped else { return };
-        let runs = m.runs();
+        let runs = m.runs.get().expect("`runs` before any run ends");
         runs.done[i].store(m.at + parsed, Ordering::Release);
         if m.ended.fetch_add(1, Ordering::AcqRel) + 1 == runs.done.len() {
             // The last run: what is left is hashed beside the next window's parse.
@@ -146,13 +147,6 @@ impl<'a> Behind<'a> {
 }
 
 impl Mapped<'_> {
-    fn runs(&self) -> &Runs {
-        self.runs.get_or_init(|| Runs {
-            ends: vec![self.end],
-            done: vec![AtomicUsize::new(NOT_DONE)],
-        })
-    }
-
     /// Hashes and gives back every run that is next and has ended, until all of them ended.
     fn advance(&self, o: &mut Order) {
         // Not before `runs` (`catch_up` may come first): nothing ended yet.
