@@ -32,6 +32,8 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    // The processor check has run (a constructor); this keeps it linked.
+    assert!(aorta_ingest::cpu::linked());
     aorta_ingest::tune_allocator();
     aorta_ingest::atomic::file_size_limit_is_an_error();
     let args = cli::Cli::parse();

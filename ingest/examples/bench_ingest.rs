@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 fn main() {
+    assert!(aorta_ingest::cpu::linked());
     aorta_ingest::tune_allocator();
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let jobs = args.iter().position(|a| a == "--jobs").map(|i| {

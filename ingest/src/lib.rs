@@ -12,6 +12,7 @@ pub mod atomic;
 mod chrome;
 pub mod classify;
 pub mod commit;
+pub mod cpu;
 pub mod dataset;
 pub mod detect;
 pub mod diag;

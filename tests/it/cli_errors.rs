@@ -499,3 +499,49 @@ fn a_dataset_of_an_older_schema_is_one_line_saying_to_ingest_again() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// 3. A processor older than the build.
+
+/// The built `aorta`, run by `qemu-x86_64` (Debian's qemu-user, which `.ci/run` installs) as
+/// a Nehalem (x86-64-v2: no AVX) and as a Haswell (x86-64-v3, what the workspace builds for:
+/// `.cargo/config.toml`). The first gets one line and exit 2 from the processor check
+/// (`aorta_ingest::cpu`) instead of SIGILL; the second runs.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn an_older_processor_is_told_in_one_line_what_to_do() {
+    let Some(qemu) = crate::common::tool(&["qemu-x86_64"], "qemu-user") else {
+        return;
+    };
+    let run = |cpu: &str| {
+        std::process::Command::new(&qemu)
+            .args(["-cpu", cpu, AORTA, "--version"])
+            .output()
+            .expect("qemu-x86_64 runs")
+    };
+    let old = run("Nehalem");
+    // A build for the base x86-64 (RUSTFLAGS overriding the workspace's) runs anywhere.
+    if cfg!(target_feature = "avx2") {
+        assert_eq!(code(&old), 2, "stderr:\n{}", stderr(&old));
+        let err = stderr(&old);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.starts_with(
+                "aorta: error: this build of aorta is for x86-64-v3 and this processor lacks \
+                 avx, avx2, bmi1, bmi2, fma: build it for this processor with \
+                 RUSTFLAGS=\"-C target-cpu=native\" cargo build --release"
+            ),
+            "{err}"
+        );
+        assert!(old.stdout.is_empty());
+    } else {
+        assert_eq!(code(&old), 0, "stderr:\n{}", stderr(&old));
+    }
+    if cfg!(target_feature = "avx512f") {
+        return; // a build for this processor (`native`), which a Haswell cannot run
+    }
+    let v3 = run("Haswell");
+    assert_eq!(code(&v3), 0, "stderr:\n{}", stderr(&v3));
+    let version = String::from_utf8_lossy(&v3.stdout);
+    assert!(version.starts_with("aorta "), "{version}");
+}

@@ -19,20 +19,7 @@ pub(crate) struct Rendered {
 /// The Chromium binary (Debian's `chromium`, installed by `.ci/run`); `None` (skip) when it
 /// is missing outside CI, a failure under `CI=true`.
 pub(crate) fn chromium() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    for name in ["chromium", "chromium-browser"] {
-        if let Some(p) = std::env::split_paths(&path)
-            .map(|d| d.join(name))
-            .find(|p| p.is_file())
-        {
-            return Some(p);
-        }
-    }
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("chromium is missing (CI=true): .ci/run installs it with apt-get");
-    }
-    eprintln!("skipping: no chromium on PATH (apt-get install chromium)");
-    None
+    super::tool(&["chromium", "chromium-browser"], "chromium")
 }
 
 fn pipe_to_string(r: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<String> {

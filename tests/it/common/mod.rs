@@ -19,11 +19,35 @@ pub(crate) fn corpus() -> Option<PathBuf> {
     if p.join("kineto").exists() {
         return Some(p);
     }
+    missing(&format!("the trace corpus is missing at {}", p.display()))
+}
+
+/// What a test needs is missing: `None` (skip, saying `why`) outside CI, a failure under
+/// `CI=true`.
+pub(crate) fn missing<T>(why: &str) -> Option<T> {
     if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("the trace corpus is missing at {} (CI=true)", p.display());
+        panic!("{why} (CI=true)");
     }
-    eprintln!("skipping: no corpus at {}", p.display());
+    eprintln!("skipping: {why}");
     None
+}
+
+/// The first of `names` on PATH, a program `.ci/run` installs with apt-get as `package`;
+/// `missing` when there is none.
+pub(crate) fn tool(names: &[&str], package: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for name in names {
+        if let Some(p) = std::env::split_paths(&path)
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+        {
+            return Some(p);
+        }
+    }
+    missing(&format!(
+        "no {} on PATH (.ci/run installs it: apt-get install {package})",
+        names[0]
+    ))
 }
 
 /// Every Kineto trace file in the corpus (kineto/ and aorta_py/), sorted.
@@ -205,11 +229,7 @@ pub(crate) fn venv_python(modules: &str) -> Option<PathBuf> {
          && .venv/bin/pip install -r notebooks/requirements.txt)",
         py.display()
     );
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{why} (CI=true)");
-    }
-    eprintln!("skipping: {why}");
-    None
+    missing(&why)
 }
 
 /// `PYSPARK_SUBMIT_ARGS` for the tests' Spark sessions, which read kilobytes in local mode:
