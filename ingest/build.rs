@@ -3,7 +3,10 @@
 
 fn main() {
     println!("cargo:rerun-if-changed=src/cpu_check.c");
-    if std::env::var("CARGO_CFG_TARGET_ARCH").as_deref() != Ok("x86_64") {
+    // Where `cpu.rs` asks for it: x86-64 outside Windows (a constructor and `unistd.h`).
+    if std::env::var("CARGO_CFG_TARGET_ARCH").as_deref() != Ok("x86_64")
+        || std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("windows")
+    {
         return;
     }
     let features = std::env::var("CARGO_CFG_TARGET_FEATURE").unwrap_or_default();
