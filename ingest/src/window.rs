@@ -371,10 +371,10 @@ fn step_for(threads: usize, files: usize) -> usize {
     if workers < 2 {
         return CHUNK;
     }
+    // At least two workers, so at least `CHUNK`.
     (WINDOWS_TOTAL / files)
         .min(WINDOW_MAX)
         .max(CHUNK * workers / 2)
-        .max(CHUNK)
 }
 
 fn page_size() -> usize {
