@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use arrow_array::types::Int32Type;
 use arrow_array::{ArrayRef, DictionaryArray, Int32Array, StringArray};
-use arrow_buffer::NullBuffer;
+use arrow_buffer::{BooleanBuffer, NullBuffer};
 
 use crate::rows::Interner;
 
@@ -83,9 +83,11 @@ pub(crate) fn labels(v: impl Iterator<Item = Option<&'static str>>) -> ArrayRef 
 
 /// A dictionary array from keys where -1 marks a null.
 fn dict(mut keys: Vec<i32>, values: ArrayRef) -> ArrayRef {
+    // Packed 64 rows at a time and fixed up without a branch, so that both loops vectorise:
+    // a per-row `NullBuffer::from_iter` was ~1.5 % of an ingest's instructions.
     let nulls = keys.contains(&-1).then(|| {
-        let n = NullBuffer::from_iter(keys.iter().map(|&k| k >= 0));
-        keys.iter_mut().filter(|k| **k < 0).for_each(|k| *k = 0);
+        let n = NullBuffer::new(BooleanBuffer::collect_bool(keys.len(), |i| keys[i] >= 0));
+        keys.iter_mut().for_each(|k| *k = (*k).max(0));
         n
     });
     let keys = Int32Array::new(keys.into(), nulls);

@@ -2,6 +2,7 @@
 
 use std::borrow::Cow;
 
+use crate::json::layout::Layouts;
 use crate::json::{int_from_value, us_text_to_ns, Cursor, JResult, Key};
 
 /// The trace categories aorta distinguishes (current and legacy 2021 spellings).
@@ -57,20 +58,29 @@ pub(crate) struct Ev<'a> {
 
 /// Reads the event object at the cursor (on `{`), leaving the cursor after it.
 pub(crate) fn parse<'a>(c: &mut Cursor<'a>) -> JResult<Ev<'a>> {
-    parse_if(c, |_, _| true).map(|(ev, _)| ev)
+    parse_if(c, |_, _| true, None).map(|(ev, _)| ev)
 }
 
-/// Like `parse`, but once `ph` and `cat` are both known and `wanted(ph, cat)` says no, skips
-/// the rest of the event unread (`false` in the result). Kineto writes `ph` and `cat` first,
-/// so a reader that wants few events reads two keys of most.
+/// Like `parse`, but once `ph` and `cat` are both known and `wanted(ph, Some(cat))` says no,
+/// skips the rest of the event unread (`false` in the result). Kineto writes `ph` and `cat`
+/// first, so a reader that wants few events reads two keys of most.
+///
+/// `wanted(ph, None)` is asked as soon as `ph` is known, before `cat`: `false` says no
+/// whatever the `cat`. With `layouts`, the members from there to `cat` are then matched
+/// against those of an earlier such event instead of read (`json::layout`): where the
+/// cursor stops, and any error, are what reading them gives. Of an event said no to, only
+/// `ph` is meant to be read.
 pub(crate) fn parse_if<'a>(
     c: &mut Cursor<'a>,
-    wanted: impl Fn(&[u8], &[u8]) -> bool,
+    wanted: impl Fn(&[u8], Option<&[u8]>) -> bool,
+    mut layouts: Option<&mut Layouts>,
 ) -> JResult<(Ev<'a>, bool)> {
     let mut ev = Ev { ..Ev::default() };
     c.expect(b'{', "expected an event object")?;
     let mut first = true;
     let (mut has_ph, mut has_cat) = (false, false);
+    // Where the members after an unwanted `ph` start, while `cat` is still to come.
+    let mut after_ph = None;
     while let Some((k, v)) = c.next_member_raw(first)? {
         first = false;
         match k {
@@ -78,10 +88,21 @@ pub(crate) fn parse_if<'a>(
                 let v = unquote(v);
                 if k == b"ph" {
                     (ev.ph, has_ph) = (v, true);
+                    if !has_cat && !wanted(v, None) {
+                        if let Some(n) = layouts.as_deref().and_then(|l| l.find(c.b, c.i)) {
+                            c.i += n;
+                            c.skip_rest_of_object()?;
+                            return Ok((ev, false));
+                        }
+                        after_ph = Some(c.i);
+                    }
                 } else {
                     (ev.cat, has_cat) = (v, true);
                 }
-                if has_ph && has_cat && !wanted(ev.ph, ev.cat) {
+                if has_ph && has_cat && !wanted(ev.ph, Some(ev.cat)) {
+                    if let (Some(l), Some(at)) = (layouts.as_deref_mut(), after_ph) {
+                        l.keep(&c.b[at..c.i]);
+                    }
                     c.skip_rest_of_object()?;
                     return Ok((ev, false));
                 }
@@ -301,6 +322,100 @@ pub(crate) fn dim3(v: &[u8]) -> [Option<i64>; 3] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Kineto's flows (both kinds, both phases, ids and times of every length), a slice
+    /// between them, an instant and a metadata event, one to a line as Kineto writes them.
+    fn flows() -> String {
+        let mut t = String::new();
+        for i in 0..40u64 {
+            let (ph, cat) = [
+                ("s", "ac2g"),
+                ("f", "ac2g"),
+                ("f", "fwdbwd"),
+                ("s", "fwdbwd"),
+            ][i as usize % 4];
+            let (id, ts) = (7 * i * i, 4_921_692_138_567_324 + 9_871 * i * i * i);
+            t += &format!(
+                "  {{\n    \"ph\": \"{ph}\", \"id\": {id}, \"pid\": 715, \"tid\": {tid}, \"ts\": {}.{:03},\n    \"cat\": \"{cat}\", \"name\": \"{cat}\", \"bp\": \"e\"\n  }},\n",
+                ts / 1000, ts % 1000, tid = 739 + i % 3,
+            );
+            if i % 7 == 3 {
+                t += "  {\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::mm\", \"pid\": 715, \"tid\": 739, \"ts\": 5, \"dur\": 1},\n";
+                t += "  {\"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"name\": \"[memory]\", \"pid\": 1, \"ts\": 6},\n";
+                t += "  {\"name\": \"thread_name\", \"ph\": \"M\", \"ts\": 6, \"pid\": 1, \"tid\": 2},\n";
+            }
+        }
+        t
+    }
+
+    /// Every event of `t` through `parse_if` as the Kineto reader calls it, with or without
+    /// layouts: what each gave (or the error) and where the cursor stopped.
+    fn outcomes(t: &[u8], mut layouts: Option<&mut Layouts>) -> Vec<String> {
+        let wanted = |ph: &[u8], cat: Option<&[u8]>| {
+            ph == b"X" || cat.map_or(ph == b"i", |cat| ph == b"i" && cat == b"cpu_instant_event")
+        };
+        let mut c = Cursor::new(t);
+        let mut out = Vec::new();
+        loop {
+            c.ws();
+            if c.i >= t.len() {
+                return out;
+            }
+            // Of an event said no to, only `ph` is meant to be read.
+            let got = parse_if(&mut c, wanted, layouts.as_deref_mut()).map(|(ev, read)| {
+                if read {
+                    format!("{ev:?}")
+                } else {
+                    format!("skipped {:?}", ev.ph)
+                }
+            });
+            out.push(format!("{got:?} at {}", c.i));
+            if got.is_err() {
+                return out;
+            }
+            c.ws();
+            if c.b.get(c.i) == Some(&b',') {
+                c.i += 1;
+            }
+        }
+    }
+
+    #[test]
+    fn flows_are_matched_not_read() {
+        let t = flows();
+        let mut l = Layouts::default();
+        let with = outcomes(t.as_bytes(), Some(&mut l));
+        assert_eq!(with, outcomes(t.as_bytes(), None));
+        assert!(with.iter().all(|o| o.starts_with("Ok")));
+        // The last flow of each kind was matched: its members are a layout kept.
+        for kind in [r#""ph": "s", "id""#, r#""ph": "f", "id""#] {
+            let at = t.rfind(kind).unwrap() + r#""ph": "s""#.len();
+            assert!(l.find(t.as_bytes(), at).is_some(), "{kind}");
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+        /// Layouts change nothing but the work: the same events, the same errors at the same
+        /// offsets, the cursor at the same byte, whatever bytes a flow's members became.
+        #[test]
+        fn layouts_read_as_members_do(
+            flips in proptest::collection::vec((
+                proptest::num::usize::ANY,
+                proptest::sample::select(b"0123456789:;,\" {}[]xa\\\n".to_vec()),
+            ), 1..4),
+            cut in proptest::num::usize::ANY,
+        ) {
+            let mut t = flows().into_bytes();
+            let n = t.len();
+            for (at, b) in flips {
+                t[at % n] = b;
+            }
+            t.truncate(n - cut % 200);
+            let mut l = Layouts::default();
+            proptest::prop_assert_eq!(outcomes(&t, Some(&mut l)), outcomes(&t, None));
+        }
+    }
 
     #[test]
     fn reads_a_kineto_kernel_event() {

@@ -149,9 +149,18 @@ impl Visitor for StepScan {
     }
 
     fn event(&self, c: &mut Cursor<'_>, part: &mut ScanPart, off: u64) -> Result<(), JsonError> {
-        let (ev, read) = trace_event::parse_if(c, |ph, cat| {
-            self.want_pids || matches!(ph, b"B" | b"E") || (ph == b"X" && !Cat::of(cat).is_gpu())
-        })?;
+        // Decided once `cat` is known too: an event without one is read whole.
+        let (ev, read) = trace_event::parse_if(
+            c,
+            |ph, cat| {
+                cat.is_none_or(|cat| {
+                    self.want_pids
+                        || matches!(ph, b"B" | b"E")
+                        || (ph == b"X" && !Cat::of(cat).is_gpu())
+                })
+            },
+            None,
+        )?;
         if !read {
             return Ok(());
         }

@@ -13,6 +13,7 @@ use std::borrow::Cow;
 mod blocks;
 pub(crate) mod canonical;
 mod expected;
+pub(crate) mod layout;
 mod short;
 
 pub(crate) use expected::Key;

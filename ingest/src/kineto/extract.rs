@@ -15,6 +15,7 @@ use super::links::{note, Partial};
 use super::memory::{self, MemEvent};
 use super::pending::{CpuWait, Waits};
 use crate::classify::{Category, Kind};
+use crate::json::layout::Layouts;
 use crate::json::{Cursor, JsonError};
 use crate::rows::{Batch, CollArgs, CpuCategory, CpuRow, GpuRow, StepSource};
 use crate::step_span::{Span, StepMarker};
@@ -134,6 +135,8 @@ pub(crate) struct Part {
     /// By name id: the shape ids the last CPU row of that name had (`NO_SHAPE`: none, or
     /// not written in the canonical layout), the likely texts of the next one's shapes.
     shape_hints: Vec<[u32; 4]>,
+    /// The members up to `cat` of the flows met (`trace_event::parse_if`).
+    layouts: Layouts,
 }
 
 /// No shape hint (`Part::shape_hints`).
@@ -174,8 +177,11 @@ pub(crate) fn event(
     off: u64,
 ) -> Result<(), JsonError> {
     // Flows, metadata and instants other than the allocator's are counted, never read past
-    // their `ph` and `cat`.
-    let (ev, _) = trace_event::parse_if(c, |ph, cat| ph == b"X" || memory::may_be(ph, cat))?;
+    // their `ph` and `cat` (a flow's members up to `cat` matched against an earlier flow's).
+    let wanted = |ph: &[u8], cat: Option<&[u8]>| {
+        ph == b"X" || cat.map_or(ph == b"i", |cat| memory::may_be(ph, cat))
+    };
+    let (ev, _) = trace_event::parse_if(c, wanted, Some(&mut part.layouts))?;
     let mut wk = Worker {
         ctx,
         b: &mut part.batch,
@@ -391,7 +397,8 @@ impl Worker<'_, '_, '_> {
             }
         };
         let pid = ev.pid.and_then(trace_event::int);
-        let key = pid_key(ev.pid);
+        // `pid_key`, without reading a numeric pid twice.
+        let key = pid.unwrap_or_else(|| pid_key(ev.pid));
         let correlation = corr.and_then(trace_event::int);
         let end = raw_end.max(start);
         // A step annotation (`ProfilerStep#N`, or `--step-marker`) is its own step; other rows

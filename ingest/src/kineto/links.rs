@@ -383,13 +383,22 @@ impl Visitor for LinkPass {
     }
 
     fn event(&self, c: &mut Cursor<'_>, part: &mut Partial, off: u64) -> Result<(), JsonError> {
-        let (ev, read) = trace_event::parse_if(c, |ph, cat| {
-            ph == b"X"
-                && matches!(
-                    Cat::of(cat),
-                    Cat::UserAnnotation | Cat::GpuUserAnnotation | Cat::Runtime | Cat::Driver
-                )
-        })?;
+        let (ev, read) = trace_event::parse_if(
+            c,
+            |ph, cat| {
+                ph == b"X"
+                    && cat.is_none_or(|cat| {
+                        matches!(
+                            Cat::of(cat),
+                            Cat::UserAnnotation
+                                | Cat::GpuUserAnnotation
+                                | Cat::Runtime
+                                | Cat::Driver
+                        )
+                    })
+            },
+            None,
+        )?;
         if read && ev.ph == b"X" {
             note(part, &ev, &self.marker, off);
         }

@@ -304,8 +304,7 @@ impl<'a> Replay<'a> {
         self.file
             .read_exact(bytemuck::bytes_of_mut(&mut n))
             .map_err(io)?;
-        recs.clear();
-        recs.resize(n as usize, R::zeroed());
+        fit(recs, n as usize);
         self.file
             .read_exact(bytemuck::cast_slice_mut(recs))
             .map_err(io)?;
@@ -448,4 +447,14 @@ fn outside(diag: &mut Diagnostics, off: u64, name: u32, strings: &Interner) {
     diag.add_min("outside_steps", Some(off as i64), || {
         strings.get(name).to_string()
     });
+}
+
+/// Makes `buf` `n` records long for a read that overwrites them all: a buffer kept from read
+/// to read (the one-thread settle's) zeroes only what it grows by, not every batch again.
+pub(super) fn fit<R: Pod>(buf: &mut Vec<R>, n: usize) {
+    if buf.len() > n {
+        buf.truncate(n);
+    } else {
+        buf.resize(n, R::zeroed());
+    }
 }

@@ -98,8 +98,7 @@ impl<'a> Records<'a> {
 
     /// The records of rows `range` (of any batches), into `out`.
     fn read<R: Pod>(&self, range: Range<u64>, out: &mut Vec<R>) -> Result<()> {
-        out.clear();
-        out.resize((range.end - range.start) as usize, R::zeroed());
+        super::settle::fit(out, (range.end - range.start) as usize);
         // The last batch starting at or before the first row: the one holding it (batches
         // of no rows start where the next one does).
         let mut b = self.starts.partition_point(|&s| s <= range.start) - 1;
