@@ -73,6 +73,11 @@ impl Interner {
         self.ends.len()
     }
 
+    /// The heap bytes its strings and their ends take (not its maps).
+    pub(crate) fn text_bytes(&self) -> usize {
+        self.text.capacity() + self.ends.capacity() * std::mem::size_of::<usize>()
+    }
+
     /// Every string, by id.
     pub(crate) fn iter(&self) -> impl Iterator<Item = &str> {
         (0..self.ends.len() as u32).map(|i| self.get(i))
@@ -252,6 +257,13 @@ pub(crate) struct Batch {
 }
 
 impl Batch {
+    /// The heap bytes its rows and strings take: what it costs while it waits for the writer.
+    pub(crate) fn bytes(&self) -> usize {
+        self.gpu.capacity() * std::mem::size_of::<GpuRow>()
+            + self.cpu.capacity() * std::mem::size_of::<CpuRow>()
+            + self.strings.text_bytes()
+    }
+
     /// Re-maps this batch's string ids into `into` and returns the rows.
     pub(crate) fn remap(self, into: &mut Interner) -> (Vec<GpuRow>, Vec<CpuRow>, Diagnostics) {
         let map: Vec<u32> = self.strings.iter().map(|s| into.id(s)).collect();

@@ -16,7 +16,6 @@ mod steps;
 use crate::format::Format;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Mutex};
 
 use crate::classify::Classifier;
@@ -24,14 +23,13 @@ use crate::error::{IngestError, ParseErr, Result};
 use crate::file::{FileJob, FileOutcome, RunInfo};
 use crate::json::{Cursor, JsonError};
 use crate::kineto::links::Links;
-use crate::rows::Batch;
 use crate::sink::Parts;
 use crate::source::{digest, Hasher};
 use crate::step_span::StepMarker;
 use crate::trace_event;
 use crate::walk::{Driver, Shape, Visitor};
 use crate::window::Window;
-use crate::writer_thread::spawn_writer;
+use crate::writer_thread::{spawn_writer, Feed};
 use slices::{Pairs, Part};
 
 /// Batches that may wait for the writer thread: one per parsed sub-window. Fewer than the
@@ -41,6 +39,13 @@ use slices::{Pairs, Part};
 /// It costs wall time where the writer is the bottleneck (an 830 MB Chrome copy of the
 /// fsdp2 mix, two jobs: 1.14–1.22 s against 1.07–1.22 s), not CPU time.
 const QUEUE: usize = 12;
+
+/// What those batches may hold (`Batch::bytes`). A sub-window of very short events is many
+/// rows: at a million steps (`bench/gen_steps.py --format chrome`), twelve such batches and
+/// their heap took ~25 MB of the 240 MB peak, a tenth of the bound on peak RSS. With 4 MiB
+/// that file peaks at 210–217 MB; the Chrome copy of the fsdp2 mix reads as fast as with
+/// the twelve batches alone (docs/PERFORMANCE.md, "The Chrome queue in bytes").
+const QUEUE_BYTES: usize = 4 << 20;
 
 fn drive(job: &FileJob, v: &mut impl Visitor, hash: Option<Hasher>) -> Result<Shape> {
     let win = Window::open(&job.path, job.progress.clone(), hash)
@@ -54,7 +59,7 @@ struct RowPass<'a> {
     /// The step spans and launches, with `--step-marker`.
     links: Option<Links>,
     pairs: Mutex<Pairs>,
-    tx: Option<SyncSender<Batch>>,
+    tx: Option<Feed>,
     failed: Arc<AtomicBool>,
 }
 
@@ -75,10 +80,7 @@ impl Visitor for RowPass<'_> {
         let mut pairs = self.pairs.lock().expect("pairs not poisoned");
         pairs.take(&mut part, self.links.as_ref());
         slices::classify(&mut part.batch, self.classifier);
-        let sent = self
-            .tx
-            .as_ref()
-            .is_some_and(|tx| tx.send(part.batch).is_ok());
+        let sent = self.tx.as_ref().is_some_and(|tx| tx.send(part.batch));
         if !sent || self.failed.load(Ordering::Relaxed) {
             return Err(ParseErr::new(0, "stopped: writing the output failed"));
         }
@@ -161,7 +163,7 @@ pub(crate) fn ingest(job: &FileJob) -> Result<FileOutcome> {
         ),
     };
     let failed = Arc::new(AtomicBool::new(false));
-    let (tx, writer) = spawn_writer(parts.clone(), failed.clone(), QUEUE);
+    let (tx, writer) = spawn_writer(parts.clone(), failed.clone(), (QUEUE, QUEUE_BYTES));
     let mut pass = RowPass {
         classifier: &job.classifier,
         links,

@@ -24,7 +24,6 @@ mod wanted;
 
 use crate::file::RankSource;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -127,7 +126,7 @@ pub(crate) fn nonzero(v: Option<i64>) -> Option<i64> {
 pub(crate) struct Emit<'a> {
     classifier: &'a Classifier,
     batch: Batch,
-    tx: Option<SyncSender<Batch>>,
+    tx: Option<crate::writer_thread::Feed>,
     failed: Arc<AtomicBool>,
     writer: Option<JoinHandle<Result<SinkOut>>>,
     /// Records read (every row written, plus records skipped with a diagnostic).
@@ -143,7 +142,8 @@ impl<'a> Emit<'a> {
     /// An emitter whose writer thread takes up to `queue` batches waiting (`QUEUE`).
     pub(crate) fn new(classifier: &'a Classifier, parts: &Parts, queue: usize) -> Emit<'a> {
         let failed = Arc::new(AtomicBool::new(false));
-        let (tx, writer) = crate::writer_thread::spawn_writer(parts.clone(), failed.clone(), queue);
+        let (tx, writer) =
+            crate::writer_thread::spawn_writer(parts.clone(), failed.clone(), (queue, usize::MAX));
         Emit {
             classifier,
             batch: Batch::default(),
@@ -316,7 +316,7 @@ impl<'a> Emit<'a> {
     fn send(&mut self) -> Result<()> {
         let batch = std::mem::take(&mut self.batch);
         self.names.clear();
-        let sent = self.tx.as_ref().is_some_and(|tx| tx.send(batch).is_ok());
+        let sent = self.tx.as_ref().is_some_and(|tx| tx.send(batch));
         if !sent || self.failed.load(Ordering::Relaxed) {
             // The writer's own error is what gets reported (see `finish`).
             return self.join().and(Err(IngestError::File {

@@ -28,7 +28,7 @@ use crate::writer::{i64_array, opt_i64_array, Cols, TableWriter};
 mod keys;
 mod steps;
 pub(crate) use keys::{key, sort_keys, Key};
-pub(crate) use steps::{Fresh, StepAgg, StepAggs};
+pub(crate) use steps::{StepAgg, StepAggs};
 
 /// Rows buffered per table before they are written as one Arrow batch.
 pub(crate) const FLUSH_ROWS: usize = 1 << 17;
@@ -402,7 +402,7 @@ pub(crate) fn tally_gpu<W: Written>(
         let (a, b) = (a.row(), b.row());
         (a.device, a.stream, a.step) == (b.device, b.stream, b.step)
     };
-    let mut fresh = Fresh::default();
+    let mut fresh = steps.fresh();
     for run in rows.chunk_by(same) {
         let (first, last) = (run[0].row(), run[run.len() - 1].row());
         written((first.device, first.stream), last.start);
@@ -418,7 +418,7 @@ pub(crate) fn tally_gpu<W: Written>(
         *counts.devices.entry(first.device).or_default() += run.len() as u64;
         counts.span(start, end);
     }
-    steps.absorb(fresh);
+    fresh.done();
     counts.gpu += rows.len() as u64;
 }
 
