@@ -29,12 +29,16 @@ Layout of the output:
     unshifted, at the end of traceEvents;
   * the source trailer (`]`, trailing keys such as traceName, `}`) verbatim.
 
+With --array the output is a generic Chrome trace instead: the same events as a bare JSON
+array (`[` ... `]`), without the source's header and trailer keys, so that aorta reads it
+with its Chrome reader (steps then need `--step-marker 'ProfilerStep#(\\d+)'`).
+
 Size: --size-mb is in MiB (1 MiB = 1048576 bytes).  Replicas are added while
 that brings the output closer to the target (unless --replicas is given).
 
 Usage:
   python3 bench/gen_kineto.py [--mix fsdp2|rocm | --source SRC.json[.gz]] \
-      --size-mb 1024 --out OUT.json [--gzip] [--gzip-level 6] [--gap-us 1000]
+      --size-mb 1024 --out OUT.json [--gzip] [--gzip-level 6] [--gap-us 1000] [--array]
 """
 
 import os
@@ -176,6 +180,8 @@ def main():
     ap.add_argument("--gzip", action="store_true",
                     help="also write OUT.gz (same bytes, gzip)")
     ap.add_argument("--gzip-level", type=int, default=6)
+    ap.add_argument("--array", action="store_true",
+                    help="write a generic Chrome trace: the events as a bare JSON array")
     a = ap.parse_args()
 
     t0 = time.perf_counter()
@@ -262,6 +268,8 @@ def main():
                      if ev_objs[i].get("cat") == "gpu_user_annotation"
                      and str(ev_objs[i].get("name", "")).startswith("ProfilerStep#"))
 
+    if a.array:
+        header, trailer = "[\n", "\n]\n"
     head_b = header.encode()
     sep_b = sep.encode()
     tail_b = ((sep + meta_text if meta_idx else "") + trailer).encode()

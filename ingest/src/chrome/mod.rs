@@ -40,12 +40,14 @@ use slices::{Pairs, Part};
 /// fsdp2 mix, two jobs: 1.14–1.22 s against 1.07–1.22 s), not CPU time.
 const QUEUE: usize = 12;
 
-/// What those batches may hold (`Batch::bytes`). A sub-window of very short events is many
-/// rows: at a million steps (`bench/gen_steps.py --format chrome`), twelve such batches and
-/// their heap took ~25 MB of the 240 MB peak, a tenth of the bound on peak RSS. With 4 MiB
-/// that file peaks at 210–217 MB; the Chrome copy of the fsdp2 mix reads as fast as with
-/// the twelve batches alone (docs/PERFORMANCE.md, "The Chrome queue in bytes").
-const QUEUE_BYTES: usize = 4 << 20;
+/// What those batches may hold (`Batch::bytes`). A run of very short events is many rows:
+/// at a million steps (`bench/gen_steps.py --format chrome`) a batch holds ~8,800 rows,
+/// 2.2 MB, and the twelve batches took ~25 MB of the ~240 MB peak, a tenth of the bound on
+/// peak RSS. With 8 MiB (three such batches) that file peaks ~23 MB lower, at ~7 % more wall
+/// time on two cores (4 MiB: one batch, +12 %; 12 MiB: −16 MB, +2 %); a Chrome copy of the
+/// fsdp2 mix (0.54 MB a batch) reads as before (docs/PERFORMANCE.md, "The Chrome queue in
+/// bytes").
+const QUEUE_BYTES: usize = 8 << 20;
 
 fn drive(job: &FileJob, v: &mut impl Visitor, hash: Option<Hasher>) -> Result<Shape> {
     let win = Window::open(&job.path, job.progress.clone(), hash)
