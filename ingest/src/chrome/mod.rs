@@ -32,12 +32,13 @@ use crate::window::Window;
 use crate::writer_thread::{spawn_writer, Feed};
 use slices::{Pairs, Part};
 
-/// Batches that may wait for the writer thread: one per parsed sub-window. Fewer than the
-/// Kineto walk's 64 (`writer_thread::WRITER_QUEUE`): a generic trace's events can be short,
-/// so a sub-window's batch is many rows, and 64 of them held ~90 MB of rows when a trace of a
-/// million small steps kept the writer busy (330 MB peak RSS on two jobs; 251 MB with 12).
-/// It costs wall time where the writer is the bottleneck (an 830 MB Chrome copy of the
-/// fsdp2 mix, two jobs: 1.14–1.22 s against 1.07–1.22 s), not CPU time.
+/// Batches that may wait for the writer thread: one per parsed run (1 MiB of the file with
+/// two or more workers, `walk::runs_for`). Fewer than the Kineto walk's 64
+/// (`writer_thread::WRITER_QUEUE`): a generic trace's events can be short, so a run's batch
+/// is many rows, and 64 of them held ~90 MB of rows when a trace of a million small steps
+/// kept the writer busy (330 MB peak RSS on two jobs; 251 MB with 12). It costs wall time
+/// where the writer is the bottleneck (an 830 MB Chrome copy of the fsdp2 mix, two jobs:
+/// 1.14–1.22 s against 1.07–1.22 s), not CPU time.
 const QUEUE: usize = 12;
 
 /// What those batches may hold (`Batch::bytes`). A run of very short events is many rows:
