@@ -73,11 +73,6 @@ impl Interner {
         self.ends.len()
     }
 
-    /// The heap bytes its strings and their ends take (not its maps).
-    pub(crate) fn text_bytes(&self) -> usize {
-        self.text.capacity() + self.ends.capacity() * std::mem::size_of::<usize>()
-    }
-
     /// Every string, by id.
     pub(crate) fn iter(&self) -> impl Iterator<Item = &str> {
         (0..self.ends.len() as u32).map(|i| self.get(i))
@@ -257,11 +252,14 @@ pub(crate) struct Batch {
 }
 
 impl Batch {
-    /// The heap bytes its rows and strings take: what it costs while it waits for the writer.
-    pub(crate) fn bytes(&self) -> usize {
+    /// The heap bytes its rows and strings take (not the interner's maps): what it costs
+    /// while it waits for the writer.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        let strings = &self.strings;
         self.gpu.capacity() * std::mem::size_of::<GpuRow>()
             + self.cpu.capacity() * std::mem::size_of::<CpuRow>()
-            + self.strings.text_bytes()
+            + strings.text.capacity()
+            + strings.ends.capacity() * std::mem::size_of::<usize>()
     }
 
     /// Re-maps this batch's string ids into `into` and returns the rows.

@@ -56,21 +56,22 @@ impl Drop for Stopped {
     }
 }
 
-/// What a reader sends its batches to the writer thread with.
+/// What a reader sends its batches to the writer thread with: each goes with its size
+/// (`Batch::heap_bytes`), which the writer gives back once it has taken the batch in.
 pub(crate) struct Feed {
-    tx: SyncSender<Batch>,
+    tx: SyncSender<(Batch, usize)>,
     waiting: Arc<Waiting>,
-    /// The bytes (`Batch::bytes`) that may wait.
-    bytes: usize,
+    /// The bytes that may wait.
+    bound: usize,
 }
 
 impl Feed {
     /// Sends `batch` once the batches waiting hold less than the bound in bytes (one batch
     /// alone may hold more) and the channel has room; false if the writer thread stopped.
     pub(crate) fn send(&self, batch: Batch) -> bool {
-        let n = batch.bytes();
+        let n = batch.heap_bytes();
         let mut w = self.waiting.lock();
-        while w.bytes > 0 && w.bytes.saturating_add(n) > self.bytes && !w.stopped {
+        while w.bytes > 0 && w.bytes.saturating_add(n) > self.bound && !w.stopped {
             w = self.waiting.taken.wait(w).expect("queue not poisoned");
         }
         if w.stopped {
@@ -78,25 +79,25 @@ impl Feed {
         }
         w.bytes += n;
         drop(w);
-        self.tx.send(batch).is_ok()
+        self.tx.send((batch, n)).is_ok()
     }
 }
 
 /// The writer thread: owns the sink until every `Feed` is dropped; `queue` batches, holding
-/// `bytes` at most (`Batch::bytes`; one batch may hold more), may wait.
+/// `bound` bytes at most (`Batch::heap_bytes`; one batch may hold more), may wait.
 pub(crate) fn spawn_writer(
     parts: Parts,
     failed: Arc<AtomicBool>,
-    (queue, bytes): (usize, usize),
+    (queue, bound): (usize, usize),
 ) -> (Feed, JoinHandle<Result<SinkOut>>) {
-    let (feed, rx, stopped) = channel((queue, bytes));
+    let (feed, rx, stopped) = channel((queue, bound));
     let handle = std::thread::spawn(move || {
+        // The guard itself, not only its field: it wakes the senders when the thread ends.
         let stopped = stopped;
         let mut sink = Sink::new(&parts);
         let mut busy = std::time::Duration::ZERO;
-        for batch in rx {
+        for (batch, n) in rx {
             let t = std::time::Instant::now();
-            let n = batch.bytes();
             if let Err(e) = sink.add(batch) {
                 failed.store(true, Ordering::Relaxed);
                 return Err(e);
@@ -116,11 +117,11 @@ pub(crate) fn spawn_writer(
 
 /// The channel: its sending side, its receiving side, and what the receiver drops when it
 /// stops.
-fn channel((queue, bytes): (usize, usize)) -> (Feed, Receiver<Batch>, Stopped) {
-    let (tx, rx) = sync_channel::<Batch>(queue);
+fn channel((queue, bound): (usize, usize)) -> (Feed, Receiver<(Batch, usize)>, Stopped) {
+    let (tx, rx) = sync_channel(queue);
     let waiting = Arc::new(Waiting::default());
     let stopped = Stopped(waiting.clone());
-    (Feed { tx, waiting, bytes }, rx, stopped)
+    (Feed { tx, waiting, bound }, rx, stopped)
 }
 
 #[cfg(test)]
@@ -143,22 +144,22 @@ mod tests {
 
     #[test]
     fn a_batch_waits_while_those_waiting_hold_the_bytes_allowed() {
-        let one = batch(100).bytes();
+        let one = batch(100).heap_bytes();
         // Room for one batch's bytes, and for ten batches in the channel.
         let (feed, rx, _stopped) = channel((10, one));
         let waiting = feed.waiting.clone();
         let sender = std::thread::spawn(move || (0..3).all(|_| feed.send(batch(100))));
-        let first = rx.recv().expect("the first batch is sent at once");
+        let (_, first) = rx.recv().expect("the first batch is sent at once");
         std::thread::sleep(Duration::from_millis(100));
         assert!(
             rx.try_recv().is_err(),
             "the second waits for the first's bytes"
         );
-        waiting.taken(first.bytes());
-        let second = rx
+        waiting.taken(first);
+        let (_, second) = rx
             .recv_timeout(Duration::from_secs(10))
             .expect("sent once taken");
-        waiting.taken(second.bytes());
+        waiting.taken(second);
         rx.recv_timeout(Duration::from_secs(10)).expect("the third");
         assert!(sender.join().expect("no panic"), "every send succeeded");
     }
@@ -167,7 +168,7 @@ mod tests {
     fn a_batch_larger_than_the_bytes_allowed_goes_alone() {
         let (feed, rx, _stopped) = channel((10, 1));
         assert!(feed.send(batch(1000)), "nothing waits: it goes");
-        let n = rx.recv().expect("sent").bytes();
+        let (_, n) = rx.recv().expect("sent");
         assert!(n > 1);
         feed.waiting.taken(n);
         assert!(feed.send(batch(1000)), "and the next once it is taken");

@@ -41,7 +41,7 @@ use slices::{Pairs, Part};
 /// 1.14–1.22 s against 1.07–1.22 s), not CPU time.
 const QUEUE: usize = 12;
 
-/// What those batches may hold (`Batch::bytes`). A run of very short events is many rows:
+/// What those batches may hold (`Batch::heap_bytes`). A run of very short events is many rows:
 /// at a million steps (`bench/gen_steps.py --format chrome`) a batch holds ~8,800 rows,
 /// 2.2 MB, and the twelve batches took ~25 MB of the ~240 MB peak, a tenth of the bound on
 /// peak RSS. With 8 MiB (three such batches) that file peaks ~23 MB lower, at ~7 % more wall
