@@ -16,6 +16,9 @@ median CPU time and peak RSS range, then the medians of the pairwise AFTER / BEF
 of wall and CPU time: on a noisy machine a ratio taken within each pair moves less than
 either build's own times.
 
+FILE may be a directory (a rocprofv3 CSV set): every file under it is read before each run,
+and MB/s counts them all. BEFORE and AFTER may be the same build, to see the machine's noise.
+
 A run that exits non-zero stops the script with its stderr: a build that fails is not timed.
 """
 import argparse
@@ -38,6 +41,13 @@ def run(binary, args):
     return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1000
 
 
+def inputs(path):
+    """The files that FILE names: itself, or every file under a directory."""
+    if not os.path.isdir(path):
+        return [path]
+    return sorted(os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--pairs", type=int, default=8)
@@ -49,21 +59,24 @@ def main():
     ap.add_argument("args", nargs="*", help="after `--`: passed to both builds")
     a = ap.parse_args()
     args = ["--jobs", a.jobs, *a.args, a.file]
-    res = {a.before: [], a.after: []}
+    files = inputs(a.file)
+    builds = (a.before, a.after)
+    # By position, not by path: the same build twice is a valid pair.
+    res = ([], [])
     for i in range(a.pairs):
-        for b in (a.before, a.after) if i % 2 == 0 else (a.after, a.before):
-            subprocess.run(["cat", a.file], stdout=subprocess.DEVNULL, check=True)
-            res[b].append(run("taskset", ["-c", a.cpus, b, *args]))
-    mb = os.path.getsize(a.file) / 1e6
-    for name, b in (("before", a.before), ("after", a.after)):
-        w = [r[0] for r in res[b]]
-        c = [r[1] for r in res[b]]
-        m = [r[2] for r in res[b]]
+        for k in (0, 1) if i % 2 == 0 else (1, 0):
+            subprocess.run(["cat", *files], stdout=subprocess.DEVNULL, check=True)
+            res[k].append(run("taskset", ["-c", a.cpus, builds[k], *args]))
+    mb = sum(os.path.getsize(f) for f in files) / 1e6
+    for name, r in zip(("before", "after"), res):
+        w = [x[0] for x in r]
+        c = [x[1] for x in r]
+        m = [x[2] for x in r]
         med = statistics.median(w)
         print(f"{name}: wall median {med:.3f} s ({mb / med:,.0f} MB/s), "
               f"{min(w):.3f}-{max(w):.3f} s; CPU median {statistics.median(c):.3f} s; "
               f"peak RSS {min(m):.1f}-{max(m):.1f} MB")
-    ratio = lambda k: statistics.median(res[a.after][i][k] / res[a.before][i][k] for i in range(a.pairs))
+    ratio = lambda k: statistics.median(res[1][i][k] / res[0][i][k] for i in range(a.pairs))
     print(f"after / before over {a.pairs} pairs: wall {ratio(0):.3f}, CPU {ratio(1):.3f}")
 
 
