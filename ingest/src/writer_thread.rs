@@ -15,9 +15,11 @@ use crate::error::Result;
 use crate::rows::Batch;
 use crate::sink::{Parts, Sink, SinkOut};
 
-/// Batches the Kineto and Chrome readers may queue for the writer (or spill) thread: one per
-/// parsed sub-window, a few thousand rows. With 4, the workers stalled on every 131 Ki-row
-/// flush of the writer; 64 let them go on (1 GiB on two cores: wall −15 %, peak RSS +20 MB).
+/// Batches the Kineto reader may queue for its spill thread (`kineto::pending`): one per
+/// parsed run of the walk (1 MiB of the file with two or more workers, `walk::runs_for`), a
+/// few thousand rows. With 4, the workers stalled on every 131 Ki-row flush of the writer; 64
+/// let them go on (1 GiB on two cores: wall −15 %, peak RSS +20 MB). The Chrome reader queues
+/// fewer (`chrome::QUEUE`), the rocprofv3 readers theirs (`rocprof::QUEUE`).
 pub(crate) const WRITER_QUEUE: usize = 64;
 
 /// What the senders and the writer thread share: the bytes of the batches waiting for the
