@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use crate::common::browser::{chromium, count, legend_texts, open_and_check, render};
+use crate::common::browser::{chromium, count, legend_texts, open_and_check, render, render_all};
 use crate::common::cli::{aorta, code, ingest_ok, report_of, stderr};
 use crate::common::*;
 
@@ -23,6 +23,29 @@ fn the_harness_sees_errors_and_unrendered_charts() {
     assert_eq!(r.console.len(), 2, "{}", r.stderr);
     assert!(r.console[1].contains("Uncaught ReferenceError"));
     assert_eq!(count(&r.dom, "class=\"plot-container plotly\""), 0);
+    // Opened beside a good page, each page gets its own messages and its own DOM.
+    let good = dir.path().join("good.html");
+    std::fs::write(
+        &good,
+        "<html><body><p id=\"p\">a &lt; b</p><script>document.getElementById('p')\
+         .append(' & drawn');</script></body></html>",
+    )
+    .unwrap();
+    let both = render_all(&browser, &[good.clone(), bad.clone(), good]);
+    let (g, b) = (&both[0], &both[1]);
+    assert_eq!(b.console.len(), 2, "{}", b.stderr);
+    assert!(b.console[1].contains("Uncaught ReferenceError"));
+    assert!(b
+        .dom
+        .contains("<div class=\"plotly-graph-div\" id=\"p\"></div>"));
+    assert!(g.console.is_empty(), "{}", g.stderr);
+    assert!(
+        g.dom.contains("<p id=\"p\">a &lt; b &amp; drawn</p>"),
+        "{}",
+        g.dom
+    );
+    assert!(g.dom.ends_with("</html>") && !g.dom.contains("<script"));
+    assert_eq!(both[2].dom, g.dom);
 }
 
 #[test]

@@ -1,51 +1,55 @@
 //! A page for every kind of input: every Kineto job of the corpus, the Python aorta run,
 //! rocprofv3 JSON and rocpd, Nsight Systems, a CPU-only Chrome trace, a JSONL log alone, and
-//! the repository's own multi-run copy and overlap benchmarks. Each is ingested, reported
-//! and opened in headless Chromium; the charts' JSON is checked for what the pages used to
-//! get wrong: empty charts (plotly's −1..1 axis), lines joining ranks and runs, one timeline
-//! for many runs, stepless captures drawn as one anonymous step.
+//! the repository's own multi-run copy and overlap benchmarks. Each is ingested and
+//! reported, and all the pages are opened in one headless Chromium; the charts' JSON is
+//! checked for what the pages used to get wrong: empty charts (plotly's −1..1 axis), lines
+//! joining ranks and runs, one timeline for many runs, stepless captures drawn as one
+//! anonymous step.
 
 use std::path::{Path, PathBuf};
 
-use crate::common::browser::{chromium, count, open_and_check, plots};
+use crate::common::browser::{chromium, count, open_and_check_all, plots};
 use crate::common::cli::report_of;
 use crate::common::corpus;
 
-/// One test per input, so that the test threads open the pages side by side (each is mostly
-/// Chromium's start-up wait, ~3 s, not CPU): `name: (input, runs with GPU activities, whole
-/// captures without steps)`.
-macro_rules! pages {
-    ($($name:ident: ($path:expr, $timelines:expr, $whole:expr),)*) => {
-        $(
-            #[test]
-            fn $name() {
-                page_for(stringify!($name), $path, $timelines, $whole);
-            }
-        )*
-    };
-}
-
-pages! {
-    a100_nccl: ("kineto/cuda/a100_nccl", 1, false),
-    a100_sampled: ("kineto/cuda/a100_sampled_2rank", 1, false),
-    h100_models: ("kineto/cuda/h100_models", 2, false),
-    h200_fsdp2: ("kineto/cuda/h200_fsdp2", 1, false),
-    h200_sdma: ("kineto/cuda/h200_sdma", 1, true),
-    v100_dlrm: ("kineto/cuda/v100_dlrm_8rank", 1, false),
-    mi210: ("kineto/rocm/mi210_gpu_only", 1, true),
-    mi250: ("kineto/rocm/mi250_minitoy", 1, false),
-    mi300x_models: ("kineto/rocm/mi300x_models", 2, false),
-    mi300x_resnet: ("kineto/rocm/mi300x_resnet_ckpt", 1, false),
-    mi350x_aorta: ("kineto/rocm/mi350x_aorta", 1, false),
-    aorta_py: ("aorta_py", 1, false),
-    rocprof_json: ("rocprofv3/json", 1, true),
-    rocpd: ("rocprofv3/rocpd", 1, true),
-    nsys: ("nsys", 1, true),
-    chrome: ("chrome", 0, false),
-    jsonl: ("jsonl", 0, false),
+/// `(name, input, runs with GPU activities, whole captures without steps)`.
+const PAGES: &[(&str, &str, usize, bool)] = &[
+    ("a100_nccl", "kineto/cuda/a100_nccl", 1, false),
+    ("a100_sampled", "kineto/cuda/a100_sampled_2rank", 1, false),
+    ("h100_models", "kineto/cuda/h100_models", 2, false),
+    ("h200_fsdp2", "kineto/cuda/h200_fsdp2", 1, false),
+    ("h200_sdma", "kineto/cuda/h200_sdma", 1, true),
+    ("v100_dlrm", "kineto/cuda/v100_dlrm_8rank", 1, false),
+    ("mi210", "kineto/rocm/mi210_gpu_only", 1, true),
+    ("mi250", "kineto/rocm/mi250_minitoy", 1, false),
+    ("mi300x_models", "kineto/rocm/mi300x_models", 2, false),
+    ("mi300x_resnet", "kineto/rocm/mi300x_resnet_ckpt", 1, false),
+    ("mi350x_aorta", "kineto/rocm/mi350x_aorta", 1, false),
+    ("aorta_py", "aorta_py", 1, false),
+    ("rocprof_json", "rocprofv3/json", 1, true),
+    ("rocpd", "rocprofv3/rocpd", 1, true),
+    ("nsys", "nsys", 1, true),
+    ("chrome", "chrome", 0, false),
+    ("jsonl", "jsonl", 0, false),
     // aorta's own benches write a `ProfilerStep#N` per iteration: stepped, like Kineto's.
-    copy: ("@workloads/traces/copy-overlap", 3, false),
-    bench: ("@workloads/traces/overlap-bench", 5, false),
+    ("copy", "@workloads/traces/copy-overlap", 3, false),
+    ("bench", "@workloads/traces/overlap-bench", 5, false),
+];
+
+/// Every page is checked as it is written, then all are opened in one Chromium
+/// (`open_and_check_all`: one browser start for the 19 pages, not one each).
+#[test]
+fn every_kind_of_input_gets_a_page_that_renders() {
+    let Some(root) = corpus() else { return };
+    let browser = chromium();
+    let pages: Vec<(tempfile::TempDir, PathBuf, usize)> = PAGES
+        .iter()
+        .map(|&(name, path, timelines, whole)| page_for(&root, name, path, timelines, whole))
+        .collect();
+    if let Some(b) = &browser {
+        let opened: Vec<(PathBuf, usize)> = pages.iter().map(|(_, h, n)| (h.clone(), *n)).collect();
+        open_and_check_all(b, &opened);
+    }
 }
 
 /// `@` inputs are in the repository, the rest in the corpus.
@@ -56,7 +60,6 @@ fn input(root: &Path, path: &str) -> PathBuf {
     }
 }
 
-/// Whether a chart has something to draw: a non-zero number among its traces' x, y or z.
 fn has_data(plot: &serde_json::Value) -> bool {
     fn any_nonzero(v: &serde_json::Value) -> bool {
         match v {
@@ -72,16 +75,25 @@ fn has_data(plot: &serde_json::Value) -> bool {
     })
 }
 
-/// Ingests `path`, reports it, checks the charts' JSON and opens the page in Chromium.
-fn page_for(name: &str, path: &str, timelines: usize, whole: bool) {
-    let Some(root) = corpus() else { return };
-    let browser = chromium();
-    let (_dir, html, _) = report_of(&input(&root, path), &format!("{name}.html"));
+/// Ingests `path`, reports it and checks the page and its charts' JSON: the page (in its
+/// directory) and its chart count.
+fn page_for(
+    root: &Path,
+    name: &str,
+    path: &str,
+    timelines: usize,
+    whole: bool,
+) -> (tempfile::TempDir, PathBuf, usize) {
+    let (dir, html, _) = report_of(&input(root, path), &format!("{name}.html"));
     let page = std::fs::read_to_string(&html).unwrap();
     let charts = plots(&page);
     for (i, p) in charts.iter().enumerate() {
         assert!(has_data(p), "{name}: chart {i} is empty");
-        assert_ne!(p["layout"]["yaxis"]["range"], serde_json::json!([-1, 1]));
+        assert_ne!(
+            p["layout"]["yaxis"]["range"],
+            serde_json::json!([-1, 1]),
+            "{name}: chart {i}"
+        );
         for t in p["data"].as_array().unwrap() {
             let n = t["name"].as_str().unwrap_or("");
             if n.contains("comm_hidden_pct") || n.contains("copy hidden") {
@@ -100,11 +112,12 @@ fn page_for(name: &str, path: &str, timelines: usize, whole: bool) {
         assert!(!page.contains("whole capture"), "{name}");
     }
     // Every page says what ran: the runs table's header.
-    assert!(page.contains("<th>GPU</th><th>world size</th><th>versions</th>"));
-    if let Some(b) = &browser {
-        open_and_check(b, &html, charts.len());
-    }
+    assert!(
+        page.contains("<th>GPU</th><th>world size</th><th>versions</th>"),
+        "{name}"
+    );
     inspect(name, &page, &charts);
+    (dir, html, charts.len())
 }
 
 /// What each kind of input needs beyond the common checks.

@@ -37,8 +37,113 @@ fn pipe_to_string(r: Option<impl Read + Send + 'static>) -> std::thread::JoinHan
 /// Opens `html` in headless Chromium (scripts get 20 s of virtual time) and returns the DOM
 /// and the console. Panics when Chromium does not finish within two minutes.
 pub(crate) fn render(browser: &Path, html: &Path) -> Rendered {
+    let (dom, stderr) = dump_dom(browser, &file_url(html), &[]);
+    Rendered {
+        dom,
+        console: console_lines(&stderr).map(str::to_string).collect(),
+        stderr,
+    }
+}
+
+/// Opens every page of `html` in one Chromium, each in an iframe of a harness page, and
+/// returns what each page alone would have given `render`: its DOM after its scripts ran
+/// (without its `<script>` elements, which `render`'s checks never read) and the console
+/// messages whose source is that page. A message from no page (the harness's own) is given to
+/// every page, so that it fails their checks.
+///
+/// One start-up instead of one per page: Chromium's own start and its dump of each page's
+/// 4.6 MB of inlined plotly.js were about half of a report page's CPU time (~7 CPU s each on
+/// the 2-core CI machine; docs/PERFORMANCE.md, "Cold CI").
+pub(crate) fn render_all(browser: &Path, html: &[PathBuf]) -> Vec<Rendered> {
+    let urls: Vec<String> = html.iter().map(|h| file_url(h)).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let harness = dir.path().join("harness.html");
+    std::fs::write(&harness, harness_page(&urls)).unwrap();
+    // The harness reads each frame's document: file:// pages are of one origin only with
+    // this flag.
+    let (dom, stderr) = dump_dom(
+        browser,
+        &file_url(&harness),
+        &["--allow-file-access-from-files"],
+    );
+    let sources: Vec<String> = urls.iter().map(|u| format!("source: {u} (")).collect();
+    let unattributed: Vec<&str> = console_lines(&stderr)
+        .filter(|l| !sources.iter().any(|s| l.contains(s.as_str())))
+        .collect();
+    sources
+        .iter()
+        .enumerate()
+        .map(|(i, source)| {
+            let start = format!("<textarea id=\"dom-{i}\">");
+            let dom = dom
+                .split_once(&start)
+                .and_then(|(_, rest)| rest.split_once("</textarea>"))
+                .map(|(text, _)| unescape_text(text))
+                .unwrap_or_default();
+            let console = console_lines(&stderr)
+                .filter(|l| l.contains(source.as_str()))
+                .chain(unattributed.iter().copied())
+                .map(str::to_string)
+                .collect();
+            Rendered {
+                dom,
+                console,
+                stderr: stderr.clone(),
+            }
+        })
+        .collect()
+}
+
+fn file_url(html: &Path) -> String {
+    format!("file://{}", html.canonicalize().unwrap().display())
+}
+
+/// The page that frames `urls` and, once their scripts have run (10 s of virtual time after
+/// every frame loaded), copies each frame's document without its scripts into a
+/// `<textarea id="dom-N">` of its own, where `--dump-dom` prints it.
+fn harness_page(urls: &[String]) -> String {
+    let list = serde_json::to_string(urls).unwrap();
+    format!(
+        r#"<!DOCTYPE html><html><head><meta charset="utf-8"></head><body><script>
+for (const url of {list}) {{
+  const f = document.createElement("iframe");
+  f.style.width = "1400px";
+  f.style.height = "2000px";
+  f.src = url;
+  document.body.appendChild(f);
+}}
+window.addEventListener("load", () => setTimeout(() => {{
+  document.querySelectorAll("iframe").forEach((f, i) => {{
+    const copy = f.contentDocument.documentElement.cloneNode(true);
+    copy.querySelectorAll("script").forEach((s) => s.remove());
+    const t = document.createElement("textarea");
+    t.id = "dom-" + i;
+    t.textContent = copy.outerHTML;
+    document.body.appendChild(t);
+  }});
+}}, 10000));
+</script></body></html>"#
+    )
+}
+
+/// A text node as the DOM serializer escaped it, back.
+fn unescape_text(s: &str) -> String {
+    s.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&nbsp;", "\u{a0}")
+        .replace("&amp;", "&")
+}
+
+/// `[pid:tid:time:INFO:CONSOLE:line] "message", source: url (line)` (older builds:
+/// `CONSOLE(line)`); every level is logged as INFO, so every message counts.
+fn console_lines(stderr: &str) -> impl Iterator<Item = &str> {
+    stderr.lines().filter(|l| l.contains(":CONSOLE"))
+}
+
+/// Runs Chromium on `url` with `--dump-dom`: the DOM it printed and its stderr. Panics when
+/// it does not finish within two minutes.
+fn dump_dom(browser: &Path, url: &str, flags: &[&str]) -> (String, String) {
     let profile = tempfile::tempdir().unwrap();
-    let url = format!("file://{}", html.canonicalize().unwrap().display());
     let mut child = Command::new(browser)
         .args([
             "--headless",
@@ -51,9 +156,10 @@ pub(crate) fn render(browser: &Path, html: &Path) -> Rendered {
             "--virtual-time-budget=20000",
             "--window-size=1400,2000",
         ])
+        .args(flags)
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .arg("--dump-dom")
-        .arg(&url)
+        .arg(url)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -70,19 +176,7 @@ pub(crate) fn render(browser: &Path, html: &Path) -> Rendered {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    let (dom, stderr) = (out.join().unwrap(), err.join().unwrap());
-    // `[pid:tid:time:INFO:CONSOLE:line] "message", source: url (line)` (older builds:
-    // `CONSOLE(line)`); every level is logged as INFO, so every message counts.
-    let console = stderr
-        .lines()
-        .filter(|l| l.contains(":CONSOLE"))
-        .map(str::to_string)
-        .collect();
-    Rendered {
-        dom,
-        console,
-        stderr,
-    }
+    (out.join().unwrap(), err.join().unwrap())
 }
 
 /// Occurrences of `needle` in `hay`.
@@ -129,6 +223,21 @@ pub(crate) fn nums(v: &serde_json::Value) -> Vec<f64> {
 
 /// Opens `html` and checks the console is silent and `plots` plotly charts rendered.
 pub(crate) fn open_and_check(browser: &Path, html: &Path, plots: usize) -> Rendered {
+    let r = render(browser, html);
+    check_rendered(html, plots, &r);
+    r
+}
+
+/// `open_and_check` for many pages, opened together (`render_all`).
+pub(crate) fn open_and_check_all(browser: &Path, pages: &[(PathBuf, usize)]) {
+    let html: Vec<PathBuf> = pages.iter().map(|(h, _)| h.clone()).collect();
+    for ((html, plots), r) in pages.iter().zip(render_all(browser, &html)) {
+        check_rendered(html, *plots, &r);
+    }
+}
+
+/// The page has `plots` chart divs, its console was silent, and plotly.js drew every chart.
+fn check_rendered(html: &Path, plots: usize, r: &Rendered) {
     let page = std::fs::read_to_string(html).unwrap();
     assert_eq!(
         count(&page, "class=\"plotly-graph-div\""),
@@ -136,16 +245,28 @@ pub(crate) fn open_and_check(browser: &Path, html: &Path, plots: usize) -> Rende
         "chart divs in {}",
         html.display()
     );
-    let r = render(browser, html);
     assert!(
         r.console.is_empty(),
         "console messages in {}:\n{}",
         html.display(),
         r.console.join("\n")
     );
-    assert!(r.dom.contains("</html>"), "no DOM dumped:\n{}", r.stderr);
+    assert!(
+        r.dom.contains("</html>"),
+        "no DOM dumped for {}:\n{}",
+        html.display(),
+        r.stderr
+    );
     // plotly.js replaces each empty chart div with a plot container holding its SVG layers.
-    assert_eq!(count(&r.dom, "class=\"plot-container plotly\""), plots);
-    assert!(count(&r.dom, "class=\"main-svg\"") >= 2 * plots);
-    r
+    assert_eq!(
+        count(&r.dom, "class=\"plot-container plotly\""),
+        plots,
+        "{}",
+        html.display()
+    );
+    assert!(
+        count(&r.dom, "class=\"main-svg\"") >= 2 * plots,
+        "{}",
+        html.display()
+    );
 }
