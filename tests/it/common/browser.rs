@@ -1,5 +1,6 @@
-//! Headless Chromium for the report tests: open a page from disk, let its scripts run, and
-//! return the DOM after them and every console message the page produced.
+//! Headless Chromium for the report tests: open a page from disk (or many pages in one
+//! browser), let its scripts run, and return the DOM after them and every console message the
+//! page produced.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
