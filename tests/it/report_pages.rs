@@ -42,13 +42,16 @@ const PAGES: &[(&str, &str, usize, bool)] = &[
 fn every_kind_of_input_gets_a_page_that_renders() {
     let Some(root) = corpus() else { return };
     let browser = chromium();
-    let pages: Vec<(tempfile::TempDir, PathBuf, usize)> = PAGES
+    // The directories live until the browser has opened their pages.
+    let (_dirs, pages): (Vec<_>, Vec<_>) = PAGES
         .iter()
-        .map(|&(name, path, timelines, whole)| page_for(&root, name, path, timelines, whole))
-        .collect();
+        .map(|&(name, path, timelines, whole)| {
+            let (dir, html, charts) = page_for(&root, name, path, timelines, whole);
+            (dir, (html, charts))
+        })
+        .unzip();
     if let Some(b) = &browser {
-        let opened: Vec<(PathBuf, usize)> = pages.iter().map(|(_, h, n)| (h.clone(), *n)).collect();
-        open_and_check_all(b, &opened);
+        open_and_check_all(b, &pages);
     }
 }
 
