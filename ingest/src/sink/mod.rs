@@ -21,7 +21,7 @@ use crate::classify::Kind;
 use crate::diag::Diagnostics;
 use crate::dict::{labels, DictBuilder};
 use crate::error::Result;
-use crate::rows::{Batch, CollArgs, CpuRow, GpuRow, Interner};
+use crate::rows::{Batch, CpuRow, GpuRow, Interner};
 use crate::schema::{Table, CPU_OPS, GPU_ACTIVITIES};
 use crate::writer::{i64_array, opt_i64_array, Cols, TableWriter};
 
@@ -485,48 +485,44 @@ pub(crate) fn gpu_batch<W: Written>(rows: &[W], s: &Interner) -> RecordBatch {
 }
 
 fn gpu_col<W: Written>(name: &str, rows: &[W], s: &Interner, d: &mut DictBuilder) -> ArrayRef {
+    // Each getter is a closure of its own, passed on generically, so that it is inlined into
+    // the loop that builds its column: as a `fn` pointer it was an indirect call per row and
+    // column, ~3 % of a Kineto ingest's CPU (docs/PERFORMANCE.md).
     let each = || rows.iter().map(W::row);
-    let mut st = |f: fn(&GpuRow) -> Option<u32>| d.build(s, each().map(f));
-    let label = |f: fn(&GpuRow) -> Option<&'static str>| labels(each().map(f));
-    let int = |f: fn(&GpuRow) -> i64| i64_array(each().map(f));
-    let opt = |f: fn(&GpuRow) -> Option<i64>| opt_i64_array(each().map(f));
-    let coll = |f: fn(&CollArgs) -> Option<i64>| {
-        opt_i64_array(each().map(move |r| r.coll.as_deref().and_then(f)))
-    };
     match name {
-        "device" => int(|r| r.device),
-        "stream" => int(|r| r.stream),
-        "kind" => label(|r| Some(r.kind.as_str())),
-        "name" => st(|r| Some(r.name)),
-        "category" => label(|r| Some(r.category.as_str())),
-        "comm_op" => label(|r| r.comm_op),
-        "start_ns" => int(|r| r.start),
+        "device" => i64_array(each().map(|r| r.device)),
+        "stream" => i64_array(each().map(|r| r.stream)),
+        "kind" => labels(each().map(|r| Some(r.kind.as_str()))),
+        "name" => d.build(s, each().map(|r| Some(r.name))),
+        "category" => labels(each().map(|r| Some(r.category.as_str()))),
+        "comm_op" => labels(each().map(|r| r.comm_op)),
+        "start_ns" => i64_array(each().map(|r| r.start)),
         // The clipped end (a flush writes rows with their ends beside them: `Written`).
         "end_ns" => i64_array(rows.iter().map(W::end)),
-        "raw_end_ns" => int(|r| r.raw_end),
-        "correlation" => opt(|r| r.correlation),
-        "external_id" => opt(|r| r.external_id),
-        "step" => opt(|r| r.step),
-        "step_source" => label(|r| Some(r.step_source.as_str())),
-        "grid_x" => opt(|r| r.grid[0]),
-        "grid_y" => opt(|r| r.grid[1]),
-        "grid_z" => opt(|r| r.grid[2]),
-        "block_x" => opt(|r| r.block[0]),
-        "block_y" => opt(|r| r.block[1]),
-        "block_z" => opt(|r| r.block[2]),
-        "bytes" => opt(|r| r.bytes),
-        "collective_name" => st(|r| r.coll.as_ref()?.collective_name),
-        "in_msg_nelems" => coll(|c| c.in_msg_nelems),
-        "out_msg_nelems" => coll(|c| c.out_msg_nelems),
-        "group_size" => coll(|c| c.group_size),
-        "dtype" => st(|r| r.coll.as_ref()?.dtype),
-        "process_group" => st(|r| r.coll.as_ref()?.process_group),
-        "process_group_ranks" => st(|r| r.coll.as_ref()?.process_group_ranks),
-        "collective_seq" => coll(|c| c.collective_seq),
-        "comms_id" => st(|r| r.coll.as_ref()?.comms_id),
-        "gemm_m" => coll(|c| c.gemm[0]),
-        "gemm_n" => coll(|c| c.gemm[1]),
-        "gemm_k" => coll(|c| c.gemm[2]),
+        "raw_end_ns" => i64_array(each().map(|r| r.raw_end)),
+        "correlation" => opt_i64_array(each().map(|r| r.correlation)),
+        "external_id" => opt_i64_array(each().map(|r| r.external_id)),
+        "step" => opt_i64_array(each().map(|r| r.step)),
+        "step_source" => labels(each().map(|r| Some(r.step_source.as_str()))),
+        "grid_x" => opt_i64_array(each().map(|r| r.grid[0])),
+        "grid_y" => opt_i64_array(each().map(|r| r.grid[1])),
+        "grid_z" => opt_i64_array(each().map(|r| r.grid[2])),
+        "block_x" => opt_i64_array(each().map(|r| r.block[0])),
+        "block_y" => opt_i64_array(each().map(|r| r.block[1])),
+        "block_z" => opt_i64_array(each().map(|r| r.block[2])),
+        "bytes" => opt_i64_array(each().map(|r| r.bytes)),
+        "collective_name" => d.build(s, each().map(|r| r.coll.as_ref()?.collective_name)),
+        "in_msg_nelems" => opt_i64_array(each().map(|r| r.coll.as_ref()?.in_msg_nelems)),
+        "out_msg_nelems" => opt_i64_array(each().map(|r| r.coll.as_ref()?.out_msg_nelems)),
+        "group_size" => opt_i64_array(each().map(|r| r.coll.as_ref()?.group_size)),
+        "dtype" => d.build(s, each().map(|r| r.coll.as_ref()?.dtype)),
+        "process_group" => d.build(s, each().map(|r| r.coll.as_ref()?.process_group)),
+        "process_group_ranks" => d.build(s, each().map(|r| r.coll.as_ref()?.process_group_ranks)),
+        "collective_seq" => opt_i64_array(each().map(|r| r.coll.as_ref()?.collective_seq)),
+        "comms_id" => d.build(s, each().map(|r| r.coll.as_ref()?.comms_id)),
+        "gemm_m" => opt_i64_array(each().map(|r| r.coll.as_ref()?.gemm[0])),
+        "gemm_n" => opt_i64_array(each().map(|r| r.coll.as_ref()?.gemm[1])),
+        "gemm_k" => opt_i64_array(each().map(|r| r.coll.as_ref()?.gemm[2])),
         other => unreachable!("gpu_activities has no column {other} here (schema.rs)"),
     }
 }
@@ -535,23 +531,23 @@ pub(crate) fn cpu_batch(rows: &[CpuRow], s: &Interner) -> RecordBatch {
     par_batch(&CPU_OPS, rows, s, cpu_col)
 }
 
+/// As `gpu_col`: each getter inlined into its column's loop.
 fn cpu_col(name: &str, rows: &[CpuRow], s: &Interner, d: &mut DictBuilder) -> ArrayRef {
-    let mut st = |f: fn(&CpuRow) -> Option<u32>| d.build(s, rows.iter().map(f));
-    let opt = |f: fn(&CpuRow) -> Option<i64>| opt_i64_array(rows.iter().map(f));
+    let each = || rows.iter();
     match name {
-        "category" => labels(rows.iter().map(|r| Some(r.category.as_str()))),
-        "name" => st(|r| Some(r.name)),
-        "pid" => opt(|r| r.pid),
-        "tid" => opt(|r| r.tid),
-        "start_ns" => i64_array(rows.iter().map(|r| r.start)),
-        "end_ns" => i64_array(rows.iter().map(|r| r.end)),
-        "correlation" => opt(|r| r.correlation),
-        "external_id" => opt(|r| r.external_id),
-        "step" => opt(|r| r.step),
-        "input_dims" => st(|r| r.input_dims),
-        "input_types" => st(|r| r.input_types),
-        "concrete_inputs" => st(|r| r.concrete_inputs),
-        "input_strides" => st(|r| r.input_strides),
+        "category" => labels(each().map(|r| Some(r.category.as_str()))),
+        "name" => d.build(s, each().map(|r| Some(r.name))),
+        "pid" => opt_i64_array(each().map(|r| r.pid)),
+        "tid" => opt_i64_array(each().map(|r| r.tid)),
+        "start_ns" => i64_array(each().map(|r| r.start)),
+        "end_ns" => i64_array(each().map(|r| r.end)),
+        "correlation" => opt_i64_array(each().map(|r| r.correlation)),
+        "external_id" => opt_i64_array(each().map(|r| r.external_id)),
+        "step" => opt_i64_array(each().map(|r| r.step)),
+        "input_dims" => d.build(s, each().map(|r| r.input_dims)),
+        "input_types" => d.build(s, each().map(|r| r.input_types)),
+        "concrete_inputs" => d.build(s, each().map(|r| r.concrete_inputs)),
+        "input_strides" => d.build(s, each().map(|r| r.input_strides)),
         other => unreachable!("cpu_ops has no column {other} here (schema.rs)"),
     }
 }

@@ -3,12 +3,9 @@
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
-use parquet::arrow::arrow_writer::{
-    ArrowColumnChunk, ArrowColumnWriter, ArrowRowGroupWriterFactory,
-};
 use rayon::prelude::*;
 
-use super::{encode, PResult, TableWriter, ROW_GROUP_ROWS};
+use super::{Chunk, Column, Columns, PResult, TableWriter, ROW_GROUP_ROWS};
 use crate::error::{IngestError, Result};
 
 /// One row group encoded on its own, apart from the file, to be appended to it in order
@@ -19,7 +16,7 @@ use crate::error::{IngestError, Result};
 /// writers get the same slices of the same batches, in the same order, that `Open::write`
 /// gives them, so the file is byte for byte the same.
 pub(crate) struct Group {
-    cols: Vec<ArrowColumnWriter>,
+    cols: Vec<Column>,
     fields: arrow_schema::Fields,
     /// The file's, for errors.
     path: Arc<str>,
@@ -35,7 +32,7 @@ impl Group {
         let cols = self.cols.par_iter_mut().enumerate();
         let res = cols.try_for_each(|(i, w)| {
             let f = &fields[i];
-            batches.iter().try_for_each(|b| encode(w, f, b.column(i)))
+            batches.iter().try_for_each(|b| w.write(f, b.column(i)))
         });
         res.map_err(|source| self.err(source))?;
         self.rows += batches.iter().map(RecordBatch::num_rows).sum::<usize>();
@@ -43,8 +40,8 @@ impl Group {
     }
 
     /// The encoded column chunks (their last pages compressed in parallel).
-    pub(crate) fn close(self) -> Result<Vec<ArrowColumnChunk>> {
-        let chunks = self.cols.into_par_iter().map(ArrowColumnWriter::close);
+    pub(crate) fn close(self) -> Result<Vec<Chunk>> {
+        let chunks = self.cols.into_par_iter().map(Column::close);
         let chunks = chunks.collect::<PResult<_>>();
         chunks.map_err(|source| IngestError::Parquet {
             path: self.path.to_string(),
@@ -62,7 +59,7 @@ impl Group {
 
 /// Makes row groups of one file to encode apart (`Group`), on any thread.
 pub(crate) struct Groups {
-    pub(super) factory: Arc<ArrowRowGroupWriterFactory>,
+    pub(super) columns: Columns,
     pub(super) fields: arrow_schema::Fields,
     pub(super) path: Arc<str>,
 }
@@ -70,7 +67,7 @@ pub(crate) struct Groups {
 impl Groups {
     /// An empty row group, the file's `index`th.
     pub(crate) fn group(&self, index: usize) -> Result<Group> {
-        let cols = self.factory.create_column_writers(index);
+        let cols = self.columns.writers(index);
         let cols = cols.map_err(|source| IngestError::Parquet {
             path: self.path.to_string(),
             source,

@@ -9,12 +9,9 @@ use std::sync::Arc;
 
 use arrow_array::builder::StringBuilder;
 use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch};
-use arrow_buffer::NullBuffer;
+use arrow_buffer::{BooleanBuffer, NullBuffer};
 use arrow_schema::{DataType, Field, Schema};
-use parquet::arrow::arrow_writer::{
-    compute_leaves, ArrowColumnChunk, ArrowColumnWriter, ArrowRowGroupWriterFactory, ArrowWriter,
-    ArrowWriterOptions,
-};
+use parquet::arrow::arrow_writer::{ArrowWriter, ArrowWriterOptions};
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
@@ -58,11 +55,7 @@ impl Cols {
     }
 
     /// Appends column `name`, nullable (see `opt_i64_array`).
-    pub fn opt_i64<I>(&mut self, name: &str, v: I)
-    where
-        I: IntoIterator<Item = Option<i64>>,
-        I::IntoIter: Clone,
-    {
+    pub fn opt_i64(&mut self, name: &str, v: impl IntoIterator<Item = Option<i64>>) {
         self.push(name, opt_i64_array(v));
     }
 
@@ -116,19 +109,28 @@ pub(crate) fn i64_array(v: impl IntoIterator<Item = i64>) -> ArrayRef {
     Arc::new(Int64Array::from_iter_values(v))
 }
 
-/// Values and validity in two plain passes (`Int64Array::from_iter` appended value and
-/// bit one by one); no validity buffer at all when nothing is null.
-pub(crate) fn opt_i64_array<I>(v: I) -> ArrayRef
-where
-    I: IntoIterator<Item = Option<i64>>,
-    I::IntoIter: Clone,
-{
+/// Values and validity in one pass, the validity packed 64 rows to a word
+/// (`Int64Array::from_iter` appended value and bit one by one, and a pass for each over rows
+/// of ~100 bytes read three of them); no validity buffer at all when nothing is null.
+pub(crate) fn opt_i64_array(v: impl IntoIterator<Item = Option<i64>>) -> ArrayRef {
     let v = v.into_iter();
-    let values: Vec<i64> = v.clone().map(|x| x.unwrap_or(0)).collect();
-    let nulls = v
-        .clone()
-        .any(|x| x.is_none())
-        .then(|| NullBuffer::from_iter(v.map(|x| x.is_some())));
+    let mut values: Vec<i64> = Vec::with_capacity(v.size_hint().0);
+    let mut words: Vec<u64> = Vec::with_capacity(v.size_hint().0.div_ceil(64));
+    let (mut word, mut valid) = (0u64, 0usize);
+    for x in v {
+        let bit = values.len() % 64;
+        word |= u64::from(x.is_some()) << bit;
+        valid += usize::from(x.is_some());
+        values.push(x.unwrap_or(0));
+        if bit == 63 {
+            words.push(std::mem::take(&mut word));
+        }
+    }
+    if values.len() % 64 != 0 {
+        words.push(word);
+    }
+    let n = values.len();
+    let nulls = (valid < n).then(|| NullBuffer::new(BooleanBuffer::new(words.into(), 0, n)));
     Arc::new(Int64Array::new(values.into(), nulls))
 }
 
@@ -160,17 +162,19 @@ pub(crate) struct TableWriter {
 /// Why: Parquet encoding (levels, dictionaries, delta packing, zstd) was the largest part of
 /// settling a Kineto trace, and `ArrowWriter` encodes a batch's columns one after another, so
 /// on many cores the settle of the biggest table ran on one (docs/PERFORMANCE.md, issue 33).
-/// Each column of a row group has its own `ArrowColumnWriter`, so the columns of a batch are
-/// independent work; they are written on the current rayon pool (the `--jobs` threads) and
-/// appended to the row group in schema order. Every column writer sees exactly the values, in
-/// the same order, that `ArrowWriter` gave it, so the file is byte for byte the same.
+/// Each column of a row group has its own writer (`Column`: arrow-rs' `ArrowColumnWriter`, or
+/// `strings` for the dictionary string columns), so the columns of a batch are independent
+/// work; they are written on the current rayon pool (the `--jobs` threads) and appended to
+/// the row group in schema order. Every column writer sees exactly the values, in the same
+/// order, that `ArrowWriter` gave it, so the file holds the same values laid out the same way
+/// (byte for byte, in the test below; `strings` says where its pages can differ).
 struct Open {
     file: SerializedFileWriter<File>,
-    factory: Arc<ArrowRowGroupWriterFactory>,
+    columns: Columns,
     /// The schema of the first batch (every batch of a table has it: `Cols::finish`).
     schema: arrow_schema::SchemaRef,
     /// The row group being written: one writer per column (flat schemas: one leaf a field).
-    cols: Vec<ArrowColumnWriter>,
+    cols: Vec<Column>,
     /// Rows in `cols`.
     buffered: usize,
 }
@@ -181,9 +185,10 @@ impl Open {
         // exactly as before; only the encoding of row groups is done here.
         let (file, factory) =
             ArrowWriter::try_new_with_options(f, schema.clone(), opts)?.into_serialized_writer()?;
+        let columns = Columns::new(factory, &schema, &file);
         Ok(Open {
             file,
-            factory: Arc::new(factory),
+            columns,
             schema,
             cols: Vec::new(),
             buffered: 0,
@@ -196,7 +201,7 @@ impl Open {
         while rest.num_rows() > 0 {
             if self.cols.is_empty() {
                 let index = self.file.flushed_row_groups().len();
-                self.cols = self.factory.create_column_writers(index)?;
+                self.cols = self.columns.writers(index)?;
                 assert_eq!(
                     self.cols.len(),
                     self.schema.fields().len(),
@@ -210,10 +215,10 @@ impl Open {
             if on_pool() {
                 let columns = fields.par_iter().zip(now.columns().par_iter());
                 let cols = self.cols.par_iter_mut().zip(columns);
-                cols.try_for_each(|(w, (f, c))| encode(w, f, c))?;
+                cols.try_for_each(|(w, (f, c))| w.write(f, c))?;
             } else {
                 let mut cols = self.cols.iter_mut().zip(fields.iter().zip(now.columns()));
-                cols.try_for_each(|(w, (f, c))| encode(w, f, c))?;
+                cols.try_for_each(|(w, (f, c))| w.write(f, c))?;
             }
             self.buffered += take;
             if self.buffered >= ROW_GROUP_ROWS {
@@ -230,19 +235,14 @@ impl Open {
         }
         let cols = std::mem::take(&mut self.cols);
         let chunks: Vec<_> = if on_pool() {
-            let chunks = cols.into_par_iter().map(ArrowColumnWriter::close);
+            let chunks = cols.into_par_iter().map(Column::close);
             chunks.collect::<PResult<_>>()?
         } else {
-            let chunks = cols.into_iter().map(ArrowColumnWriter::close);
+            let chunks = cols.into_iter().map(Column::close);
             chunks.collect::<PResult<_>>()?
         };
         self.buffered = 0;
-        let mut group = self.file.next_row_group()?;
-        for chunk in chunks {
-            chunk.append_to_row_group(&mut group)?;
-        }
-        group.close()?;
-        Ok(())
+        self.append(chunks)
     }
 
     fn close(mut self) -> PResult<()> {
@@ -252,10 +252,10 @@ impl Open {
     }
 
     /// Appends a row group encoded apart (`Group`), after the ones before it.
-    fn append(&mut self, chunks: Vec<ArrowColumnChunk>) -> PResult<()> {
+    fn append(&mut self, chunks: Vec<Chunk>) -> PResult<()> {
         let mut group = self.file.next_row_group()?;
         for chunk in chunks {
-            chunk.append_to_row_group(&mut group)?;
+            chunk.append_to(&mut group)?;
         }
         group.close()?;
         Ok(())
@@ -264,16 +264,12 @@ impl Open {
 
 type PResult<T> = std::result::Result<T, parquet::errors::ParquetError>;
 
+mod column;
 mod groups;
+mod hybrid;
+mod strings;
+pub(crate) use column::{Chunk, Column, Columns};
 pub(crate) use groups::{Chain, Group, Groups};
-
-/// Encodes one column of a batch into its writer.
-fn encode(w: &mut ArrowColumnWriter, field: &Field, column: &ArrayRef) -> PResult<()> {
-    for leaf in compute_leaves(field, column)? {
-        w.write(&leaf)?;
-    }
-    Ok(())
-}
 
 /// Whether this thread is a rayon worker, whose pool may take the columns. A sink fed by a
 /// thread of its own (`writer_thread`) encodes on that thread alone, as before: the pool's
@@ -389,7 +385,7 @@ impl TableWriter {
     pub(crate) fn groups(&self) -> Groups {
         let w = self.writer.as_ref().expect("the file is open");
         Groups {
-            factory: w.factory.clone(),
+            columns: w.columns.clone(),
             fields: w.schema.fields().clone(),
             path: self.path.display().to_string().into(),
         }
@@ -408,11 +404,7 @@ impl TableWriter {
     }
 
     /// Appends the column chunks of a row group of `rows` rows, encoded apart.
-    pub(crate) fn append_chunks(
-        &mut self,
-        chunks: Vec<ArrowColumnChunk>,
-        rows: usize,
-    ) -> Result<()> {
+    pub(crate) fn append_chunks(&mut self, chunks: Vec<Chunk>, rows: usize) -> Result<()> {
         let w = self.writer.as_mut().expect("the file is open");
         let res = w.append(chunks);
         res.map_err(|e| self.err(e))?;
@@ -485,7 +477,8 @@ mod tests {
     }
 
     /// The parallel column writer makes the very file `ArrowWriter` makes from the same
-    /// batches, over several row groups and a batch split across their boundary.
+    /// batches, over several row groups and a batch split across their boundary: the
+    /// dictionary string columns (`strings`) too, at these pages of 256 bytes.
     #[test]
     fn parallel_columns_write_the_file_arrow_writer_writes() {
         let dir = tempfile::tempdir().unwrap();

@@ -110,12 +110,7 @@ pub(in crate::kineto::pending) fn cpu_table(
 }
 
 /// An encoded row group: its column chunks, rows, findings and counts.
-type Encoded = (
-    Vec<parquet::arrow::arrow_writer::ArrowColumnChunk>,
-    usize,
-    Diagnostics,
-    Counts,
-);
+type Encoded = (Vec<crate::writer::Chunk>, usize, Diagnostics, Counts);
 
 /// A CPU row group being built, `CPU_RUN` Arrow batches a step (`ordered`).
 struct CpuGroup {
