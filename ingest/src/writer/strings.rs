@@ -142,7 +142,9 @@ impl StringChunk {
                 self.map.clear();
                 self.map.resize(values.len(), u32::MAX);
                 let keys = d.keys().values();
-                self.rows_of(d.nulls(), d.len(), |c, i| {
+                // A key may be null, or point at a null value: both are a null row.
+                let nulls = d.logical_nulls();
+                self.rows_of(nulls.as_ref(), d.len(), |c, i| {
                     let k = keys[i] as usize;
                     match c.map[k] {
                         u32::MAX => {
@@ -170,6 +172,12 @@ impl StringChunk {
         len: usize,
         mut at: impl FnMut(&mut Self, usize) -> u32,
     ) -> PResult<()> {
+        if !self.nullable && nulls.is_some_and(|n| n.null_count() > 0) {
+            let name = self.spec.descr.name();
+            return Err(ParquetError::General(format!(
+                "nulls in column {name}, which has none"
+            )));
+        }
         let mut i = 0;
         while i < len {
             let end = len.min(i + CHECK_ROWS);
@@ -329,7 +337,10 @@ fn mismatch(a: &ArrayRef) -> ParquetError {
 mod tests {
     use std::fs::File;
 
-    use arrow_array::{Array, ArrayRef, RecordBatch};
+    use std::sync::Arc;
+
+    use arrow_array::types::Int32Type;
+    use arrow_array::{Array, ArrayRef, DictionaryArray, Int32Array, RecordBatch, StringArray};
     use parquet::arrow::arrow_reader::{ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
     use parquet::basic::{Encoding, PageType};
     use parquet::file::metadata::PageIndexPolicy;
@@ -509,6 +520,30 @@ mod tests {
                 assert!(pages.last().unwrap().first_row_index < group.num_rows());
             }
         }
+    }
+
+    /// A key that points at a null value is a null row, as arrow-rs writes it.
+    #[test]
+    fn a_key_to_a_null_value_is_a_null_row() {
+        let rows = 10;
+        let mut cols = vec![vec![Some("a".to_string()); rows]; STRINGS.len()];
+        let b = batch(&cols, 0, rows, false);
+        let keys = Int32Array::from_iter_values((0..rows as i32).map(|i| i % 2));
+        let values = StringArray::from(vec![Some("x"), None]);
+        let dims = DictionaryArray::<Int32Type>::try_new(keys, Arc::new(values)).unwrap();
+        let at = b.schema().index_of(STRINGS[2]).unwrap();
+        let mut columns = b.columns().to_vec();
+        columns[at] = Arc::new(dims);
+        let b = RecordBatch::try_new(b.schema(), columns).unwrap();
+        cols[2] = (0..rows)
+            .map(|i| (i % 2 == 0).then(|| "x".to_string()))
+            .collect();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.parquet");
+        let mut w = TableWriter::new(&CPU_OPS, path.clone());
+        w.write(&b).unwrap();
+        w.close().unwrap();
+        assert!(read(&path, false) == cols);
     }
 
     /// A dictionary past arrow-rs' 1 MiB, where its writer turns to plain pages, stays one
