@@ -33,10 +33,10 @@ use parquet::file::metadata::{ColumnChunkMetaData, OffsetIndexBuilder, PageEncod
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::writer::{SerializedPageWriter, TrackedWrite};
 use parquet::schema::types::ColumnDescPtr;
-use rustc_hash::FxHashMap;
 
 use super::hybrid::{hybrid, width};
 use super::PResult;
+use crate::rows::Interner;
 
 /// What a column needs to be written here: its Parquet leaf and the properties' choices.
 #[derive(Clone)]
@@ -89,12 +89,10 @@ pub(crate) struct StringChunk {
     spec: Spec,
     nullable: bool,
     zstd: zstd::bulk::Compressor<'static>,
-    /// The dictionary page's values, PLAIN (length, bytes), in first-use order.
-    dict: Vec<u8>,
-    /// Each dictionary value's length in bytes.
-    lens: Vec<u32>,
-    /// A dictionary value's index, by its string.
-    index: FxHashMap<Box<str>, u32>,
+    /// The dictionary's values in first-use order, their ids its indices (the interner keeps
+    /// each string once: at a million step names, a map keyed by a copy of each would hold
+    /// ~50 bytes more a value than arrow-rs' encoder does).
+    dict: Interner,
     /// A batch's dictionary key → index in `dict` (`u32::MAX`: not looked up yet).
     map: Vec<u32>,
     /// The page being filled: definition levels (nullable columns only) and the dictionary
@@ -114,9 +112,7 @@ impl StringChunk {
             nullable: spec.descr.max_def_level() > 0,
             zstd: zstd::bulk::Compressor::new(spec.level).map_err(external)?,
             spec: spec.clone(),
-            dict: Vec::new(),
-            lens: Vec::new(),
-            index: FxHashMap::default(),
+            dict: Interner::default(),
             map: Vec::new(),
             defs: Vec::new(),
             keys: Vec::new(),
@@ -148,7 +144,7 @@ impl StringChunk {
                     let k = keys[i] as usize;
                     match c.map[k] {
                         u32::MAX => {
-                            let at = c.intern(values.value(k));
+                            let at = c.dict.id(values.value(k));
                             c.map[k] = at;
                             at
                         }
@@ -158,7 +154,7 @@ impl StringChunk {
             }
             DataType::Utf8 => {
                 let s: &StringArray = a.as_string();
-                self.rows_of(s.nulls(), s.len(), |c, i| c.intern(s.value(i)))
+                self.rows_of(s.nulls(), s.len(), |c, i| c.dict.id(s.value(i)))
             }
             _ => Err(mismatch(a)),
         }
@@ -188,33 +184,20 @@ impl StringChunk {
                 }
                 if valid {
                     let k = at(self, r);
-                    self.bytes += i64::from(self.lens[k as usize]);
+                    self.bytes += self.dict.get(k).len() as i64;
                     self.keys.push(k);
                 }
             }
             self.rows += end - i;
             i = end;
             let bytes =
-                (self.keys.len() * usize::from(width(self.lens.len())) + self.defs.len()) / 8;
+                (self.keys.len() * usize::from(width(self.dict.len())) + self.defs.len()) / 8;
             if self.rows >= self.spec.page_rows || bytes >= self.spec.page_bytes {
                 self.end_page()?;
             }
         }
         self.total_rows += len as u64;
         Ok(())
-    }
-
-    /// The index of `s` in the dictionary, added at its end if new.
-    fn intern(&mut self, s: &str) -> u32 {
-        if let Some(&at) = self.index.get(s) {
-            return at;
-        }
-        let at = self.lens.len() as u32;
-        self.dict.extend_from_slice(&(s.len() as u32).to_le_bytes());
-        self.dict.extend_from_slice(s.as_bytes());
-        self.lens.push(s.len() as u32);
-        self.index.insert(s.into(), at);
-        at
     }
 
     /// Encodes and compresses the page being filled, if it has rows.
@@ -229,7 +212,7 @@ impl StringChunk {
             let len = (buf.len() - 4) as u32;
             buf[..4].copy_from_slice(&len.to_le_bytes());
         }
-        let w = width(self.lens.len());
+        let w = width(self.dict.len());
         buf.push(w);
         hybrid(&mut buf, &self.keys, w);
         let page = Page::DataPage {
@@ -253,15 +236,21 @@ impl StringChunk {
     /// them (`SerializedRowGroupWriter::append_column`).
     pub(crate) fn close(mut self) -> PResult<(Bytes, ColumnCloseResult)> {
         self.end_page()?;
+        // PLAIN: each value's length (4 bytes, little-endian), then its bytes.
+        let mut plain = Vec::new();
+        for v in self.dict.iter() {
+            plain.extend_from_slice(&(v.len() as u32).to_le_bytes());
+            plain.extend_from_slice(v.as_bytes());
+        }
         let dict = Page::DictionaryPage {
-            buf: compress(&mut self.zstd, &self.dict)?,
-            num_values: self.lens.len() as u32,
+            buf: compress(&mut self.zstd, &plain)?,
+            num_values: self.dict.len() as u32,
             encoding: Encoding::PLAIN,
             is_sorted: false,
         };
         let mut out = TrackedWrite::new(Vec::new());
         let mut w = SerializedPageWriter::new(&mut out);
-        let spec = w.write_page(CompressedPage::new(dict, self.dict.len()))?;
+        let spec = w.write_page(CompressedPage::new(dict, plain.len()))?;
         let mut compressed = spec.compressed_size as i64;
         let mut uncompressed = spec.uncompressed_size as i64;
         let mut written = spec.bytes_written;
