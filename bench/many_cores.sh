@@ -14,7 +14,8 @@
 # the 16 files, --jobs 1 on one core (taskset -c 0: the "one-core speed") and
 # --jobs 16, the files put back into the page cache before every run; prints MB/s, walk and
 # settle (AORTA_TIMING=1), and wall, user, sys and peak RSS (KB); then checks that both builds
-# write the same Parquet files at 16 jobs (cmp). Needs the corpus traces gen_kineto.py scales
+# write the same Parquet files at 16 jobs: the same bytes (cmp), else the same values
+# (bench/same_dataset.py, where python3 has pyarrow). Needs the corpus traces gen_kineto.py scales
 # (--source: set FSDP2_SRC and ROCM_SRC where the corpus is elsewhere).
 #
 # CPUS=LIST (for example 0-15, or 0,2,4,...): on a larger host, every run is confined to those
@@ -79,7 +80,16 @@ one() { # build jobs files...
       rm -rf "$D/keep_$b"; "${!b}" --jobs 16 --keep "$D/keep_$b" "$D/$f.json" > /dev/null
     done
     (cd "$D/keep_before" && find . -name '*.parquet' | sort | while read -r p; do
-      cmp -s "$p" "../keep_after/$p" && echo "same $f $p" || echo "DIFF $f $p"
-    done)
+      cmp -s "$p" "../keep_after/$p" && echo "same $f $p" || echo "bytes differ: $f $p"
+    done) | tee "$D/cmp_$f"
+    # Two builds may encode the same values in other bytes (pages cut elsewhere, another
+    # zstd frame): then the values decide, where pyarrow is at hand.
+    if grep -q '^bytes differ' "$D/cmp_$f"; then
+      if python3 -c 'import pyarrow' 2>/dev/null; then
+        python3 bench/same_dataset.py "$D/keep_before" "$D/keep_after" | sed "s/^/   $f values: /"
+      else
+        echo "   $f: no pyarrow here; compare the values with bench/same_dataset.py"
+      fi
+    fi
   done
 } 2>&1 | tee "$log"
