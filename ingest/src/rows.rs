@@ -105,6 +105,11 @@ impl Interner {
         nth(&self.text, &self.ends, i)
     }
 
+    /// The bytes of every string together.
+    pub(crate) fn text_len(&self) -> usize {
+        self.text.len()
+    }
+
     /// The strings by id alone, without the maps that find an id (`get` answers, `find`
     /// does not): what a settle needs once every string is interned, at about half the
     /// memory, which on traces of very many steps (a `ProfilerStep#N` name each) was most

@@ -11,13 +11,17 @@
 //! The chunk is laid out as arrow-rs lays out such a column under `writer::properties` (zstd,
 //! no statistics, dictionary on): a PLAIN dictionary page in first-use order, then v1 data
 //! pages of RLE_DICTIONARY indices after their RLE definition levels (nullable columns only),
-//! each ended where arrow-rs ends one (its row count or byte size, checked every 1,024 rows of
-//! a batch), and an offset index. With small pages the file is arrow-rs' byte for byte
-//! (`writer::tests`); on a real trace a few pages differ in bytes (the hybrid encoding's runs,
-//! zstd's frames), never in values (docs/PERFORMANCE.md). One difference by design: arrow-rs
-//! gives up the dictionary for plain pages once it outgrows 1 MiB, and this writer keeps it
-//! (larger dictionaries are valid Parquet, and every reader the tests run reads them).
-//! Columns of any other configuration stay with arrow-rs (`Spec::new`).
+//! each ended by arrow-rs' limits (its row count, or its estimate of the page's bytes,
+//! checked every 1,024 rows of a batch), and an offset index. Once the dictionary reaches the
+//! properties' dictionary page size (1 MiB), the rest of the chunk is written in PLAIN pages,
+//! as arrow-rs falls back (it checks after each mini-batch of rows, this writer after the
+//! value that filled it, and ends a PLAIN page after the value that filled it): a chunk of
+//! ever-new long strings holds a bounded dictionary and bounded pages in memory, and no page
+//! outgrows Parquet's 2 GiB. With small pages the file is arrow-rs' byte for byte
+//! (`writer::tests`); on a real trace a few pages differ in bytes (arrow-rs cuts some pages
+//! at other rows, the hybrid encoding's runs, zstd's frames), never in values
+//! (docs/PERFORMANCE.md). Columns of any other configuration stay with arrow-rs
+//! (`Spec::new`).
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int32Type;
@@ -30,7 +34,7 @@ use parquet::column::page::{CompressedPage, Page, PageWriter};
 use parquet::column::writer::ColumnCloseResult;
 use parquet::errors::ParquetError;
 use parquet::file::metadata::{ColumnChunkMetaData, OffsetIndexBuilder, PageEncodingStats};
-use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterVersion};
 use parquet::file::writer::{SerializedPageWriter, TrackedWrite};
 use parquet::schema::types::ColumnDescPtr;
 
@@ -46,6 +50,8 @@ pub(crate) struct Spec {
     level: i32,
     page_rows: usize,
     page_bytes: usize,
+    /// The dictionary's PLAIN bytes at which the chunk turns to PLAIN pages.
+    dict_bytes: usize,
 }
 
 impl Spec {
@@ -64,18 +70,28 @@ impl Spec {
         let Compression::ZSTD(level) = compression else {
             return None;
         };
+        // What arrow-rs would write otherwise: v2 pages, content-defined page cuts, another
+        // fallback encoding than PLAIN, nested levels.
         let ours = **key == DataType::Int32
             && **value == DataType::Utf8
             && descr.max_rep_level() == 0
+            && descr.max_def_level() <= 1
+            && props.writer_version() == WriterVersion::PARQUET_1_0
+            && props.content_defined_chunking().is_none()
+            && props.encoding(path).is_none()
             && props.dictionary_enabled(path)
             && props.statistics_enabled(path) == EnabledStatistics::None
             && props.bloom_filter_properties(path).is_none()
             && !props.offset_index_disabled();
+        let page_rows = props.column_data_page_row_count_limit(path);
+        let page_bytes = props.column_data_page_size_limit(path);
+        let dict_bytes = props.column_dictionary_page_size_limit(path);
         ours.then(|| Spec {
             compression,
             level: level.compression_level(),
-            page_rows: props.data_page_row_count_limit(),
-            page_bytes: props.data_page_size_limit(),
+            page_rows,
+            page_bytes,
+            dict_bytes,
             descr,
         })
     }
@@ -95,10 +111,14 @@ pub(crate) struct StringChunk {
     dict: Interner,
     /// A batch's dictionary key → index in `dict` (`u32::MAX`: not looked up yet).
     map: Vec<u32>,
-    /// The page being filled: definition levels (nullable columns only) and the dictionary
-    /// indices of its values, its rows and its values' bytes.
+    /// Whether the dictionary is full and the chunk goes on in PLAIN pages.
+    plain: bool,
+    /// The page being filled: definition levels (nullable columns only), the dictionary
+    /// indices of its values (or, once `plain`, the values PLAIN-encoded), its rows and its
+    /// values' bytes.
     defs: Vec<u32>,
     keys: Vec<u32>,
+    plain_page: Vec<u8>,
     rows: usize,
     bytes: i64,
     /// The data pages so far, each with its rows and values' bytes.
@@ -114,8 +134,10 @@ impl StringChunk {
             spec: spec.clone(),
             dict: Interner::default(),
             map: Vec::new(),
+            plain: false,
             defs: Vec::new(),
             keys: Vec::new(),
+            plain_page: Vec::new(),
             rows: 0,
             bytes: 0,
             pages: Vec::new(),
@@ -135,12 +157,14 @@ impl StringChunk {
                     .values()
                     .as_string_opt::<i32>()
                     .ok_or_else(|| mismatch(a))?;
-                self.map.clear();
-                self.map.resize(values.len(), u32::MAX);
+                if !self.plain {
+                    self.map.clear();
+                    self.map.resize(values.len(), u32::MAX);
+                }
                 let keys = d.keys().values();
                 // A key may be null, or point at a null value: both are a null row.
                 let nulls = d.logical_nulls();
-                self.rows_of(nulls.as_ref(), d.len(), |c, i| {
+                let at = |c: &mut Self, i: usize| {
                     let k = keys[i] as usize;
                     match c.map[k] {
                         u32::MAX => {
@@ -150,23 +174,30 @@ impl StringChunk {
                         }
                         at => at,
                     }
+                };
+                self.rows_of(nulls.as_ref(), d.len(), at, |i| {
+                    values.value(keys[i] as usize)
                 })
             }
             DataType::Utf8 => {
                 let s: &StringArray = a.as_string();
-                self.rows_of(s.nulls(), s.len(), |c, i| c.dict.id(s.value(i)))
+                let at = |c: &mut Self, i| c.dict.id(s.value(i));
+                self.rows_of(s.nulls(), s.len(), at, |i| s.value(i))
             }
             _ => Err(mismatch(a)),
         }
     }
 
-    /// Adds `len` rows, `at(self, row)` giving each non-null one's dictionary index, and ends
-    /// the page when it holds the properties' rows or bytes.
-    fn rows_of(
+    /// Adds `len` rows: `at(self, row)` gives a non-null row's dictionary index, `text(row)`
+    /// its string (once the chunk is `plain`). Ends the page when it holds the properties'
+    /// rows or bytes, and turns the chunk to PLAIN pages when the dictionary is full, as
+    /// arrow-rs checks both after each mini-batch.
+    fn rows_of<'t>(
         &mut self,
         nulls: Option<&NullBuffer>,
         len: usize,
         mut at: impl FnMut(&mut Self, usize) -> u32,
+        text: impl Fn(usize) -> &'t str,
     ) -> PResult<()> {
         if !self.nullable && nulls.is_some_and(|n| n.null_count() > 0) {
             let name = self.spec.descr.name();
@@ -177,27 +208,65 @@ impl StringChunk {
         let mut i = 0;
         while i < len {
             let end = len.min(i + CHECK_ROWS);
-            for r in i..end {
+            // The rows up to `end`, or up to a row that filled the dictionary or (PLAIN) the
+            // page: a few long strings must not take either far past its limit.
+            let mut r = i;
+            while r < end {
                 let valid = nulls.is_none_or(|n| n.is_valid(r));
                 if self.nullable {
                     self.defs.push(u32::from(valid));
                 }
-                if valid {
-                    let k = at(self, r);
+                r += 1;
+                if !valid {
+                } else if self.plain {
+                    let v = text(r - 1);
+                    self.bytes += v.len() as i64;
+                    self.plain_page
+                        .extend_from_slice(&(v.len() as u32).to_le_bytes());
+                    self.plain_page.extend_from_slice(v.as_bytes());
+                    if self.plain_page.len() >= self.spec.page_bytes {
+                        break;
+                    }
+                } else {
+                    let k = at(self, r - 1);
                     self.bytes += self.dict.get(k).len() as i64;
                     self.keys.push(k);
+                    if k as usize + 1 == self.dict.len() && self.dict_full() {
+                        break;
+                    }
                 }
             }
-            self.rows += end - i;
-            i = end;
-            let bytes =
-                (self.keys.len() * usize::from(width(self.dict.len())) + self.defs.len()) / 8;
-            if self.rows >= self.spec.page_rows || bytes >= self.spec.page_bytes {
+            self.rows += r - i;
+            i = r;
+            if self.rows >= self.spec.page_rows || self.page_bytes() >= self.spec.page_bytes {
                 self.end_page()?;
+            }
+            if !self.plain && self.dict_full() {
+                self.end_page()?;
+                self.plain = true;
+                self.map = Vec::new();
             }
         }
         self.total_rows += len as u64;
         Ok(())
+    }
+
+    /// Whether the dictionary page, PLAIN (each value's 4-byte length, then its bytes),
+    /// holds the properties' dictionary page size.
+    fn dict_full(&self) -> bool {
+        self.dict.text_len() + 4 * self.dict.len() >= self.spec.dict_bytes
+    }
+
+    /// arrow-rs' estimate of the page being filled: its PLAIN values' bytes, or the most its
+    /// dictionary indices could take (`RleEncoder::max_buffer_size`: runs of 8 values
+    /// bit-packed, each with a header byte) and the index width's byte.
+    fn page_bytes(&self) -> usize {
+        if self.plain {
+            return self.plain_page.len();
+        }
+        let w = usize::from(width(self.dict.len()));
+        let groups = self.keys.len().div_ceil(8);
+        1 + (groups * (1 + w)).max(groups * (1 + w.div_ceil(8)))
     }
 
     /// Encodes and compresses the page being filled, if it has rows.
@@ -212,13 +281,19 @@ impl StringChunk {
             let len = (buf.len() - 4) as u32;
             buf[..4].copy_from_slice(&len.to_le_bytes());
         }
-        let w = width(self.dict.len());
-        buf.push(w);
-        hybrid(&mut buf, &self.keys, w);
+        let encoding = if self.plain {
+            buf.extend_from_slice(&self.plain_page);
+            Encoding::PLAIN
+        } else {
+            let w = width(self.dict.len());
+            buf.push(w);
+            hybrid(&mut buf, &self.keys, w);
+            Encoding::RLE_DICTIONARY
+        };
         let page = Page::DataPage {
             buf: compress(&mut self.zstd, &buf)?,
             num_values: self.rows as u32,
-            encoding: Encoding::RLE_DICTIONARY,
+            encoding,
             def_level_encoding: Encoding::RLE,
             rep_level_encoding: Encoding::RLE,
             statistics: None,
@@ -227,6 +302,7 @@ impl StringChunk {
         self.pages.push((page, self.rows, self.bytes));
         self.defs.clear();
         self.keys.clear();
+        self.plain_page.clear();
         self.rows = 0;
         self.bytes = 0;
         Ok(())
@@ -256,8 +332,23 @@ impl StringChunk {
         let mut written = spec.bytes_written;
         let mut offsets = OffsetIndexBuilder::new();
         let mut first = None;
-        let data_pages = self.pages.len() as i32;
+        // Dictionary-encoded data pages, then (once the dictionary was full) PLAIN ones.
+        let mut stats = vec![PageEncodingStats {
+            page_type: PageType::DICTIONARY_PAGE,
+            encoding: Encoding::PLAIN,
+            count: 1,
+        }];
         for (page, rows, bytes) in self.pages {
+            match stats.last_mut() {
+                Some(s) if s.page_type == PageType::DATA_PAGE && s.encoding == page.encoding() => {
+                    s.count += 1
+                }
+                _ => stats.push(PageEncodingStats {
+                    page_type: PageType::DATA_PAGE,
+                    encoding: page.encoding(),
+                    count: 1,
+                }),
+            }
             let spec = w.write_page(page)?;
             first.get_or_insert(spec.offset as i64);
             offsets.append_offset_and_size(spec.offset as i64, spec.compressed_size as i32);
@@ -269,18 +360,6 @@ impl StringChunk {
         }
         w.close()?;
         let buf = Bytes::from(out.into_inner()?);
-        let mut stats = vec![PageEncodingStats {
-            page_type: PageType::DICTIONARY_PAGE,
-            encoding: Encoding::PLAIN,
-            count: 1,
-        }];
-        if data_pages > 0 {
-            stats.push(PageEncodingStats {
-                page_type: PageType::DATA_PAGE,
-                encoding: Encoding::RLE_DICTIONARY,
-                count: data_pages,
-            });
-        }
         let encodings = [Encoding::PLAIN, Encoding::RLE, Encoding::RLE_DICTIONARY];
         let metadata = ColumnChunkMetaData::builder(self.spec.descr.clone())
             .set_compression(self.spec.compression)
@@ -323,249 +402,4 @@ fn mismatch(a: &ArrayRef) -> ParquetError {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::fs::File;
-
-    use std::sync::Arc;
-
-    use arrow_array::types::Int32Type;
-    use arrow_array::{Array, ArrayRef, DictionaryArray, Int32Array, RecordBatch, StringArray};
-    use parquet::arrow::arrow_reader::{ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
-    use parquet::basic::{Encoding, PageType};
-    use parquet::file::metadata::PageIndexPolicy;
-    use parquet::file::reader::{FileReader, SerializedFileReader};
-
-    use crate::dict::{labels, DictBuilder};
-    use crate::rows::Interner;
-    use crate::schema::CPU_OPS;
-    use crate::writer::{Cols, TableWriter, ROW_GROUP_ROWS};
-
-    /// The string columns of `cpu_ops` (the first two cannot be null).
-    const STRINGS: [&str; 6] = [
-        "category",
-        "name",
-        "input_dims",
-        "input_types",
-        "concrete_inputs",
-        "input_strides",
-    ];
-
-    /// A small xorshift: the cases are the same on every run.
-    struct Rng(u64);
-    impl Rng {
-        fn below(&mut self, n: u64) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0 % n.max(1)
-        }
-    }
-
-    /// One string column's rows: runs of equal values (long and short), drawn from
-    /// `distinct` strings of varied lengths, with nulls at `null_pct` % where allowed.
-    fn column(rng: &mut Rng, rows: usize, distinct: u64, null_pct: u64) -> Vec<Option<String>> {
-        let mut out = Vec::with_capacity(rows);
-        while out.len() < rows {
-            let run = [1, 1, 2, 3, 7, 8, 9, 15, 16, 40, 300][rng.below(11) as usize];
-            let v = (rng.below(100) >= null_pct).then(|| {
-                let k = rng.below(distinct);
-                format!("{k}:{}", "x".repeat((k % 23) as usize))
-            });
-            out.extend(std::iter::repeat_n(v, run.min(rows - out.len())));
-        }
-        out
-    }
-
-    /// A `cpu_ops` batch whose string columns hold `cols`, as dictionaries built the way the
-    /// sinks build them (`DictBuilder`), or as plain strings where `plain`.
-    fn batch(cols: &[Vec<Option<String>>], at: usize, n: usize, plain: bool) -> RecordBatch {
-        let mut strings = Interner::default();
-        let mut b = Cols::new(&CPU_OPS);
-        for name in CPU_OPS.columns.iter().map(|c| c.name) {
-            let Some(i) = STRINGS.iter().position(|&s| s == name) else {
-                b.i64(name, (at..at + n).map(|r| r as i64));
-                continue;
-            };
-            let rows = &cols[i][at..at + n];
-            if plain {
-                b.opt_str(name, rows.iter().map(|s| s.as_deref()));
-            } else if i == 0 {
-                let leaked = rows.iter().map(|s| s.clone().map(|s| &*s.leak()));
-                b.push(name, labels(leaked.collect::<Vec<_>>().into_iter()));
-            } else {
-                let ids: Vec<Option<u32>> = rows
-                    .iter()
-                    .map(|s| s.as_deref().map(|s| strings.id(s)))
-                    .collect();
-                let a = DictBuilder::default().build(&strings, ids.into_iter());
-                b.push(name, a);
-            }
-        }
-        b.finish()
-    }
-
-    /// Each string column read back from `path`, through arrow-rs' reader (with the offset
-    /// index when `page_index`: it then finds the pages by their locations).
-    fn read(path: &std::path::Path, page_index: bool) -> Vec<Vec<Option<String>>> {
-        let policy = match page_index {
-            true => PageIndexPolicy::Required,
-            false => PageIndexPolicy::Skip,
-        };
-        let opts = ArrowReaderOptions::new().with_offset_index_policy(policy);
-        let f = File::open(path).unwrap();
-        let r = ParquetRecordBatchReaderBuilder::try_new_with_options(f, opts).unwrap();
-        let mut cols = vec![Vec::new(); STRINGS.len()];
-        for b in r.build().unwrap() {
-            let b = b.unwrap();
-            for (i, name) in STRINGS.iter().enumerate() {
-                let a: ArrayRef = b.column_by_name(name).unwrap().clone();
-                let a = a
-                    .as_any()
-                    .downcast_ref::<arrow_array::StringArray>()
-                    .unwrap();
-                cols[i].extend(a.iter().map(|s| s.map(str::to_string)));
-            }
-        }
-        cols
-    }
-
-    /// Rows written in batches of every size (empty, one row, across row groups), as
-    /// dictionaries and as plain strings, with dictionaries from one value (indices of no
-    /// bits) to 70,000 values (17 bits), runs from 1 to 300 rows and every share of nulls,
-    /// read back the same by arrow-rs' reader, with and without the offset index.
-    #[test]
-    fn every_row_reads_back_as_written() {
-        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-        for (case, (distinct, null_pct)) in
-            [(1, 0), (2, 30), (255, 10), (257, 0), (70_000, 50), (3, 100)]
-                .into_iter()
-                .enumerate()
-        {
-            let rows = 7 * ROW_GROUP_ROWS + 123;
-            let cols: Vec<_> = (0..STRINGS.len())
-                .map(|i| {
-                    let nulls = if i < 2 { 0 } else { null_pct };
-                    let distinct = if STRINGS[i] == "category" {
-                        distinct.min(9)
-                    } else {
-                        distinct
-                    };
-                    column(&mut rng, rows, distinct, nulls)
-                })
-                .collect();
-            let dir = tempfile::tempdir().unwrap();
-            let path = dir.path().join("t.parquet");
-            let mut w = TableWriter::new(&CPU_OPS, path.clone());
-            let (mut at, mut k) = (0, 0);
-            while at < rows {
-                let n =
-                    [0, 1, 5, 700, ROW_GROUP_ROWS, 3 * ROW_GROUP_ROWS / 2][k % 6].min(rows - at);
-                w.write(&batch(&cols, at, n, case % 2 == 1 && k % 3 == 0))
-                    .unwrap();
-                at += n;
-                k += 1;
-            }
-            w.close().unwrap();
-            assert!(read(&path, false) == cols, "case {case}");
-            assert!(
-                read(&path, true) == cols,
-                "case {case}, with the offset index"
-            );
-            pages_are_where_the_offset_index_says(&path);
-        }
-    }
-
-    /// Each string chunk's offset index: its first page where the chunk's metadata puts the
-    /// first data page, the pages back to back to the chunk's end, rows adding up.
-    fn pages_are_where_the_offset_index_says(path: &std::path::Path) {
-        let opts = ArrowReaderOptions::new().with_offset_index_policy(PageIndexPolicy::Required);
-        let f = File::open(path).unwrap();
-        let r = ParquetRecordBatchReaderBuilder::try_new_with_options(f, opts).unwrap();
-        let meta = r.metadata();
-        for (g, group) in meta.row_groups().iter().enumerate() {
-            let index = meta.page_index_for_row_group(g);
-            for (c, chunk) in group.columns().iter().enumerate() {
-                if !STRINGS.contains(&chunk.column_descr().name()) {
-                    continue;
-                }
-                let pages = &index
-                    .offset_index(c)
-                    .expect("an offset index")
-                    .page_locations;
-                let start = chunk.dictionary_page_offset().unwrap();
-                assert_eq!(pages[0].offset, chunk.data_page_offset());
-                assert_eq!(pages[0].first_row_index, 0);
-                let ends = pages
-                    .iter()
-                    .map(|p| p.offset + i64::from(p.compressed_page_size));
-                let next = pages[1..].iter().map(|p| p.offset);
-                assert!(ends.clone().zip(next).all(|(e, n)| e == n));
-                assert_eq!(
-                    ends.clone().next_back().unwrap(),
-                    start + chunk.compressed_size()
-                );
-                let firsts = pages.iter().map(|p| p.first_row_index);
-                assert!(firsts.clone().zip(firsts.skip(1)).all(|(a, b)| a < b));
-                assert!(pages.last().unwrap().first_row_index < group.num_rows());
-            }
-        }
-    }
-
-    /// A key that points at a null value is a null row, as arrow-rs writes it.
-    #[test]
-    fn a_key_to_a_null_value_is_a_null_row() {
-        let rows = 10;
-        let mut cols = vec![vec![Some("a".to_string()); rows]; STRINGS.len()];
-        let b = batch(&cols, 0, rows, false);
-        let keys = Int32Array::from_iter_values((0..rows as i32).map(|i| i % 2));
-        let values = StringArray::from(vec![Some("x"), None]);
-        let dims = DictionaryArray::<Int32Type>::try_new(keys, Arc::new(values)).unwrap();
-        let at = b.schema().index_of(STRINGS[2]).unwrap();
-        let mut columns = b.columns().to_vec();
-        columns[at] = Arc::new(dims);
-        let b = RecordBatch::try_new(b.schema(), columns).unwrap();
-        cols[2] = (0..rows)
-            .map(|i| (i % 2 == 0).then(|| "x".to_string()))
-            .collect();
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.parquet");
-        let mut w = TableWriter::new(&CPU_OPS, path.clone());
-        w.write(&b).unwrap();
-        w.close().unwrap();
-        assert!(read(&path, false) == cols);
-    }
-
-    /// A dictionary past arrow-rs' 1 MiB, where its writer turns to plain pages, stays one
-    /// dictionary here; every data page is dictionary-encoded, and reads back.
-    #[test]
-    fn a_dictionary_past_a_mebibyte_is_kept() {
-        let rows = ROW_GROUP_ROWS;
-        let long = |i: usize| Some(format!("{i}{}", "y".repeat(2_000)));
-        let mut cols = vec![vec![Some("a".to_string()); rows]; STRINGS.len()];
-        cols[2] = (0..rows).map(long).collect();
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.parquet");
-        let mut w = TableWriter::new(&CPU_OPS, path.clone());
-        w.write(&batch(&cols, 0, rows, false)).unwrap();
-        w.close().unwrap();
-        assert!(read(&path, true) == cols);
-        let r = SerializedFileReader::new(File::open(&path).unwrap()).unwrap();
-        let group = r.get_row_group(0).unwrap();
-        let dims = CPU_OPS.columns.iter().position(|c| c.name == STRINGS[2]);
-        let pages: Vec<_> = group
-            .get_column_page_reader(dims.unwrap())
-            .unwrap()
-            .map(Result::unwrap)
-            .collect();
-        assert_eq!(pages[0].page_type(), PageType::DICTIONARY_PAGE);
-        assert!(
-            pages[0].buffer().len() > 1 << 20,
-            "{}",
-            pages[0].buffer().len()
-        );
-        assert!(pages.len() >= 2);
-        assert!(pages[1..]
-            .iter()
-            .all(|p| p.encoding() == Encoding::RLE_DICTIONARY));
-    }
-}
+mod tests;
