@@ -190,8 +190,9 @@ impl StringChunk {
 
     /// Adds `len` rows: `at(self, row)` gives a non-null row's dictionary index, `text(row)`
     /// its string (once the chunk is `plain`). Ends the page when it holds the properties'
-    /// rows or bytes, and turns the chunk to PLAIN pages when the dictionary is full, as
-    /// arrow-rs checks both after each mini-batch.
+    /// rows or bytes (checked every `CHECK_ROWS` rows, as arrow-rs checks after each
+    /// mini-batch, and after a value that fills a PLAIN page), and turns the chunk to PLAIN
+    /// pages after the value that fills the dictionary.
     fn rows_of<'t>(
         &mut self,
         nulls: Option<&NullBuffer>,
