@@ -561,7 +561,8 @@ pub fn markdown() -> String {
          Generated from `ingest/src/schema.rs` by `aorta schema --markdown`; a test fails if \
          this file drifts.\n\n\
          Layout: `<out>/<table>/run=<label>/rank=<r>/part-<hash>.parquet`, one part per input \
-         file and table, zstd-compressed, string columns dictionary-encoded. `<out>/manifest.json` \
+         file and table, zstd-compressed, string columns dictionary-encoded (a column chunk whose \
+         dictionary reaches 1 MiB goes on in plain pages, as arrow-rs writes it). `<out>/manifest.json` \
          records the schema version and every input (path, hash, label, rank, parts and each part's \
          size and content hash, its findings per diagnostic code); an ingest in shards (`--shard I/N`) \
          keeps each shard's entries in `<out>/shards/<I>-of-<N>/manifest.json`, which readers \
