@@ -105,6 +105,13 @@ impl Interner {
         nth(&self.text, &self.ends, i)
     }
 
+    /// The length in bytes of string `i` (`get(i).len()` without slicing the text).
+    #[inline]
+    pub(crate) fn byte_len(&self, i: u32) -> usize {
+        let i = i as usize;
+        self.ends[i] - if i == 0 { 0 } else { self.ends[i - 1] }
+    }
+
     /// The bytes of every string together.
     pub(crate) fn text_len(&self) -> usize {
         self.text.len()

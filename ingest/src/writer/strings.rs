@@ -217,20 +217,19 @@ impl StringChunk {
                 if self.nullable {
                     self.defs.push(u32::from(valid));
                 }
+                let row = r;
                 r += 1;
                 if !valid {
                 } else if self.plain {
-                    let v = text(r - 1);
+                    let v = text(row);
                     self.bytes += v.len() as i64;
-                    self.plain_page
-                        .extend_from_slice(&(v.len() as u32).to_le_bytes());
-                    self.plain_page.extend_from_slice(v.as_bytes());
+                    push_plain(&mut self.plain_page, v);
                     if self.plain_page.len() >= self.spec.page_bytes {
                         break;
                     }
                 } else {
-                    let k = at(self, r - 1);
-                    self.bytes += self.dict.get(k).len() as i64;
+                    let k = at(self, row);
+                    self.bytes += self.dict.byte_len(k) as i64;
                     self.keys.push(k);
                     if k as usize + 1 == self.dict.len() && self.dict_full() {
                         break;
@@ -252,8 +251,8 @@ impl StringChunk {
         Ok(())
     }
 
-    /// Whether the dictionary page, PLAIN (each value's 4-byte length, then its bytes),
-    /// holds the properties' dictionary page size.
+    /// Whether the dictionary page, PLAIN (`push_plain`), holds the properties' dictionary
+    /// page size.
     fn dict_full(&self) -> bool {
         self.dict.text_len() + 4 * self.dict.len() >= self.spec.dict_bytes
     }
@@ -313,11 +312,9 @@ impl StringChunk {
     /// them (`SerializedRowGroupWriter::append_column`).
     pub(crate) fn close(mut self) -> PResult<(Bytes, ColumnCloseResult)> {
         self.end_page()?;
-        // PLAIN: each value's length (4 bytes, little-endian), then its bytes.
-        let mut plain = Vec::new();
+        let mut plain = Vec::with_capacity(self.dict.text_len() + 4 * self.dict.len());
         for v in self.dict.iter() {
-            plain.extend_from_slice(&(v.len() as u32).to_le_bytes());
-            plain.extend_from_slice(v.as_bytes());
+            push_plain(&mut plain, v);
         }
         let dict = Page::DictionaryPage {
             buf: compress(&mut self.zstd, &plain)?,
@@ -382,6 +379,12 @@ impl StringChunk {
         };
         Ok((buf, close))
     }
+}
+
+/// Appends `v` PLAIN-encoded: its length (4 bytes, little-endian), then its bytes.
+fn push_plain(buf: &mut Vec<u8>, v: &str) {
+    buf.extend_from_slice(&(v.len() as u32).to_le_bytes());
+    buf.extend_from_slice(v.as_bytes());
 }
 
 /// Compresses a page's bytes at the column's zstd level.
